@@ -1,0 +1,82 @@
+"""daybook: a durable journal for AI agents.
+
+Intent is written before every act and the outcome after; a crashed run resumes from its journal
+in any process, replaying recorded decisions and never re-firing a confirmed effect.
+"""
+
+from .book import Daybook
+from .context import Context, Decision
+from .errors import (
+    ConfigError,
+    CorruptJournal,
+    DaybookError,
+    DedupWindowExpired,
+    DuplicateKey,
+    EffectFailed,
+    LeaseLost,
+    NeedsAttention,
+    NonDeterminismError,
+    NotSerializable,
+    RunConflict,
+    RunFailed,
+    RunLeased,
+    RunNotFound,
+    SchemaVersionError,
+    StepFailed,
+)
+from .llm import Completion, LLMClient, ScriptedLLM
+from .records import SCHEMA_VERSION, Event, RunInfo, RunStatus, Status
+from .tool import (
+    Confirmed,
+    NotFound,
+    OutcomeUnknown,
+    Retry,
+    StillUnknown,
+    Tool,
+    TransientError,
+    tool,
+)
+from .workflow import Workflow, workflow
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Completion",
+    "ConfigError",
+    "Confirmed",
+    "Context",
+    "CorruptJournal",
+    "DaybookError",
+    "Daybook",
+    "Decision",
+    "DedupWindowExpired",
+    "DuplicateKey",
+    "EffectFailed",
+    "Event",
+    "LLMClient",
+    "LeaseLost",
+    "NeedsAttention",
+    "NonDeterminismError",
+    "NotFound",
+    "NotSerializable",
+    "OutcomeUnknown",
+    "Retry",
+    "RunConflict",
+    "RunFailed",
+    "RunInfo",
+    "RunLeased",
+    "RunNotFound",
+    "RunStatus",
+    "SchemaVersionError",
+    "ScriptedLLM",
+    "Status",
+    "StepFailed",
+    "StillUnknown",
+    "Tool",
+    "TransientError",
+    "Workflow",
+    "__version__",
+    "tool",
+    "workflow",
+]

@@ -1,0 +1,398 @@
+"""`Daybook`: the public entry point. Starts, attaches to, resumes and inspects durable runs.
+
+A run is owned by one process at a time through a lease on its header row; the owner loads the
+whole journal in one query, replays the workflow from memory, and goes on live from the first
+step the journal does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .context import Context, Execution, Stop, error_info
+from .errors import (
+    ConfigError,
+    DaybookError,
+    NeedsAttention,
+    RunConflict,
+    RunFailed,
+    RunLeased,
+    RunNotFound,
+)
+from .lease import Heartbeat, is_dead_here, new_owner
+from .records import (
+    JSON,
+    SCHEMA_VERSION,
+    Event,
+    Kind,
+    RunInfo,
+    RunStatus,
+    Status,
+    check_json,
+)
+from .store import Store, open_store
+from .workflow import Workflow, as_workflow, load
+
+_MISSING: Any = object()
+
+
+@dataclass
+class _Done:
+    result: Any
+
+
+class Daybook:
+    """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
+
+    `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
+    dies on this machine releases its runs at once, one on another host after `lease_ttl`.
+    """
+
+    def __init__(self, url: str | None = None, *, lease_ttl: float = 15.0) -> None:
+        if lease_ttl <= 0:
+            raise ConfigError("lease_ttl must be > 0 seconds")
+        self.store: Store = open_store(url)
+        self.url = self.store.url
+        self.lease_ttl = lease_ttl
+        self.owner = new_owner()
+        self._beat_store: Store | None = None
+        self._beat_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.store.close()
+        if self._beat_store is not None:
+            self._beat_store.close()
+
+    def __enter__(self) -> Daybook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
+        """Start a run (or attach to run `run_id` if it exists) and return its result."""
+        wf = as_workflow(workflow)
+        if wf.is_async:
+            return asyncio.run(self.run_async(wf, *args, run_id=run_id, **kwargs))
+        begun = self._begin(wf, run_id, args, kwargs)
+        if isinstance(begun, _Done):
+            return begun.result
+        exe, wf, info = begun
+        try:
+            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
+    async def run_async(
+        self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON
+    ) -> Any:
+        """`run` for `async def` workflows (store writes are short and made inline)."""
+        wf = as_workflow(workflow)
+        begun = self._begin(wf, run_id, args, kwargs)
+        if isinstance(begun, _Done):
+            return begun.result
+        return await self._body_async(*begun)
+
+    def resume(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
+        """Continue a stopped run from its journal, in this process. Completed runs just return.
+
+        `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or
+        script defining the workflow, when it is not importable from the stored reference.
+        """
+        info = self.get_run(run_id)
+        wf = load(info.workflow, info.ref, app)
+        if wf.is_async:
+            return asyncio.run(self.resume_async(run_id, wait=wait, app=app))
+        begun = self._claim(run_id, wf, wait)
+        if isinstance(begun, _Done):
+            return begun.result
+        exe, wf, info = begun
+        try:
+            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
+    async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
+        info = self.get_run(run_id)
+        wf = load(info.workflow, info.ref, app)
+        begun = self._claim(run_id, wf, wait)
+        if isinstance(begun, _Done):
+            return begun.result
+        return await self._body_async(*begun)
+
+    async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        try:
+            result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
+    def _begin(
+        self, wf: Workflow[Any], run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
+        rid = run_id or uuid.uuid4().hex
+        if not rid or len(rid) > 200:
+            raise ConfigError("run_id must be a non-empty string of at most 200 characters")
+        run_input = {"args": list(args), "kwargs": kwargs}
+        check_json(run_input, f"run {rid!r} input")
+        now = time.time()
+        info = RunInfo(
+            run_id=rid, workflow=wf.name, ref=wf.ref, status=RunStatus.RUNNING.value,
+            input=run_input, result=None, error=None, created_at=now, updated_at=now,
+            lease_owner=self.owner, lease_expires=now + self.lease_ttl,
+            schema_version=SCHEMA_VERSION,
+        )
+        first = Event(
+            run_id=rid, seq=1, kind=Kind.RUN_STARTED.value, name=wf.name,
+            data={"input": run_input, "ref": wf.ref, "by": self.owner}, at=now,
+        )
+        if self.store.create_run(info, first):
+            return self._execution(info, [first], wf)
+        existing = self.get_run(rid)
+        if existing.workflow != wf.name or existing.input != run_input:
+            raise RunConflict(
+                f"run {rid!r} already exists as {existing.workflow}({_brief(existing.input)}); "
+                f"starting it again as {wf.name}({_brief(run_input)}) would be a different run. "
+                "Use a new run id, or resume the existing run"
+            )
+        return self._claim(rid, wf, 0.0)
+
+    def _claim(
+        self, run_id: str, wf: Workflow[Any], wait: float
+    ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
+        deadline = time.monotonic() + wait
+        while True:
+            info = self.get_run(run_id)
+            if info.status == RunStatus.COMPLETED:
+                return _Done(info.result)
+            if info.workflow != wf.name:
+                raise RunConflict(
+                    f"run {run_id!r} belongs to workflow {info.workflow!r}, not {wf.name!r}"
+                )
+            holder = info.lease_owner
+            expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
+            if self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), expect):
+                break
+            info = self.get_run(run_id)
+            left = (info.lease_expires or 0.0) - time.time()
+            if time.monotonic() >= deadline:
+                raise RunLeased(run_id, info.lease_owner or "?", max(0.0, left))
+            time.sleep(max(0.01, min(0.2, left, deadline - time.monotonic())))
+        info = self.get_run(run_id)
+        if info.status == RunStatus.COMPLETED:
+            self.store.release(run_id, self.owner)
+            return _Done(info.result)
+        if info.status == RunStatus.FAILED:
+            self.store.release(run_id, self.owner)
+            raise RunFailed(run_id, info.error or {})
+        try:
+            events = self.store.load(run_id)
+        except BaseException:
+            self.store.release(run_id, self.owner)
+            raise
+        return self._execution(info, events, wf)
+
+    def _execution(
+        self, info: RunInfo, events: list[Event], wf: Workflow[Any]
+    ) -> tuple[Execution, Workflow[Any], RunInfo]:
+        beat = Heartbeat(self._renewer(info.run_id), self.lease_ttl / 3)
+        return Execution(self.store, info.run_id, events, beat), wf, info
+
+    def _renewer(self, run_id: str) -> Any:
+        def renew() -> bool:
+            with self._beat_lock:
+                if self._beat_store is None:
+                    self._beat_store = open_store(self.url)
+                return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
+
+        return renew
+
+    def _complete(self, exe: Execution, result: Any) -> Any:
+        try:
+            exe.check_complete()
+            try:
+                check_json(result, f"run {exe.run_id!r} result")
+            except DaybookError as exc:
+                raise Stop(exc, True) from None
+            done = Event(
+                run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_COMPLETED.value,
+                data={"result": result}, at=time.time(),
+            )
+            self._stop_beat(exe)
+            self.store.finish(
+                exe.run_id, self.owner, RunStatus.COMPLETED.value, result, None, done, time.time()
+            )
+            return result
+        except Stop as stop:
+            raise self._fail(exe, stop) from None
+
+    def _fail(self, exe: Execution, exc: BaseException) -> BaseException:
+        """Record how the body stopped and return the exception for the caller to raise."""
+        self._stop_beat(exe)
+        now = time.time()
+        if isinstance(exc, Stop):
+            if not exc.attention:
+                return exc.error  # lease lost: this process no longer owns the run
+            message = str(exc.error)
+            event = None
+            if exc.journal:
+                event = Event(
+                    run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_ATTENTION.value,
+                    data={"message": message, "error": type(exc.error).__name__}, at=now,
+                )
+            self.store.finish(
+                exe.run_id, self.owner, RunStatus.NEEDS_ATTENTION.value, None,
+                {"type": type(exc.error).__name__, "message": message}, event, now,
+            )
+            return exc.error
+        if not isinstance(exc, Exception):
+            # KeyboardInterrupt and friends: leave the run resumable, as a crash would.
+            self.store.release(exe.run_id, self.owner)
+            return exc
+        info = error_info(exc)
+        event = Event(
+            run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value,
+            data={"error": info}, at=now,
+        )
+        self.store.finish(exe.run_id, self.owner, RunStatus.FAILED.value, None, info, event, now)
+        return RunFailed(exe.run_id, info)
+
+    @staticmethod
+    def _stop_beat(exe: Execution) -> None:
+        if exe.heartbeat is not None:
+            exe.heartbeat.stop()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunInfo:
+        info = self.store.get_run(run_id)
+        if info is None:
+            raise RunNotFound(run_id, self.url)
+        return info
+
+    def runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        if status is not None and status not in {s.value for s in RunStatus}:
+            raise ConfigError(
+                f"unknown status {status!r}; use one of {', '.join(s.value for s in RunStatus)}"
+            )
+        return self.store.list_runs(status, limit)
+
+    def journal(self, run_id: str) -> list[Event]:
+        """The run's journal in order. A read: it never writes (safe on a live run)."""
+        self.get_run(run_id)
+        return self.store.load(run_id)
+
+    def export(self, run_id: str) -> dict[str, JSON]:
+        info = self.get_run(run_id)
+        return {
+            "format": "daybook.export",
+            "schema_version": SCHEMA_VERSION,
+            "run": info.as_dict(),
+            "events": [e.as_dict() for e in self.store.load(run_id)],
+        }
+
+    def unknowns(self) -> list[dict[str, JSON]]:
+        """Effects whose outcome is not settled: unknown, in flight, or waiting to retry."""
+        out: list[dict[str, JSON]] = []
+        now = time.time()
+        runs: dict[str, RunInfo] = {}
+        for ev in self.store.open_effects():
+            if ev.kind == Kind.OUTCOME and ev.status == Status.FAILED and ev.data.get("final", True):
+                continue
+            info = runs.get(ev.run_id) or self.get_run(ev.run_id)
+            runs[ev.run_id] = info
+            live = bool(info.lease_owner and (info.lease_expires or 0) > now)
+            out.append({
+                "run_id": ev.run_id,
+                "step": ev.step,
+                "tool": ev.name,
+                "key": ev.key,
+                "state": "in flight" if live else (ev.status or "unknown (no outcome)"),
+                "run_status": info.status,
+                "since": ev.at,
+            })
+        return out
+
+    # -- operator actions ---------------------------------------------------------------------
+
+    def resolve(
+        self,
+        run_id: str,
+        step: int,
+        *,
+        confirmed: JSON = _MISSING,
+        failed: str | None = None,
+        absent: bool = False,
+        by: str | None = None,
+        evidence: str = "",
+    ) -> Event:
+        """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
+
+        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned);
+        `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
+        it, so resuming sends it again under the same key.
+        """
+        chosen = [confirmed is not _MISSING, failed is not None, absent]
+        if sum(chosen) != 1:
+            raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
+        who = by or getpass.getuser()
+        self.get_run(run_id)
+        if not self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), None):
+            info = self.get_run(run_id)
+            raise RunLeased(run_id, info.lease_owner or "?", (info.lease_expires or 0) - time.time())
+        try:
+            events = self.store.load(run_id)
+            recs = [e for e in events if e.step == step]
+            if not recs or recs[0].kind != Kind.INTENT:
+                raise ConfigError(f"run {run_id!r} has no effect at step {step}")
+            last = recs[-1]
+            settled = last.kind == Kind.OUTCOME and (
+                last.status == Status.CONFIRMED
+                or (last.status == Status.FAILED and last.data.get("final", True))
+            )
+            if settled:
+                raise ConfigError(
+                    f"run {run_id!r} step {step} is already {last.status}; nothing to resolve"
+                )
+            base: dict[str, JSON] = {"resolved_by": "manual", "by": who, "evidence": evidence}
+            if confirmed is not _MISSING:
+                check_json(confirmed, f"resolution of step {step}")
+                status, data = Status.CONFIRMED, {"result": confirmed, **base}
+            elif failed is not None:
+                status = Status.FAILED
+                data = {"error": {"type": "ResolvedFailed", "message": failed}, "final": True, **base}
+            else:
+                status, data = Status.UNKNOWN, {"resolution": "absent", **base}
+            ev = Event(
+                run_id=run_id, seq=events[-1].seq + 1, kind=Kind.OUTCOME.value, step=step,
+                name=recs[0].name, key=recs[0].key, status=status.value,
+                attempt=last.attempt, fp=recs[0].fp, data=data, at=time.time(),
+            )
+            self.store.append(ev)
+            return ev
+        finally:
+            self.store.release(run_id, self.owner)
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    if isinstance(exc, Stop):
+        return None
+    return exc.__cause__ if isinstance(exc, DaybookError) else exc
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = ["Daybook", "NeedsAttention"]

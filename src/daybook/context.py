@@ -1,0 +1,620 @@
+"""The run context: how a workflow records decisions and performs effects, live or on replay.
+
+Every call on `Context` takes the next step position in call order (so parallel steps get
+deterministic ids), then either returns what the journal holds for that position or does the
+work live and journals it. Effects follow one state machine, shared by the sync and async paths:
+
+    intent -> call -> outcome confirmed | failed | unknown
+    unknown -> reconcile -> confirmed | not found -> attempt (same key) -> call ...
+                         -> still unknown -> ask again with backoff -> needs attention
+    unknown, tool idempotent -> attempt (same key) -> call ...
+    unknown, otherwise -> needs attention (a person resolves it; nothing is guessed)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random as _random
+import threading
+import time
+import traceback
+import uuid as _uuid
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from .errors import (
+    DaybookError,
+    DedupWindowExpired,
+    DuplicateKey,
+    EffectFailed,
+    LeaseLost,
+    NeedsAttention,
+    NonDeterminismError,
+    StepFailed,
+)
+from .lease import Heartbeat
+from .llm import LLMClient
+from .records import JSON, Event, Kind, Status, check_json, fingerprint
+from .store import Store
+from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
+
+T = TypeVar("T")
+
+# What the effect state machine asks its driver to do, and what it gets back.
+_Op = tuple[str, float]
+_Reply = tuple[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Decision(Generic[T]):
+    """A recorded decision. `id` is `<run id>/<step>`; derive effect keys from it with `key()`."""
+
+    id: str
+    name: str
+    value: T
+    step: int
+
+    def key(self, kind: str, i: int = 0) -> str:
+        return f"{self.id}/{kind}/{i}"
+
+
+class Stop(BaseException):
+    """Internal: unwind the workflow without letting user `except Exception` blocks swallow it.
+
+    `attention` carries a message for the run header (and, with `journal`, a journal row);
+    a lease loss carries neither, because this process no longer owns the run.
+    """
+
+    def __init__(self, error: DaybookError, attention: bool, journal: bool = False) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.attention = attention
+        self.journal = journal
+
+
+def error_info(exc: BaseException) -> dict[str, str]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "where": "".join(traceback.format_exception(exc)[-3:])[-2000:],
+    }
+
+
+class Execution:
+    """One process's execution of one run: the loaded journal and the next positions to write."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        events: list[Event],
+        heartbeat: Heartbeat | None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.heartbeat = heartbeat
+        self.steps: dict[int, list[Event]] = {}
+        for ev in events:
+            if ev.step is not None:
+                self.steps.setdefault(ev.step, []).append(ev)
+        self.recorded_steps = max(self.steps, default=0)
+        self.next_seq = (events[-1].seq if events else 0) + 1
+        self.next_step = 1
+        self.keys: dict[str, int] = {}
+        self.per_decision: dict[str, int] = {}
+        self.clock: Callable[[], float] = time.time
+        self.sleep: Callable[[float], None] = time.sleep
+
+    # -- journal writes -----------------------------------------------------------------------
+
+    def append(self, kind: Kind, step: int | None, name: str, **fields: Any) -> Event:
+        if self.heartbeat is not None and self.heartbeat.lost:
+            raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
+        ev = Event(
+            run_id=self.run_id,
+            seq=self.next_seq,
+            kind=kind.value,
+            step=step,
+            name=name,
+            at=self.clock(),
+            **fields,
+        )
+        try:
+            self.store.append(ev)
+        except LeaseLost as exc:
+            raise Stop(exc, False) from None
+        except DuplicateKey as exc:
+            raise Stop(exc, True) from None
+        self.next_seq += 1
+        if step is not None:
+            self.steps.setdefault(step, []).append(ev)
+        return ev
+
+    def alloc(self) -> int:
+        step = self.next_step
+        self.next_step += 1
+        return step
+
+    def expect(self, step: int, kind: Kind, name: str, fp: str) -> list[Event] | None:
+        recs = self.steps.get(step)
+        if not recs:
+            return None
+        first = recs[0]
+        if first.kind != kind.value or first.name != name:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r} step {step}: the journal holds {first.kind} "
+                    f"{first.name!r} but the workflow now asks for {kind.value} {name!r}. The "
+                    "workflow code changed under a live run: restore the code it started with "
+                    "to finish it, or start a new run"
+                ),
+                True,
+            )
+        if first.fp != fp:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r} step {step} ({kind.value} {name!r}): its arguments "
+                    f"differ from the journal (fingerprint {first.fp}, now {fp}). Arguments must "
+                    "come from recorded steps (ctx.decide, ctx.now, ...) so replay sees the same "
+                    "values; restore the code the run started with"
+                ),
+                True,
+            )
+        return recs
+
+    def check_complete(self) -> None:
+        done = self.next_step - 1
+        if self.recorded_steps > done:
+            first = self.steps[done + 1][0]
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r}: the workflow finished after step {done}, but the "
+                    f"journal holds step {done + 1} ({first.kind} {first.name!r}); the workflow "
+                    "code changed under a live run: restore the code it started with"
+                ),
+                True,
+            )
+
+
+def _json(value: Any, what: str) -> str:
+    from .errors import NotSerializable
+
+    try:
+        return check_json(value, what)
+    except NotSerializable as exc:
+        raise Stop(exc, True) from None
+
+
+class _Effect:
+    """The state machine of one effect step; a generator so sync and async drivers share it."""
+
+    def __init__(
+        self,
+        exe: Execution,
+        step: int,
+        tool: Tool[Any],
+        key: str,
+        args: dict[str, JSON],
+        fp: str,
+        decision: str | None,
+        recs: list[Event] | None,
+    ) -> None:
+        self.exe = exe
+        self.step = step
+        self.tool = tool
+        self.key = key
+        self.args = args
+        self.fp = fp
+        self.decision = decision
+        self.recs = recs
+
+    def _write(self, kind: Kind, attempt: int, status: Status | None = None, **data: Any) -> Event:
+        return self.exe.append(
+            kind,
+            self.step,
+            self.tool.name,
+            key=self.key,
+            status=status.value if status else None,
+            attempt=attempt,
+            fp=self.fp,
+            data=data,
+        )
+
+    def _attention(self, why: str, error: DaybookError | None = None) -> Stop:
+        rid = self.exe.run_id
+        msg = (
+            f"run {rid!r} step {self.step} {self.tool.name!r} (key {self.key!r}): outcome unknown: "
+            f"{why}. Ask the counterparty what happened to key {self.key!r}, record it with "
+            f"`daybook resolve {rid} {self.step} --confirmed JSON | --failed MESSAGE | --absent` "
+            f"(--absent: it never arrived, safe to send again under the same key), then "
+            f"`daybook resume {rid}`"
+        )
+        return Stop(error or NeedsAttention(rid, msg), True, journal=True)
+
+    def _failed(self, attempt: int, exc: BaseException) -> EffectFailed:
+        info = error_info(exc)
+        self._write(Kind.OUTCOME, attempt, Status.FAILED, error=info, final=True)
+        return self._raise_failed(info)
+
+    def _raise_failed(self, info: dict[str, str]) -> EffectFailed:
+        return EffectFailed(
+            f"step {self.step} {self.tool.name!r} (key {self.key!r}) failed: "
+            f"{info.get('type')}: {info.get('message')}",
+            info,
+        )
+
+    def flow(self) -> Generator[_Op, _Reply, Any]:
+        retry = self.tool.retry
+        recs = self.recs
+        intent_at: float
+        if not recs:
+            ev = self._write(Kind.INTENT, 1, args=self.args, decision=self.decision)
+            intent_at, attempt, state = ev.at, 1, "call"
+        else:
+            intent_at = recs[0].at
+            last = recs[-1]
+            attempt = last.attempt
+            if last.kind in (Kind.INTENT, Kind.ATTEMPT):
+                # The crash window: an intent without an outcome may or may not have happened.
+                self._write(
+                    Kind.OUTCOME, attempt, Status.UNKNOWN,
+                    reason="in flight when the process that sent it stopped",
+                )
+                state = "resolve"
+            elif last.status == Status.CONFIRMED:
+                return last.data.get("result")
+            elif last.status == Status.FAILED:
+                if last.data.get("final", True):
+                    raise self._raise_failed(last.data.get("error") or {})
+                state = "retry"
+            else:
+                state = "resend" if last.data.get("resolution") == "absent" else "resolve"
+
+        while True:
+            if state == "retry":
+                yield ("sleep", retry.delay(attempt))
+                attempt += 1
+                self._write(Kind.ATTEMPT, attempt, reason="retry after a transient failure")
+                state = "call"
+            elif state == "call":
+                reply = yield ("call", retry.timeout or 0.0)
+                assert reply is not None
+                tag, value = reply
+                if tag == "ok":
+                    try:
+                        check_json(value, f"step {self.step} {self.tool.name!r} result")
+                    except DaybookError as exc:
+                        self._write(
+                            Kind.OUTCOME, attempt, Status.UNKNOWN,
+                            reason=f"the tool returned a value daybook cannot journal: {exc}",
+                        )
+                        raise Stop(exc, True) from None
+                    self._write(Kind.OUTCOME, attempt, Status.CONFIRMED, result=value)
+                    return value
+                verdict = classify(value)
+                if verdict == "failed":
+                    raise self._failed(attempt, value)
+                if verdict == "transient":
+                    if not retry.allows(attempt + 1):
+                        raise self._failed(attempt, value)
+                    self._write(
+                        Kind.OUTCOME, attempt, Status.FAILED, error=error_info(value), final=False
+                    )
+                    state = "retry"
+                    continue
+                self._write(
+                    Kind.OUTCOME, attempt, Status.UNKNOWN, error=error_info(value),
+                    reason="the request may have reached the counterparty but no answer came",
+                )
+                state = "resolve"
+            elif state == "resolve":
+                if self.tool.reconcile is not None:
+                    rounds = 0
+                    while True:
+                        reply = yield ("reconcile", 0.0)
+                        assert reply is not None
+                        tag, answer = reply
+                        if tag == "ok" and isinstance(answer, Confirmed):
+                            _json(answer.result, f"step {self.step} reconciled result")
+                            self._write(
+                                Kind.OUTCOME, attempt, Status.CONFIRMED,
+                                result=answer.result, resolved_by="reconcile",
+                            )
+                            return answer.result
+                        if tag == "ok" and isinstance(answer, NotFound):
+                            state = "resend"
+                            break
+                        if tag == "ok" and not isinstance(answer, StillUnknown):
+                            raise self._attention(
+                                f"reconcile returned {answer!r}; expected Confirmed, NotFound "
+                                "or StillUnknown"
+                            )
+                        rounds += 1
+                        limit = retry.reconcile_rounds
+                        if limit is not None and rounds >= limit:
+                            raise self._attention(
+                                f"the counterparty still could not say after {rounds} queries"
+                            )
+                        yield ("sleep", retry.delay(rounds))
+                elif self.tool.idempotent:
+                    state = "resend"
+                else:
+                    raise self._attention(
+                        "the tool has no reconcile() to ask the counterparty and is not declared "
+                        "idempotent, so daybook will not send it again on a guess"
+                    )
+            elif state == "resend":
+                window = self.tool.dedup_window
+                age = self.exe.clock() - intent_at
+                if window is not None and age > window:
+                    raise self._attention(
+                        "dedup window expired",
+                        DedupWindowExpired(
+                            f"run {self.exe.run_id!r} step {self.step} {self.tool.name!r} (key "
+                            f"{self.key!r}): a re-send is needed, but the counterparty forgets "
+                            f"keys after {window:g}s and the intent is {age:.1f}s old, so the "
+                            "key no longer protects a re-send. Query the counterparty by its "
+                            "reference, then `daybook resolve` the step and resume"
+                        ),
+                    )
+                if not retry.allows(attempt + 1):
+                    raise self._attention(f"all {attempt} attempts are used")
+                attempt += 1
+                self._write(
+                    Kind.ATTEMPT, attempt,
+                    reason="not received by the counterparty; sent again under the same key",
+                )
+                state = "call"
+
+
+def _call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    if not timeout:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["ok"] = fn()
+        except BaseException as exc:
+            box["err"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {timeout:g}s")
+    if "err" in box:
+        raise box["err"]
+    return box["ok"]
+
+
+class Context:
+    """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
+
+    def __init__(self, exe: Execution) -> None:
+        self._exe = exe
+
+    @property
+    def run_id(self) -> str:
+        return self._exe.run_id
+
+    def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
+        """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
+        return decision.key(kind, i)
+
+    # -- decisions ----------------------------------------------------------------------------
+
+    @overload
+    def decide(
+        self, name: str, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any
+    ) -> Awaitable[Decision[T]]: ...
+
+    @overload
+    def decide(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Decision[T]: ...
+
+    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once and journal its value; replay returns the recorded value.
+
+        Use it for anything non-deterministic: a model call, reading the world, a random choice.
+        An `async def` fn makes this return an awaitable.
+        """
+        exe = self._exe
+        step = exe.alloc()
+        fp = fingerprint(_json({"args": list(args), "kwargs": kwargs},
+                               f"step {step} {name!r} arguments"))
+        recs = exe.expect(step, Kind.DECISION, name, fp)
+        if recs is not None:
+            decision = self._replayed(step, name, recs[0])
+            if inspect.iscoroutinefunction(fn):
+                return _ready(decision)
+            return decision
+        if inspect.iscoroutinefunction(fn):
+            return self._decide_async(step, name, fp, fn, args, kwargs)
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as exc:
+            raise self._decision_failed(step, name, fp, exc) from exc
+        return self._record(step, name, fp, value)
+
+    async def _decide_async(
+        self, step: int, name: str, fp: str, fn: Callable[..., Any],
+        args: tuple[Any, ...], kwargs: dict[str, Any],
+    ) -> Decision[Any]:
+        try:
+            value = await fn(*args, **kwargs)
+        except Exception as exc:
+            raise self._decision_failed(step, name, fp, exc) from exc
+        return self._record(step, name, fp, value)
+
+    def _record(self, step: int, name: str, fp: str, value: Any) -> Decision[Any]:
+        _json(value, f"step {step} decision {name!r} value")
+        self._exe.append(
+            Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data={"value": value}
+        )
+        return Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step)
+
+    def _decision_failed(self, step: int, name: str, fp: str, exc: Exception) -> StepFailed:
+        info = error_info(exc)
+        self._exe.append(
+            Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info}
+        )
+        return StepFailed(f"step {step} decision {name!r} raised {info['type']}: {exc}", info)
+
+    def _replayed(self, step: int, name: str, ev: Event) -> Decision[Any]:
+        if ev.status == Status.FAILED.value:
+            info = ev.data.get("error") or {}
+            raise StepFailed(
+                f"step {step} decision {name!r} raised {info.get('type')}: {info.get('message')}",
+                info,
+            )
+        return Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+
+    def now(self) -> float:
+        """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""
+        value: float = self.decide("now", time.time).value
+        return value
+
+    def random(self) -> float:
+        value: float = self.decide("random", _random.random).value
+        return value
+
+    def uuid(self) -> str:
+        value: str = self.decide("uuid", lambda: str(_uuid.uuid4())).value
+        return value
+
+    def llm(self, client: LLMClient, prompt: str, **params: JSON) -> Decision[dict[str, JSON]]:
+        """One recorded model call: replay returns the recorded completion, never re-samples."""
+
+        def call() -> dict[str, JSON]:
+            return client.complete(prompt, **params).as_dict()
+
+        return self.decide(f"llm:{client.model}", call, prompt, **params)
+
+    # -- effects ------------------------------------------------------------------------------
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[Coroutine[Any, Any, T]],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> Awaitable[T]: ...
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[T],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> T: ...
+
+    def effect(
+        self,
+        tool: Tool[Any],
+        /,
+        *,
+        key: str | None = None,
+        decision: Decision[Any] | None = None,
+        **args: JSON,
+    ) -> Any:
+        """Perform `tool(**args)` with an intent journaled before it and the outcome after.
+
+        The key is `key` if given; else `<decision id>/<tool>/<i>` when derived from a decision;
+        else `<run id>/<step>`. It never depends on the argument values.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
+        exe = self._exe
+        step = exe.alloc()
+        if key is None and decision is not None:
+            n = exe.per_decision.get(decision.id, 0)
+            exe.per_decision[decision.id] = n + 1
+            key = decision.key(tool.name, n)
+        key = key or f"{exe.run_id}/{step}"
+        owner = exe.keys.setdefault(key, step)
+        if owner != step:
+            raise Stop(
+                DuplicateKey(
+                    f"run {exe.run_id!r}: steps {owner} and {step} were both given key {key!r}; "
+                    "each effect needs its own key (use ctx.key(decision, kind, i))"
+                ),
+                True,
+            )
+        fp = fingerprint(_json(args, f"step {step} {tool.name!r} arguments"))
+        recs = exe.expect(step, Kind.INTENT, tool.name, fp)
+        if recs is not None and recs[0].key != key:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {exe.run_id!r} step {step} {tool.name!r}: its key changed from "
+                    f"{recs[0].key!r} to {key!r}; keys must name the decision, not its inputs"
+                ),
+                True,
+            )
+        machine = _Effect(
+            exe, step, tool, key, args, fp, decision.id if decision else None, recs
+        ).flow()
+        if tool.is_async:
+            return self._drive_async(machine, tool, key, args)
+        return self._drive(machine, tool, key, args)
+
+    def _drive(
+        self, machine: Generator[_Op, _Reply, Any], tool: Tool[Any], key: str, args: dict[str, Any]
+    ) -> Any:
+        reply: _Reply = None
+        while True:
+            try:
+                op, arg = machine.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = None
+            if op == "sleep":
+                self._exe.sleep(arg)
+                continue
+            try:
+                if op == "call":
+                    reply = ("ok", _call_with_timeout(
+                        lambda: tool.fn(**args, idempotency_key=key), arg))
+                else:
+                    assert tool.reconcile is not None
+                    reply = ("ok", tool.reconcile(key, args))
+            except Exception as exc:
+                reply = ("err", exc)
+
+    async def _drive_async(
+        self, machine: Generator[_Op, _Reply, Any], tool: Tool[Any], key: str, args: dict[str, Any]
+    ) -> Any:
+        reply: _Reply = None
+        while True:
+            try:
+                op, arg = machine.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = None
+            if op == "sleep":
+                await asyncio.sleep(arg)
+                continue
+            try:
+                if op == "call":
+                    pending = tool.fn(**args, idempotency_key=key)
+                    result = await (asyncio.wait_for(pending, arg) if arg else pending)
+                    reply = ("ok", result)
+                else:
+                    assert tool.reconcile is not None
+                    answer: Any = tool.reconcile(key, args)
+                    if inspect.isawaitable(answer):
+                        answer = await answer
+                    reply = ("ok", answer)
+            except Exception as exc:
+                reply = ("err", exc)
+
+
+async def _ready(value: T) -> T:
+    return value

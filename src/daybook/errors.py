@@ -1,0 +1,99 @@
+"""The exceptions daybook raises: one base class, each message saying what went wrong and what to do."""
+
+from __future__ import annotations
+
+
+class DaybookError(Exception):
+    """Base class of every error daybook raises on purpose."""
+
+
+class ConfigError(DaybookError):
+    """A store URL, option or argument that daybook cannot use."""
+
+
+class SchemaVersionError(DaybookError):
+    """The store was written by a daybook whose schema this code does not know."""
+
+
+class CorruptJournal(DaybookError):
+    """A journal row that cannot be read back (bad JSON, unknown kind, missing field)."""
+
+
+class RunNotFound(DaybookError):
+    """No run with the given id exists in the store."""
+
+    def __init__(self, run_id: str, url: str) -> None:
+        super().__init__(
+            f"no run {run_id!r} in {url}; list runs with `daybook runs --db {url}`"
+        )
+        self.run_id = run_id
+
+
+class RunConflict(DaybookError):
+    """A run id was reused with a different workflow or different input."""
+
+
+class RunLeased(DaybookError):
+    """Another live process owns the run; only one process may execute a run at a time."""
+
+    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+        super().__init__(
+            f"run {run_id!r} is being executed by {owner} (lease expires in {expires_in:.1f}s); "
+            "wait for it, or resume with wait=SECONDS (CLI: --wait) to take it over once the "
+            "lease expires"
+        )
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+
+
+class LeaseLost(DaybookError):
+    """This process lost the run's lease (it expired, or another process took the run over)."""
+
+
+class RunFailed(DaybookError):
+    """The workflow raised; the run is `failed` and its error is journaled."""
+
+    def __init__(self, run_id: str, error: dict[str, str]) -> None:
+        super().__init__(
+            f"run {run_id!r} failed: {error.get('type', 'Error')}: {error.get('message', '')}; "
+            f"inspect it with `daybook show {run_id}`"
+        )
+        self.run_id = run_id
+        self.error = error
+
+
+class NeedsAttention(DaybookError):
+    """The run stopped at an effect whose outcome nobody can establish automatically."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class NonDeterminismError(DaybookError):
+    """On replay the workflow asked for a different step than the journal holds at that position."""
+
+
+class NotSerializable(DaybookError):
+    """A value daybook must journal is not JSON-serialisable."""
+
+
+class DuplicateKey(DaybookError):
+    """Two different effects were given the same idempotency key."""
+
+
+class StepFailed(DaybookError):
+    """A recorded step (decision or effect) raised; the same error is raised again on replay."""
+
+    def __init__(self, message: str, error: dict[str, str]) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class EffectFailed(StepFailed):
+    """A tool call failed for certain (the counterparty refused, or retries ran out)."""
+
+
+class DedupWindowExpired(DaybookError):
+    """A re-send was needed but the counterparty's dedup window for the key has passed."""

@@ -1,0 +1,89 @@
+"""Run leases: who owns a run, for how long, and when a dead owner's lease may be taken at once.
+
+An owner id records where the owner runs. A lease held by a process that is provably dead (same
+kernel boot, same PID namespace, and that PID no longer runs with the same start time) is taken
+over immediately; any other lease is honoured until it expires.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str:
+    stat = _read(f"/proc/{pid}/stat")
+    if not stat:
+        return ""
+    # The command name (field 2) may contain spaces; fields after the closing paren are fixed.
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def _pidns() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+_BOOT = _read("/proc/sys/kernel/random/boot_id")[:8]
+
+
+def new_owner() -> str:
+    pid = os.getpid()
+    return (
+        f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{_BOOT}:{_pidns()}:"
+        f"{uuid.uuid4().hex[:6]}"
+    )
+
+
+def is_dead_here(owner: str) -> bool:
+    """True only when `owner` ran on this kernel and PID namespace and its process is gone."""
+    parts = owner.split(":")
+    if len(parts) != 6 or not _BOOT:
+        return False
+    host, pid, start, boot, ns, _ = parts
+    if host != socket.gethostname() or boot != _BOOT or ns != _pidns() or not pid.isdigit():
+        return False
+    return _start_time(int(pid)) != start
+
+
+@dataclass
+class Heartbeat:
+    """Renews a lease from a background thread; `lost` turns true if a renewal is refused."""
+
+    renew: Callable[[], bool]
+    interval: float
+    lost: bool = False
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="daybook-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if not self.renew():
+                    self.lost = True
+                    return
+            except Exception:
+                # A transient store error must not kill the run; the lease may still be ours and
+                # the journal's (run_id, seq) key fences a takeover anyway.
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,183 @@
+"""Typed journal records and their JSON encoding: the shapes the store reads and writes.
+
+The journal is a list of `Event` rows per run, append-only, ordered by `seq`. A step (decision or
+effect) owns one or more events that share its `step` position: a decision is one row; an effect
+is an `intent`, then any number of `attempt` / `outcome` rows. The run header (`RunInfo`) is an
+index over the journal (status, lease) kept for listing and leasing; the journal stays the truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .errors import CorruptJournal, NotSerializable
+
+SCHEMA_VERSION = 1
+
+JSON = Any
+
+
+class Kind(StrEnum):
+    RUN_STARTED = "run_started"
+    DECISION = "decision"
+    INTENT = "intent"
+    ATTEMPT = "attempt"
+    OUTCOME = "outcome"
+    RUN_COMPLETED = "run_completed"
+    RUN_FAILED = "run_failed"
+    RUN_ATTENTION = "run_attention"
+
+
+class Status(StrEnum):
+    """Outcome of a step. `unknown` is a normal, stored state: the act may or may not have happened."""
+
+    RECORDED = "recorded"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    NEEDS_ATTENTION = "needs_attention"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+_KINDS = frozenset(k.value for k in Kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One journal row. `step` is the deterministic position of the step in the run (call order)."""
+
+    run_id: str
+    seq: int
+    kind: str
+    step: int | None = None
+    name: str = ""
+    key: str | None = None
+    status: str | None = None
+    attempt: int = 0
+    fp: str | None = None
+    data: dict[str, JSON] = field(default_factory=dict)
+    at: float = 0.0
+
+    def as_dict(self) -> dict[str, JSON]:
+        return {
+            "seq": self.seq,
+            "step": self.step,
+            "kind": self.kind,
+            "name": self.name,
+            "key": self.key,
+            "status": self.status,
+            "attempt": self.attempt,
+            "fp": self.fp,
+            "at": self.at,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The run header: what `daybook runs` lists and what a lease is taken on."""
+
+    run_id: str
+    workflow: str
+    ref: str
+    status: str
+    input: JSON
+    result: JSON
+    error: JSON
+    created_at: float
+    updated_at: float
+    lease_owner: str | None
+    lease_expires: float | None
+    schema_version: int
+
+    def as_dict(self) -> dict[str, JSON]:
+        return {
+            "run_id": self.run_id,
+            "workflow": self.workflow,
+            "ref": self.ref,
+            "status": self.status,
+            "input": self.input,
+            "result": self.result,
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "lease_owner": self.lease_owner,
+            "lease_expires": self.lease_expires,
+            "schema_version": self.schema_version,
+        }
+
+
+def dumps(value: JSON, what: str) -> str:
+    """Encode for the journal; `what` names the step so the error says where the bad value came from."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise NotSerializable(
+            f"{what} is not JSON-serialisable ({exc}); daybook journals JSON only (no pickle): "
+            "return dicts, lists, str, int, float, bool or None"
+        ) from None
+
+
+def check_json(value: JSON, what: str) -> str:
+    text = dumps(value, what)
+    # Round-trip equality catches tuples and non-str dict keys that json silently coerces, which
+    # would make replay return something different from the live value.
+    if json.loads(text) != value or _has_tuple(value):
+        raise NotSerializable(
+            f"{what} does not survive a JSON round trip (tuples, non-string keys or sets change "
+            "shape); use lists and string keys"
+        )
+    return text
+
+
+def _has_tuple(value: JSON) -> bool:
+    if isinstance(value, tuple):
+        return True
+    if isinstance(value, list):
+        return any(_has_tuple(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_tuple(v) for v in value.values())
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return False
+
+
+def fingerprint(text: str) -> str:
+    """A short digest of the canonical argument JSON: compared on replay, never used as a key."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def loads(text: str | bytes | None, run_id: str, seq: int) -> JSON:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CorruptJournal(
+            f"run {run_id!r} seq {seq}: payload is not valid JSON ({exc}); the row was changed "
+            "outside daybook. Restore it from a backup or export, then resume"
+        ) from None
+
+
+def validate(ev: Event) -> Event:
+    if ev.kind not in _KINDS:
+        raise CorruptJournal(
+            f"run {ev.run_id!r} seq {ev.seq}: unknown record kind {ev.kind!r}; it was written by a "
+            "newer daybook or changed by hand. Upgrade daybook or restore the row"
+        )
+    if ev.kind in (Kind.DECISION, Kind.INTENT, Kind.ATTEMPT, Kind.OUTCOME) and ev.step is None:
+        raise CorruptJournal(f"run {ev.run_id!r} seq {ev.seq}: {ev.kind} row has no step position")
+    if not isinstance(ev.data, dict):
+        raise CorruptJournal(f"run {ev.run_id!r} seq {ev.seq}: payload is not a JSON object")
+    return ev

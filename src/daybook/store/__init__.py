@@ -1,0 +1,78 @@
+"""The store protocol and `open_store(url)`: the one small surface every backend implements.
+
+Each method is one durable step: when it returns, what it wrote survives a crash of this process
+(and, with the default durability, a power cut). Journal rows are append-only; only the run
+header (status, lease) changes in place.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from ..errors import ConfigError
+from ..records import Event, RunInfo
+
+DEFAULT_URL = "sqlite:///daybook.db"
+
+
+class Store(Protocol):
+    url: str
+
+    def create_run(self, info: RunInfo, first: Event) -> bool:
+        """Insert the header and the first journal row together; False if the run id exists."""
+
+    def get_run(self, run_id: str) -> RunInfo | None: ...
+
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]: ...
+
+    def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
+        """Take the lease if it is free, expired, already ours, or held by `expect`."""
+
+    def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
+
+    def release(self, run_id: str, owner: str) -> None: ...
+
+    def append(self, event: Event) -> None:
+        """Commit one journal row durably; raises LeaseLost if the seq is taken, DuplicateKey."""
+
+    def finish(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        result: object,
+        error: object,
+        event: Event | None,
+        now: float,
+    ) -> None:
+        """Set the header's status (and release the lease) together with an optional journal row."""
+
+    def load(self, run_id: str) -> list[Event]:
+        """The run's whole journal in seq order, in one query."""
+
+    def open_effects(self) -> list[Event]:
+        """The latest row of every effect whose outcome is not settled (in flight or unknown)."""
+
+    def close(self) -> None: ...
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db."""
+    return url or os.environ.get("DAYBOOK_DB") or DEFAULT_URL
+
+
+def open_store(url: str | None = None) -> Store:
+    url = resolve_url(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url.startswith("sqlite:") or "://" not in url:
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    raise ConfigError(
+        f"unsupported store URL {url!r}: use sqlite:///path/to/file.db (or a plain path) "
+        "or postgresql://user@host:port/dbname"
+    )

@@ -1,0 +1,250 @@
+"""The PostgreSQL backend (psycopg 3): the store for several processes or hosts.
+
+Every journal write is one statement in autocommit mode, so one round trip and one WAL flush
+(`synchronous_commit=on`) per record. A `?schema=NAME` URL parameter keeps daybook's tables in
+their own schema (created if missing), so one database can hold several isolated books.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import ConfigError
+from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
+from .rows import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    check_version,
+    conflict_error,
+    event_from_row,
+    event_params,
+    run_from_row,
+    run_params,
+)
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - exercised only without the extra installed
+    psycopg = None  # type: ignore[assignment]
+
+_SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS daybook_runs (
+        run_id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        status TEXT NOT NULL,
+        input JSONB,
+        result JSONB,
+        error JSONB,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        lease_owner TEXT,
+        lease_expires DOUBLE PRECISION,
+        schema_version INTEGER NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS daybook_runs_status ON daybook_runs (status, updated_at)",
+    """CREATE TABLE IF NOT EXISTS daybook_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        step INTEGER,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        key TEXT,
+        status TEXT,
+        attempt INTEGER NOT NULL,
+        fp TEXT,
+        data JSONB NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        parent TEXT,
+        PRIMARY KEY (run_id, seq))""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS daybook_events_key ON daybook_events (key)
+        WHERE kind = 'intent'""",
+    """CREATE OR REPLACE FUNCTION daybook_append_only() RETURNS trigger AS $$
+        BEGIN RAISE EXCEPTION 'daybook journal is append-only: rows are never %', lower(TG_OP);
+        END $$ LANGUAGE plpgsql""",
+    """CREATE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
+        FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+]
+
+_MIGRATIONS: list[list[str]] = []
+
+_LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
+
+
+def _split(url: str) -> tuple[str, str | None]:
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query)
+    schema = None
+    rest = []
+    for k, v in query:
+        if k == "schema":
+            schema = v
+        else:
+            rest.append((k, v))
+    if schema is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
+        raise ConfigError(f"schema={schema!r} in the store URL is not a plain SQL identifier")
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+class PostgresStore:
+    def __init__(self, url: str) -> None:
+        if psycopg is None:
+            raise ConfigError(
+                "PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'"
+            )
+        self.url = url
+        conninfo, self.schema = _split(url)
+        try:
+            self._db = psycopg.connect(conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
+        if self.schema:
+            self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            self._db.execute(f'SET search_path TO "{self.schema}"')
+        self._migrate()
+        marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+        self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
+
+    def _migrate(self) -> None:
+        with self._db.transaction():
+            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            row = self._db.execute(
+                "SELECT value FROM daybook_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            found = int(row[0]) if row else 0
+            check_version(found, SCHEMA_VERSION, self.url)
+            if found == 0:
+                for stmt in _SCHEMA_V1:
+                    self._db.execute(stmt)  # type: ignore[arg-type]
+                found = 1
+            for i in range(found - 1, len(_MIGRATIONS)):
+                for stmt in _MIGRATIONS[i]:
+                    self._db.execute(stmt)  # type: ignore[arg-type]
+            self._db.execute(
+                "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def create_run(self, info: RunInfo, first: Event) -> bool:
+        # One round trip: the CTE inserts the header, the event insert runs only if it did.
+        marks = ", ".join(["%s"] * 4 + ["%s::jsonb"] * 3 + ["%s"] * 5)
+        ev_marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+        sql = (
+            f"WITH r AS (INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({marks}) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id) "
+            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM r"
+        )
+        cur = self._db.execute(sql, (*run_params(info), *event_params(first)))  # type: ignore[arg-type]
+        return cur.rowcount == 1
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        row = self._db.execute(
+            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = %s",  # type: ignore[arg-type]
+            (run_id,),
+        ).fetchone()
+        return run_from_row(row, parsed=True) if row else None
+
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        sql = f"SELECT {RUN_COLUMNS} FROM daybook_runs"
+        args: tuple[Any, ...] = ()
+        if status:
+            sql += " WHERE status = %s"
+            args = (status,)
+        sql += " ORDER BY created_at DESC, run_id LIMIT %s"
+        rows = self._db.execute(sql, (*args, limit)).fetchall()  # type: ignore[arg-type]
+        return [run_from_row(r, parsed=True) for r in rows]
+
+    def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s WHERE run_id = %s AND "
+            "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
+            (owner, now + ttl, run_id, now, owner, expect),
+        )
+        return cur.rowcount == 1
+
+    def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_expires = %s WHERE run_id = %s AND lease_owner = %s",
+            (now + ttl, run_id, owner),
+        )
+        return cur.rowcount == 1
+
+    def release(self, run_id: str, owner: str) -> None:
+        self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = NULL, lease_expires = NULL "
+            "WHERE run_id = %s AND lease_owner = %s",
+            (run_id, owner),
+        )
+
+    def append(self, event: Event) -> None:
+        try:
+            self._db.execute(self._insert_event, event_params(event))  # type: ignore[arg-type]
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+
+    def finish(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        result: object,
+        error: object,
+        event: Event | None,
+        now: float,
+    ) -> None:
+        what = f"run {run_id!r}"
+        update = (
+            "UPDATE daybook_runs SET status = %s, result = %s::jsonb, error = %s::jsonb, "
+            "updated_at = %s, lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND "
+            "(lease_owner = %s OR lease_owner IS NULL)"
+        )
+        params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now,
+                  run_id, owner)
+        try:
+            if event is None:
+                self._db.execute(update, params)  # type: ignore[arg-type]
+            else:
+                # One round trip: the event insert rides in a CTE with the header update.
+                ev_marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+                sql = (
+                    f"WITH e AS (INSERT INTO daybook_events ({EVENT_COLUMNS}) "
+                    f"VALUES ({ev_marks})) {update}"
+                )
+                self._db.execute(sql, (*event_params(event), *params))  # type: ignore[arg-type]
+        except psycopg.errors.UniqueViolation as exc:
+            assert event is not None
+            raise _conflict(event, exc) from None
+
+    def load(self, run_id: str) -> list[Event]:
+        rows = self._db.execute(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq",  # type: ignore[arg-type]
+            (run_id,),
+        ).fetchall()
+        return [event_from_row(r, parsed=True) for r in rows]
+
+    def open_effects(self) -> list[Event]:
+        cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
+        rows = self._db.execute(
+            f"SELECT {cols} FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq "  # type: ignore[arg-type]
+            "FROM daybook_events WHERE kind IN ('intent', 'attempt', 'outcome') "
+            "GROUP BY run_id, step) last ON e.run_id = last.run_id AND e.seq = last.seq "
+            "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
+        ).fetchall()
+        return [event_from_row(r, parsed=True) for r in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def now(self) -> float:
+        return time.time()
+
+
+def _conflict(event: Event, exc: Exception) -> Exception:
+    constraint = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
+    return conflict_error(event, constraint == "daybook_events_key")

@@ -1,0 +1,119 @@
+"""Row <-> record conversion shared by the backends (column order is the same in both)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import CorruptJournal, DuplicateKey, LeaseLost
+from ..records import Event, RunInfo, dumps, loads, validate
+
+EVENT_COLUMNS = "run_id, seq, step, kind, name, key, status, attempt, fp, data, at, parent"
+RUN_COLUMNS = (
+    "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
+    "lease_owner, lease_expires, schema_version"
+)
+
+
+def event_params(ev: Event) -> tuple[Any, ...]:
+    parent = ev.data.get("decision") if ev.kind == "intent" else None
+    return (
+        ev.run_id,
+        ev.seq,
+        ev.step,
+        ev.kind,
+        ev.name,
+        ev.key,
+        ev.status,
+        ev.attempt,
+        ev.fp,
+        dumps(ev.data, f"run {ev.run_id!r} seq {ev.seq}"),
+        ev.at,
+        parent,
+    )
+
+
+def event_from_row(row: Sequence[Any], parsed: bool = False) -> Event:
+    run_id, seq = row[0], row[1]
+    try:
+        data = row[9] if parsed else loads(row[9], run_id, seq)
+        ev = Event(
+            run_id=run_id,
+            seq=int(seq),
+            step=None if row[2] is None else int(row[2]),
+            kind=str(row[3]),
+            name=str(row[4]),
+            key=row[5],
+            status=row[6],
+            attempt=int(row[7]),
+            fp=row[8],
+            data=data,
+            at=float(row[10]),
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptJournal(f"run {run_id!r} seq {seq}: unreadable row ({exc})") from None
+    return validate(ev)
+
+
+def run_params(info: RunInfo) -> tuple[Any, ...]:
+    what = f"run {info.run_id!r}"
+    return (
+        info.run_id,
+        info.workflow,
+        info.ref,
+        info.status,
+        dumps(info.input, f"{what} input"),
+        dumps(info.result, f"{what} result"),
+        dumps(info.error, f"{what} error"),
+        info.created_at,
+        info.updated_at,
+        info.lease_owner,
+        info.lease_expires,
+        info.schema_version,
+    )
+
+
+def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
+    run_id = row[0]
+
+    def val(x: Any) -> Any:
+        return x if parsed else loads(x, run_id, 0)
+
+    return RunInfo(
+        run_id=run_id,
+        workflow=row[1],
+        ref=row[2],
+        status=row[3],
+        input=val(row[4]),
+        result=val(row[5]),
+        error=val(row[6]),
+        created_at=float(row[7]),
+        updated_at=float(row[8]),
+        lease_owner=row[9],
+        lease_expires=None if row[10] is None else float(row[10]),
+        schema_version=int(row[11]),
+    )
+
+
+def check_version(found: int, current: int, url: str) -> None:
+    from ..errors import SchemaVersionError
+
+    if found > current:
+        raise SchemaVersionError(
+            f"store {url} has daybook schema v{found}, but this daybook only knows up to "
+            f"v{current}; upgrade daybook (pip install -U daybook) before opening it"
+        )
+
+
+def conflict_error(event: Event, on_key: bool) -> Exception:
+    """What a unique violation on a journal insert means: a reused key, or a lost lease."""
+    if on_key:
+        return DuplicateKey(
+            f"idempotency key {event.key!r} (run {event.run_id!r} step {event.step}) is already "
+            "used by another effect; keys name one decision each: derive them with "
+            "ctx.key(decision, kind, i) or give each effect its own name"
+        )
+    return LeaseLost(
+        f"run {event.run_id!r}: journal position seq {event.seq} was written by another process; "
+        "this process no longer owns the run and stopped without acting"
+    )

@@ -1,0 +1,288 @@
+"""The SQLite backend: the embedded default, one file, WAL, every record its own durable commit.
+
+Durability (`?synchronous=` in the URL):
+- `full` (default): each intent and outcome is fsynced before daybook goes on. Survives a process
+  crash and a power cut.
+- `normal`: WAL without an fsync per commit. Survives a process crash (SIGKILL) with nothing lost;
+  a power cut may lose the last few records. Lost intents are re-sent under the same key and lost
+  outcomes become `unknown` and are reconciled, so with counterparties that honour keys no effect
+  happens twice; without keys, a power cut can repeat the last effect.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import ConfigError
+from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
+from .rows import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    check_version,
+    conflict_error,
+    event_from_row,
+    event_params,
+    run_from_row,
+    run_params,
+)
+
+_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS daybook_runs (
+    run_id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input TEXT,
+    result TEXT,
+    error TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    lease_owner TEXT,
+    lease_expires REAL,
+    schema_version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS daybook_runs_status ON daybook_runs (status, updated_at);
+CREATE TABLE IF NOT EXISTS daybook_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    step INTEGER,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    key TEXT,
+    status TEXT,
+    attempt INTEGER NOT NULL,
+    fp TEXT,
+    data TEXT NOT NULL,
+    at REAL NOT NULL,
+    parent TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS daybook_events_key ON daybook_events (key)
+    WHERE kind = 'intent';
+CREATE TRIGGER IF NOT EXISTS daybook_events_no_update BEFORE UPDATE ON daybook_events
+BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never updated'); END;
+CREATE TRIGGER IF NOT EXISTS daybook_events_no_delete BEFORE DELETE ON daybook_events
+BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never deleted'); END;
+"""
+
+# Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole.
+_MIGRATIONS: list[str] = []
+
+_SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
+
+
+def _path_of(url: str) -> tuple[str, dict[str, list[str]]]:
+    if "://" not in url and not url.startswith("sqlite:"):
+        return url, {}
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise ConfigError(f"not a SQLite URL: {url!r}")
+    # sqlite:///rel.db -> "rel.db"; sqlite:////abs.db -> "/abs.db"
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.netloc:
+        path = parts.netloc + parts.path
+    if not path:
+        raise ConfigError(f"SQLite URL {url!r} names no file: use sqlite:///daybook.db")
+    return path, parse_qs(parts.query)
+
+
+class SQLiteStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        path, query = _path_of(url)
+        sync = query.get("synchronous", ["full"])[0].lower()
+        if sync not in _SYNC:
+            raise ConfigError(f"synchronous={sync!r} in {url!r}: use full or normal")
+        self.path = path
+        self.synchronous = sync
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise ConfigError(f"directory {parent!r} for SQLite store {url!r} does not exist")
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        self._db.execute("PRAGMA busy_timeout = 30000")
+        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigError(f"could not switch {path!r} to WAL mode (got {mode})")
+        self._db.execute(f"PRAGMA synchronous = {_SYNC[sync]}")
+        self._migrate()
+        ev_marks = ", ".join("?" * 12)
+        self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})"
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            row = db.execute(
+                "SELECT value FROM daybook_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            found = int(row[0]) if row else 0
+            check_version(found, SCHEMA_VERSION, self.url)
+            if found == 0:
+                for stmt in _statements(_SCHEMA_V1):
+                    db.execute(stmt)
+                found = 1
+            for i in range(found - 1, len(_MIGRATIONS)):
+                for stmt in _statements(_MIGRATIONS[i]):
+                    db.execute(stmt)
+            db.execute(
+                "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def create_run(self, info: RunInfo, first: Event) -> bool:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = db.execute(
+                f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 12)}) "
+                "ON CONFLICT (run_id) DO NOTHING",
+                run_params(info),
+            )
+            if cur.rowcount == 0:
+                db.execute("ROLLBACK")
+                return False
+            db.execute(self._insert_event, event_params(first))
+            db.execute("COMMIT")
+            return True
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        row = self._db.execute(
+            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return run_from_row(row) if row else None
+
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        sql = f"SELECT {RUN_COLUMNS} FROM daybook_runs"
+        args: tuple[Any, ...] = ()
+        if status:
+            sql += " WHERE status = ?"
+            args = (status,)
+        sql += " ORDER BY created_at DESC, run_id LIMIT ?"
+        return [run_from_row(r) for r in self._db.execute(sql, (*args, limit)).fetchall()]
+
+    def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ? AND "
+            "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)",
+            (owner, now + ttl, run_id, now, owner, expect),
+        )
+        return cur.rowcount == 1
+
+    def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?",
+            (now + ttl, run_id, owner),
+        )
+        return cur.rowcount == 1
+
+    def release(self, run_id: str, owner: str) -> None:
+        self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = NULL, lease_expires = NULL "
+            "WHERE run_id = ? AND lease_owner = ?",
+            (run_id, owner),
+        )
+
+    # -- journal ----------------------------------------------------------------------------
+
+    def append(self, event: Event) -> None:
+        params = event_params(event)
+        try:
+            self._db.execute(self._insert_event, params)
+        except sqlite3.IntegrityError as exc:
+            raise _conflict(event, str(exc)) from None
+
+    def finish(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        result: object,
+        error: object,
+        event: Event | None,
+        now: float,
+    ) -> None:
+        db = self._db
+        what = f"run {run_id!r}"
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if event is not None:
+                try:
+                    db.execute(self._insert_event, event_params(event))
+                except sqlite3.IntegrityError as exc:
+                    raise _conflict(event, str(exc)) from None
+            db.execute(
+                "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
+                "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND "
+                "(lease_owner = ? OR lease_owner IS NULL)",
+                (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now,
+                 run_id, owner),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def load(self, run_id: str) -> list[Event]:
+        rows = self._db.execute(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
+        return [event_from_row(r) for r in rows]
+
+    def open_effects(self) -> list[Event]:
+        rows = self._db.execute(
+            f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
+            "FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq FROM daybook_events "
+            "WHERE kind IN ('intent', 'attempt', 'outcome') GROUP BY run_id, step) last "
+            "ON e.run_id = last.run_id AND e.seq = last.seq "
+            "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
+        ).fetchall()
+        return [event_from_row(r) for r in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def now(self) -> float:
+        return time.time()
+
+
+def _statements(script: str) -> list[str]:
+    # Triggers contain ';' inside BEGIN...END, so split on the blank-line-free statement ends.
+    out: list[str] = []
+    buf: list[str] = []
+    depth = 0
+    for line in script.strip().splitlines():
+        buf.append(line)
+        upper = line.upper()
+        if "BEGIN" in upper and "CREATE TRIGGER" in " ".join(buf).upper():
+            depth = 1
+        if depth and upper.rstrip().endswith("END;"):
+            depth = 0
+        if not depth and line.rstrip().endswith(";"):
+            out.append("\n".join(buf))
+            buf = []
+    if buf:
+        out.append("\n".join(buf))
+    return out
+
+
+def _conflict(event: Event, message: str) -> Exception:
+    return conflict_error(event, "daybook_events.key" in message)
