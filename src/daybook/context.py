@@ -487,10 +487,10 @@ class Context:
     def llm(self, client: LLMClient, prompt: str, **params: JSON) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples."""
 
-        def call() -> dict[str, JSON]:
+        def call(prompt: str, **params: JSON) -> dict[str, JSON]:
             return client.complete(prompt, **params).as_dict()
 
-        return self.decide(f"llm:{client.model}", call, prompt, **params)
+        return self.decide("llm", call, prompt, **params)
 
     # -- effects ------------------------------------------------------------------------------
 

@@ -1,0 +1,157 @@
+"""The `daybook` command line: run the demo, list and inspect runs, resume, export, resolve."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from . import render
+from .book import Daybook
+from .errors import DaybookError, NeedsAttention
+from .records import RunStatus
+
+_db_option = click.option(
+    "--db",
+    "db",
+    envvar="DAYBOOK_DB",
+    default=None,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db (default ./daybook.db, or $DAYBOOK_DB) or postgresql://...",
+)
+
+
+def _with_book(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @_db_option
+    @functools.wraps(fn)
+    def wrapper(db: str | None, **kwargs: Any) -> Any:
+        try:
+            with Daybook(db) as book:
+                return fn(book, **kwargs)
+        except NeedsAttention as exc:
+            click.echo(f"needs attention: {exc}", err=True)
+            sys.exit(3)
+        except DaybookError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _json_out(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="daybook")
+def main() -> None:
+    """daybook: a durable journal for AI agents. Intent before every act, outcome after."""
+
+
+@main.command()
+@click.option("--db", default=None, metavar="URL",
+              help="Store for the demo run (default: a fresh file in a temp directory).")
+def demo(db: str | None) -> None:
+    """Treasury agent killed mid-wire by SIGKILL, resumed in a new process: one wire."""
+    from .demo import run_demo
+
+    sys.exit(run_demo(db))
+
+
+@main.command()
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
+              help="Only runs in this status.")
+@click.option("--limit", default=100, show_default=True, help="At most this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
+    """List runs, newest first."""
+    found = book.runs(status, limit)
+    if as_json:
+        _json_out([r.as_dict() for r in found])
+        return
+    if not found:
+        click.echo(f"no runs{' with status ' + status if status else ''} in {book.url}")
+        return
+    rows = [[r.run_id, r.workflow, r.status, render.when(r.created_at),
+             render.when(r.updated_at), r.lease_owner or ""] for r in found]
+    click.echo(render.table(["run", "workflow", "status", "created", "updated", "lease"], rows))
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The journal as JSON (same as export).")
+@_with_book
+def show(book: Daybook, run_id: str, as_json: bool) -> None:
+    """Show a run's journal as a table: seq, step, kind, name, key, status, timing, detail."""
+    if as_json:
+        _json_out(book.export(run_id))
+        return
+    click.echo(render.journal(book.get_run(run_id), book.journal(run_id)))
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--wait", default=0.0, show_default=True, metavar="SECONDS",
+              help="Wait this long for another process's lease on the run to expire.")
+@click.option("--app", default=None, metavar="MODULE|FILE.py",
+              help="Where the workflow is defined, if not importable from the stored reference.")
+@_with_book
+def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
+    """Resume a stopped run in this process; prints its result as JSON."""
+    _json_out(book.resume(run_id, wait=wait, app=app))
+
+
+@main.command()
+@click.argument("run_id")
+@_with_book
+def export(book: Daybook, run_id: str) -> None:
+    """The run and its whole journal as JSON on stdout."""
+    _json_out(book.export(run_id))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def unknowns(book: Daybook, as_json: bool) -> None:
+    """Effects whose outcome is not known: in flight, unknown, or waiting to retry."""
+    found = book.unknowns()
+    if as_json:
+        _json_out(found)
+        return
+    if not found:
+        click.echo("no unknown outcomes")
+        return
+    rows = [[str(u["run_id"]), str(u["step"]), str(u["tool"]), str(u["key"]), str(u["state"]),
+             str(u["run_status"]), render.when(u["since"])] for u in found]
+    click.echo(render.table(["run", "step", "tool", "key", "state", "run status", "since"], rows))
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("step", type=int)
+@click.option("--confirmed", metavar="JSON", default=None,
+              help="It happened; JSON is the result the tool would have returned.")
+@click.option("--failed", metavar="MESSAGE", default=None, help="It did not happen and will not.")
+@click.option("--absent", is_flag=True,
+              help="The counterparty never received it: resume sends it again, same key.")
+@click.option("--by", default=None, help="Who resolves it (default: the OS user).")
+@click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
+@_with_book
+def resolve(book: Daybook, run_id: str, step: int, confirmed: str | None, failed: str | None,
+            absent: bool, by: str | None, evidence: str) -> None:
+    """Record by hand what happened to an effect whose outcome is unknown (journaled, with who)."""
+    kwargs: dict[str, Any] = {}
+    if confirmed is not None:
+        try:
+            kwargs["confirmed"] = json.loads(confirmed)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--confirmed") from None
+    ev = book.resolve(run_id, step, failed=failed, absent=absent, by=by, evidence=evidence,
+                      **kwargs)
+    click.echo(f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "
+               f"continue it with `daybook resume {run_id}`")

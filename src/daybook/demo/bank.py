@@ -1,0 +1,161 @@
+"""A small bank on 127.0.0.1: a real HTTP counterparty that honours idempotency keys.
+
+Used by the demo and the tests. It keeps its own books (what it executed, per key) so a test can
+assert what the counterparty received, not what the journal says. Faults can be injected:
+refuse the first N requests (503), execute and then drop the connection without a reply, or run
+a hook between executing and replying (the demo kills the agent there).
+
+    POST /<collection>        body JSON, header Idempotency-Key; 201 new, 200 replayed
+    GET  /<collection>/<key>  200 the record, 404 never received
+    GET  /balances            the day's balances (what the treasury agent reads)
+    GET  /stats               executions and requests, per key
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Faults:
+    """Mutable fault plan; counters go down as faults fire."""
+
+    refuse: int = 0  # answer 503 without executing, this many times
+    drop_after_execute: int = 0  # execute, then close the socket without replying
+    status_down: int = 0  # status queries answer 503 this many times
+    on_execute: Callable[[str, str], None] | None = None  # (collection, key) before the reply
+    collections: set[str] = field(default_factory=set)  # empty: faults apply to all
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that vanish mid-request are part of the tests; a traceback would be noise.
+        return
+
+
+class Bank:
+    def __init__(self, balances: dict[str, int] | None = None) -> None:
+        self.balances = balances or {"USD-operating": 1_250_000, "AUD-operating": 310_000}
+        self.records: dict[str, dict[str, dict[str, Any]]] = {}
+        self.executions: dict[str, int] = {}
+        self.requests: dict[str, int] = {}
+        self.faults = Faults()
+        self._lock = threading.Lock()
+        self._seq = 0
+        bank = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _send(self, code: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client died mid-exchange (the demo kills it on purpose).
+                    self.close_connection = True
+
+            def do_GET(self) -> None:
+                parts = [p for p in self.path.split("/") if p]
+                if parts == ["stats"]:
+                    self._send(200, bank.stats())
+                elif parts == ["balances"]:
+                    self._send(200, bank.balances)
+                elif len(parts) >= 2:
+                    coll, key = parts[0], "/".join(parts[1:])
+                    with bank._lock:
+                        if bank._fault(coll, "status_down"):
+                            self._send(503, {"error": "status service unavailable"})
+                            return
+                        rec = bank.records.get(coll, {}).get(key)
+                    self._send(200, rec) if rec else self._send(404, {"error": "no such key"})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                parts = [p for p in self.path.split("/") if p]
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                key = self.headers.get("Idempotency-Key")
+                if len(parts) != 1 or not key:
+                    self._send(400, {"error": "POST /<collection> with an Idempotency-Key header"})
+                    return
+                coll = parts[0]
+                with bank._lock:
+                    bank.requests[key] = bank.requests.get(key, 0) + 1
+                    if bank._fault(coll, "refuse"):
+                        self._send(503, {"error": "try again"})
+                        return
+                    existing = bank.records.get(coll, {}).get(key)
+                    if existing is not None:
+                        self._send(200, existing)
+                        return
+                    bank._seq += 1
+                    rec = {"id": f"{coll[:-1] if coll.endswith('s') else coll}-{bank._seq:06d}",
+                           "key": key, **body}
+                    bank.records.setdefault(coll, {})[key] = rec
+                    bank.executions[key] = bank.executions.get(key, 0) + 1
+                    drop = bank._fault(coll, "drop_after_execute")
+                    hook = bank.faults.on_execute
+                if hook is not None:
+                    hook(coll, key)
+                if drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                self._send(201, rec)
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _fault(self, coll: str, name: str) -> bool:
+        f = self.faults
+        if f.collections and coll not in f.collections:
+            return False
+        left: int = getattr(f, name)
+        if left > 0:
+            setattr(f, name, left - 1)
+            return True
+        return False
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Bank:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Bank:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "executed": {c: len(r) for c, r in self.records.items()},
+                "executions_by_key": dict(self.executions),
+                "requests_by_key": dict(self.requests),
+            }

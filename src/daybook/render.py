@@ -1,0 +1,95 @@
+"""Plain-text rendering of runs and journals for the CLI (a person reads these, not a program)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .records import Event, Kind, RunInfo
+
+
+def brief(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def detail(ev: Event) -> str:
+    d = ev.data
+    if ev.kind == Kind.DECISION:
+        return brief(d.get("error") if "error" in d else d.get("value"))
+    if ev.kind == Kind.INTENT:
+        return "args " + brief(d.get("args"))
+    if ev.kind == Kind.OUTCOME:
+        if "result" in d:
+            by = f" [{d['resolved_by']}{' by ' + d['by'] if d.get('by') else ''}]" \
+                if d.get("resolved_by") else ""
+            return brief(d["result"]) + by
+        if "error" in d:
+            err = d["error"]
+            return brief(f"{err.get('type')}: {err.get('message')}") + (
+                "" if d.get("final", True) else " (will retry)"
+            )
+        return brief(d.get("reason") or d.get("resolution") or "")
+    if ev.kind == Kind.ATTEMPT:
+        return brief(d.get("reason", ""))
+    if ev.kind == Kind.RUN_STARTED:
+        return "input " + brief(d.get("input"))
+    if ev.kind == Kind.RUN_COMPLETED:
+        return "result " + brief(d.get("result"))
+    if ev.kind == Kind.RUN_FAILED:
+        err = d.get("error") or {}
+        return brief(f"{err.get('type')}: {err.get('message')}")
+    return brief(d.get("message", d), 90)
+
+
+def journal(info: RunInfo, events: list[Event]) -> str:
+    start = events[0].at if events else info.created_at
+    opened: dict[int, float] = {}
+    rows = []
+    for ev in events:
+        took = ""
+        if ev.step is not None:
+            if ev.kind in (Kind.INTENT, Kind.ATTEMPT):
+                opened[ev.step] = ev.at
+            elif ev.kind == Kind.OUTCOME and ev.step in opened:
+                took = f"{(ev.at - opened[ev.step]) * 1000:.1f}ms"
+        rows.append([
+            str(ev.seq),
+            "" if ev.step is None else str(ev.step),
+            ev.kind,
+            ev.name,
+            ev.key or "",
+            ev.status or "",
+            f"+{ev.at - start:.3f}s",
+            took,
+            detail(ev),
+        ])
+    head = [
+        f"run {info.run_id}  workflow {info.workflow}  status {info.status}",
+        f"created {when(info.created_at)}  updated {when(info.updated_at)}  "
+        f"lease {info.lease_owner or 'free'}"
+        + (f" until {when(info.lease_expires)}" if info.lease_owner else ""),
+    ]
+    if info.error:
+        head.append(f"attention: {info.error.get('message', info.error)}")
+    body = table(["seq", "step", "kind", "name", "key", "status", "at", "took", "detail"], rows)
+    return "\n".join(head) + "\n\n" + body
