@@ -25,7 +25,7 @@ from .errors import (
     StepFailed,
 )
 from .llm import Completion, LLMClient, ScriptedLLM
-from .records import SCHEMA_VERSION, Event, RunInfo, RunStatus, Status
+from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
 from .tool import (
     Confirmed,
     NotFound,
@@ -54,6 +54,7 @@ __all__ = [
     "DuplicateKey",
     "EffectFailed",
     "Event",
+    "Kind",
     "LLMClient",
     "LeaseLost",
     "NeedsAttention",

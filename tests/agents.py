@@ -1,0 +1,83 @@
+"""Workflows and tools the tests run, in the test process and in child processes alike."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import daybook
+from daybook import Confirmed, Context, NotFound, StillUnknown, TransientError
+
+
+def post(url: str, body: Any, key: str) -> Any:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Idempotency-Key", key)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500:
+            raise TransientError(f"HTTP {exc.code}") from None
+        raise
+
+
+def status(key: str, args: dict[str, Any]) -> Any:
+    try:
+        with urllib.request.urlopen(f"{args['bank']}/payments/{key}", timeout=10) as resp:
+            return Confirmed(json.loads(resp.read()))
+    except urllib.error.HTTPError as exc:
+        return NotFound() if exc.code == 404 else StillUnknown()
+    except OSError:
+        return StillUnknown()
+
+
+@daybook.tool(reconcile=status, retry=daybook.Retry(max_attempts=5, backoff=0.01))
+def pay(*, bank: str, n: int, idempotency_key: str) -> Any:
+    """A payment that the bank dedupes by key and can be asked about: reconcilable."""
+    return post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.tool(retry=daybook.Retry(max_attempts=5, backoff=0.01))
+def pay_blind(*, bank: str, n: int, idempotency_key: str) -> Any:
+    """A payment with no status query and not declared idempotent: unknowns need a person."""
+    return post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.tool(idempotent=True, retry=daybook.Retry(max_attempts=5, backoff=0.01))
+def pay_idem(*, bank: str, n: int, idempotency_key: str) -> Any:
+    """Declared idempotent: an unknown may be re-sent under the same key."""
+    return post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.tool(retry=daybook.Retry(max_attempts=3, backoff=0.01))
+def slow_pay(*, bank: str, n: int, seconds: float, idempotency_key: str) -> Any:
+    time.sleep(seconds)
+    return post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.workflow
+def payments(ctx: Context, bank: str, count: int) -> list[str]:
+    """count payments, each keyed by its position; returns the bank's ids."""
+    plan = ctx.decide("plan", lambda: list(range(count))).value
+    return [ctx.effect(pay, decision=None, bank=bank, n=n)["id"] for n in plan]
+
+
+@daybook.workflow
+def slow_payments(ctx: Context, bank: str, count: int, seconds: float) -> list[str]:
+    return [ctx.effect(slow_pay, bank=bank, n=n, seconds=seconds)["id"] for n in range(count)]
+
+
+@daybook.workflow
+def program(ctx: Context, bank: str, ops: list[str]) -> list[Any]:
+    """A random mix of decisions ('d') and effects ('e') for the property test."""
+    out: list[Any] = []
+    for i, op in enumerate(ops):
+        if op == "d":
+            out.append(ctx.decide(f"d{i}", lambda i=i: i * 7).value)
+        else:
+            out.append(ctx.effect(pay, bank=bank, n=i)["n"])
+    return out

@@ -1,0 +1,82 @@
+"""Shared fixtures: a real store on each backend, a real bank on 127.0.0.1, child processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from daybook import Daybook
+from daybook.demo.bank import Bank
+
+HERE = Path(__file__).parent
+PG_URL = os.environ.get("DAYBOOK_TEST_PG", "postgresql://127.0.0.1:5432/test")
+
+
+def _pg_available() -> bool:
+    try:
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store: a SQLite file, or a PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'journal.db'}"
+        return
+    if not _pg_available():
+        if os.environ.get("DAYBOOK_REQUIRE_PG"):
+            pytest.fail(f"PostgreSQL at {PG_URL} is required (DAYBOOK_REQUIRE_PG) but unreachable")
+        pytest.skip(f"PostgreSQL at {PG_URL} is not reachable")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}schema={schema}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def book(db_url: str) -> Iterator[Daybook]:
+    with Daybook(db_url, lease_ttl=5.0) as b:
+        yield b
+
+
+@pytest.fixture
+def bank() -> Iterator[Bank]:
+    with Bank() as b:
+        yield b
+
+
+def run_child(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run tests/child.py in a new Python process (the crash and race tests' agent process)."""
+    return subprocess.run(
+        [sys.executable, str(HERE / "child.py"), *args],
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def start_child(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "child.py"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def killed(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str]) -> bool:
+    return proc.returncode == -signal.SIGKILL
+
+
+def last_json(text: str) -> object:
+    lines = [ln for ln in text.strip().splitlines() if ln.startswith(("{", "[", '"'))]
+    return json.loads(lines[-1])
