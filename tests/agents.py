@@ -53,7 +53,7 @@ def pay_idem(*, bank: str, n: int, idempotency_key: str) -> Any:
     return post(f"{bank}/payments", {"n": n}, idempotency_key)
 
 
-@daybook.tool(retry=daybook.Retry(max_attempts=3, backoff=0.01))
+@daybook.tool(reconcile=status, retry=daybook.Retry(max_attempts=3, backoff=0.01))
 def slow_pay(*, bank: str, n: int, seconds: float, idempotency_key: str) -> Any:
     time.sleep(seconds)
     return post(f"{bank}/payments", {"n": n}, idempotency_key)
