@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import agents  # noqa: E402
+import agents
 
-from daybook import Daybook, DaybookError, RunLeased  # noqa: E402
+from daybook import Daybook, DaybookError, RunLeased
 
 
 def main() -> None:

@@ -62,14 +62,18 @@ def run_child(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[
     """Run tests/child.py in a new Python process (the crash and race tests' agent process)."""
     return subprocess.run(
         [sys.executable, str(HERE / "child.py"), *args],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def start_child(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(HERE / "child.py"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

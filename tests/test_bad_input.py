@@ -27,7 +27,8 @@ def _stopped_run(book: Daybook, name: str, steps: list[str]) -> daybook.Workflow
 
     @daybook.workflow(name=name)
     def wf(ctx: daybook.Context) -> list[object]:
-        out = [ctx.decide(s, lambda s=s: s.upper()).value for s in steps]
+        for s in steps:
+            ctx.decide(s, lambda s=s: s.upper())
         raise Crash()
 
     with pytest.raises(Crash):
@@ -135,8 +136,11 @@ def test_invalid_json_in_a_sqlite_row_is_corrupt_not_a_crash(tmp_path) -> None: 
     url = f"sqlite:///{tmp_path / 'j.db'}"
     with Daybook(url) as book:
         _stopped_run(book, "badjson", ["a"])
-    _sql(url, "INSERT INTO daybook_events (run_id, seq, step, kind, name, attempt, data, at) "
-              "VALUES ('badjson', 3, 2, 'decision', 'b', 0, '{not json', 0)")
+    _sql(
+        url,
+        "INSERT INTO daybook_events (run_id, seq, step, kind, name, attempt, data, at) "
+        "VALUES ('badjson', 3, 2, 'decision', 'b', 0, '{not json', 0)",
+    )
     with Daybook(url) as book, pytest.raises(CorruptJournal, match="not valid JSON"):
         book.journal("badjson")
 
@@ -145,7 +149,7 @@ def test_a_store_from_a_newer_daybook_is_refused_with_a_version_error(db_url: st
     with Daybook(db_url) as book:
         book.runs()
     _sql(db_url, "UPDATE daybook_meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(SchemaVersionError, match="schema v99.*upgrade daybook"):
+    with pytest.raises(SchemaVersionError, match=r"schema v99.*upgrade daybook"):
         Daybook(db_url)
 
 

@@ -19,7 +19,10 @@ def cli(*args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
     extra = ["--db", db] if db else []
     return subprocess.run(
         [sys.executable, "-m", "daybook", *args, *extra],
-        capture_output=True, text=True, timeout=60, cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HERE,
     )
 
 
@@ -32,11 +35,13 @@ def test_demo_kills_the_agent_mid_wire_and_the_bank_sees_one_wire(tmp_path: Path
 
 
 def test_runs_show_export_and_resume_work_on_a_crashed_run(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     run_id = "cli-run"
-    proc = run_child(db_url, "start", run_id, "payments", json.dumps([bank.url, 2]),
-                     "--kill-after", "intent:2")
+    proc = run_child(
+        db_url, "start", run_id, "payments", json.dumps([bank.url, 2]), "--kill-after", "intent:2"
+    )
     assert killed(proc)
 
     listed = cli("runs", "--status", "running", db=db_url)
@@ -50,9 +55,7 @@ def test_runs_show_export_and_resume_work_on_a_crashed_run(
 
     resumed = cli("resume", run_id, "--wait", "5", db=db_url)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout) == [
-        bank.records["payments"][f"{run_id}/{s}"]["id"] for s in (2, 3)
-    ]
+    assert json.loads(resumed.stdout) == [bank.records["payments"][f"{run_id}/{s}"]["id"] for s in (2, 3)]
 
     exported = json.loads(cli("export", run_id, db=db_url).stdout)
     assert exported["run"]["status"] == "completed"
@@ -75,8 +78,18 @@ def test_unknowns_and_resolve_from_the_command_line(db_url: str, bank) -> None: 
     assert "cli-blind" in attention.stdout
 
     wire = json.dumps(bank.records["payments"]["cli-blind/1"])
-    done = cli("resolve", "cli-blind", "1", "--confirmed", wire, "--by", "alice",
-               "--evidence", "statement", db=db_url)
+    done = cli(
+        "resolve",
+        "cli-blind",
+        "1",
+        "--confirmed",
+        wire,
+        "--by",
+        "alice",
+        "--evidence",
+        "statement",
+        db=db_url,
+    )
     assert done.returncode == 0, done.stderr
     assert "resolved as confirmed" in done.stdout
     with Daybook(db_url) as book:
@@ -97,7 +110,8 @@ def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> Non
 
 
 def test_default_store_is_daybook_db_in_the_working_directory(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "daybook", "runs"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "daybook", "runs"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0
     assert (tmp_path / "daybook.db").exists()

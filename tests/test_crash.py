@@ -38,7 +38,9 @@ def _start_args(db_url: str, run_id: str, bank_url: str, *kill: str) -> list[str
 
 @pytest.mark.parametrize("point", ["before_intent", "after_intent", "after_outcome"])
 def test_kill_at_a_journal_write_then_resume_executes_every_payment_once(
-    db_url: str, bank, point: str  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,
+    point: str,  # type: ignore[no-untyped-def]
 ) -> None:
     run_id = f"crash-{point}"
     flag, kind = {
@@ -69,7 +71,8 @@ def test_kill_at_a_journal_write_then_resume_executes_every_payment_once(
 
 
 def test_kill_after_bank_accepted_before_outcome_reconciles_without_resending(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     run_id = "crash-after-accept"
     crash_key = f"{run_id}/{CRASH_STEP}"
@@ -101,7 +104,8 @@ def test_kill_after_bank_accepted_before_outcome_reconciles_without_resending(
 
 
 def test_crashed_run_resumed_in_another_process_keeps_its_id_and_keys(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     run_id = "crash-identity"
     proc = run_child(*_start_args(db_url, run_id, bank.url, "--kill-after", "outcome:2"))

@@ -42,9 +42,7 @@ def test_decision_and_effect_rows_link_the_effect_key_to_its_decision(
     with pytest.raises(daybook.RunFailed):
         book.run(agent, run_id="replay")
     events = book.journal("replay")
-    assert [e.kind for e in events] == [
-        "run_started", "decision", "intent", "outcome", "run_failed"
-    ]
+    assert [e.kind for e in events] == ["run_started", "decision", "intent", "outcome", "run_failed"]
     decision = events[1]
     assert decision.data["value"]["model"] == "scripted-1"
     intent = events[2]
@@ -231,6 +229,4 @@ def test_export_is_the_run_and_its_whole_journal_as_json(book: Daybook) -> None:
     doc = json.loads(json.dumps(book.export("exp")))
     assert doc["schema_version"] == daybook.SCHEMA_VERSION
     assert doc["run"]["status"] == "completed" and doc["run"]["result"] == "z"
-    assert [e["kind"] for e in doc["events"]] == [
-        "run_started", "intent", "outcome", "run_completed"
-    ]
+    assert [e["kind"] for e in doc["events"]] == ["run_started", "intent", "outcome", "run_completed"]

@@ -14,12 +14,12 @@ from daybook import Daybook, RunLeased
 
 
 def test_two_processes_racing_to_resume_one_run_execute_it_once(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     run_id = "race"
     args = [bank.url, 3, 0.4]
-    proc = run_child(db_url, "start", run_id, "slow_payments", json.dumps(args),
-                     "--kill-after", "outcome:1")
+    proc = run_child(db_url, "start", run_id, "slow_payments", json.dumps(args), "--kill-after", "outcome:1")
     assert killed(proc)
     racers = [start_child(db_url, "resume", run_id) for _ in range(2)]
     outs = [r.communicate(timeout=60) for r in racers]
@@ -63,16 +63,16 @@ def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: 
         time.sleep(1.5)
         with pytest.raises(RunLeased):
             other.resume("long")
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert bank.stats()["executions_by_key"] == {"long/1": 1}
 
 
 def test_worker_killed_mid_step_leaves_the_step_unknown_for_the_next_owner(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
-    proc = start_child(db_url, "start", "midstep", "slow_payments",
-                       json.dumps([bank.url, 1, 5.0]))
+    proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 5.0]))
     time.sleep(1.0)
     proc.kill()
     proc.wait()
@@ -103,6 +103,6 @@ def test_resume_without_waiting_reports_who_holds_the_run(db_url: str) -> None:
             book.run(crash, run_id="held")
         book.store.claim("held", "elsewhere:9:9:b:n:q", 60, time.time(), None)
         daybook.workflow(held.fn, name="held")
-        with pytest.raises(RunLeased, match="elsewhere.*--wait"):
+        with pytest.raises(RunLeased, match=r"elsewhere.*--wait"):
             book.resume("held")
     assert agents  # the child processes import the same workflows

@@ -16,7 +16,8 @@ def _outcomes(book: Daybook, run_id: str, step: int) -> list[str | None]:
 
 
 def test_counterparty_that_executes_and_drops_the_reply_gives_unknown_then_reconciled(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     bank.faults.drop_after_execute = 1
     result = book.run(agents.payments, bank.url, 2, run_id="drop")
@@ -29,7 +30,8 @@ def test_counterparty_that_executes_and_drops_the_reply_gives_unknown_then_recon
 
 
 def test_transient_failures_are_retried_under_the_same_key(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     bank.faults.refuse = 2  # 503 twice, then success
     book.run(agents.payments, bank.url, 1, run_id="flaky")
@@ -42,7 +44,8 @@ def test_transient_failures_are_retried_under_the_same_key(
 
 
 def test_retries_that_run_out_fail_the_run_with_the_error(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     bank.faults.refuse = 100
     with pytest.raises(daybook.RunFailed, match="EffectFailed"):
@@ -52,7 +55,8 @@ def test_retries_that_run_out_fail_the_run_with_the_error(
 
 
 def test_unknown_for_a_tool_with_no_reconcile_needs_attention_and_is_not_resent(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     @daybook.workflow
     def blind(ctx: daybook.Context, url: str) -> str:
@@ -81,7 +85,8 @@ def test_unknown_for_a_tool_with_no_reconcile_needs_attention_and_is_not_resent(
 
 
 def test_resolve_absent_resends_under_the_same_key(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     @daybook.workflow
     def blind2(ctx: daybook.Context, url: str) -> str:
@@ -99,7 +104,8 @@ def test_resolve_absent_resends_under_the_same_key(
 
 
 def test_idempotent_tool_is_resent_with_the_same_key_after_an_unknown(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     @daybook.workflow
     def idem(ctx: daybook.Context, url: str) -> str:
@@ -113,7 +119,8 @@ def test_idempotent_tool_is_resent_with_the_same_key_after_an_unknown(
 
 
 def test_reconcile_not_found_resends_under_the_same_key(
-    book: Daybook, bank  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     calls: list[str] = []
 
@@ -169,7 +176,7 @@ def test_expired_dedup_window_is_never_trusted_for_a_resend(
     def windowed_wf(ctx: daybook.Context) -> None:
         ctx.effect(windowed)
 
-    with pytest.raises(DedupWindowExpired, match="forgets keys after 0.2s"):
+    with pytest.raises(DedupWindowExpired, match=r"forgets keys after 0\.2s"):
         book.run(windowed_wf, run_id="window")
     assert sent == ["window/1"]  # K4: not re-sent past the window
     assert book.get_run("window").status == RunStatus.NEEDS_ATTENTION

@@ -31,8 +31,7 @@ def test_any_crash_point_resumes_to_the_uninterrupted_result_with_effects_once(
     expected = [i * 7 if op == "d" else i for i, op in enumerate(ops)]
     with Bank() as bank:
         flag = "--kill-before" if before else "--kill-after"
-        proc = run_child(db_url, "start", run_id, "program", json.dumps([bank.url, ops]),
-                         flag, f"any:{nth}")
+        proc = run_child(db_url, "start", run_id, "program", json.dumps([bank.url, ops]), flag, f"any:{nth}")
         assert killed(proc), proc.stdout + proc.stderr
         with Daybook(db_url) as book:
             assert book.resume(run_id, wait=10) == expected

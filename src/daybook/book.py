@@ -92,9 +92,7 @@ class Daybook:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
 
-    async def run_async(
-        self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON
-    ) -> Any:
+    async def run_async(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """`run` for `async def` workflows (store writes are short and made inline)."""
         wf = as_workflow(workflow)
         begun = self._begin(wf, run_id, args, kwargs)
@@ -147,14 +145,26 @@ class Daybook:
         check_json(run_input, f"run {rid!r} input")
         now = time.time()
         info = RunInfo(
-            run_id=rid, workflow=wf.name, ref=wf.ref, status=RunStatus.RUNNING.value,
-            input=run_input, result=None, error=None, created_at=now, updated_at=now,
-            lease_owner=self.owner, lease_expires=now + self.lease_ttl,
+            run_id=rid,
+            workflow=wf.name,
+            ref=wf.ref,
+            status=RunStatus.RUNNING.value,
+            input=run_input,
+            result=None,
+            error=None,
+            created_at=now,
+            updated_at=now,
+            lease_owner=self.owner,
+            lease_expires=now + self.lease_ttl,
             schema_version=SCHEMA_VERSION,
         )
         first = Event(
-            run_id=rid, seq=1, kind=Kind.RUN_STARTED.value, name=wf.name,
-            data={"input": run_input, "ref": wf.ref, "by": self.owner}, at=now,
+            run_id=rid,
+            seq=1,
+            kind=Kind.RUN_STARTED.value,
+            name=wf.name,
+            data={"input": run_input, "ref": wf.ref, "by": self.owner},
+            at=now,
         )
         if self.store.create_run(info, first):
             return self._execution(info, [first], wf)
@@ -176,9 +186,7 @@ class Daybook:
             if info.status == RunStatus.COMPLETED:
                 return _Done(info.result)
             if info.workflow != wf.name:
-                raise RunConflict(
-                    f"run {run_id!r} belongs to workflow {info.workflow!r}, not {wf.name!r}"
-                )
+                raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {wf.name!r}")
             holder = info.lease_owner
             expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
             if self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), expect):
@@ -225,8 +233,11 @@ class Daybook:
             except DaybookError as exc:
                 raise Stop(exc, True) from None
             done = Event(
-                run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_COMPLETED.value,
-                data={"result": result}, at=time.time(),
+                run_id=exe.run_id,
+                seq=exe.next_seq,
+                kind=Kind.RUN_COMPLETED.value,
+                data={"result": result},
+                at=time.time(),
             )
             self._stop_beat(exe)
             self.store.finish(
@@ -247,12 +258,20 @@ class Daybook:
             event = None
             if exc.journal:
                 event = Event(
-                    run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_ATTENTION.value,
-                    data={"message": message, "error": type(exc.error).__name__}, at=now,
+                    run_id=exe.run_id,
+                    seq=exe.next_seq,
+                    kind=Kind.RUN_ATTENTION.value,
+                    data={"message": message, "error": type(exc.error).__name__},
+                    at=now,
                 )
             self.store.finish(
-                exe.run_id, self.owner, RunStatus.NEEDS_ATTENTION.value, None,
-                {"type": type(exc.error).__name__, "message": message}, event, now,
+                exe.run_id,
+                self.owner,
+                RunStatus.NEEDS_ATTENTION.value,
+                None,
+                {"type": type(exc.error).__name__, "message": message},
+                event,
+                now,
             )
             return exc.error
         if not isinstance(exc, Exception):
@@ -261,8 +280,11 @@ class Daybook:
             return exc
         info = error_info(exc)
         event = Event(
-            run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value,
-            data={"error": info}, at=now,
+            run_id=exe.run_id,
+            seq=exe.next_seq,
+            kind=Kind.RUN_FAILED.value,
+            data={"error": info},
+            at=now,
         )
         self.store.finish(exe.run_id, self.owner, RunStatus.FAILED.value, None, info, event, now)
         return RunFailed(exe.run_id, info)
@@ -312,15 +334,17 @@ class Daybook:
             info = runs.get(ev.run_id) or self.get_run(ev.run_id)
             runs[ev.run_id] = info
             live = bool(info.lease_owner and (info.lease_expires or 0) > now)
-            out.append({
-                "run_id": ev.run_id,
-                "step": ev.step,
-                "tool": ev.name,
-                "key": ev.key,
-                "state": "in flight" if live else (ev.status or "unknown (no outcome)"),
-                "run_status": info.status,
-                "since": ev.at,
-            })
+            out.append(
+                {
+                    "run_id": ev.run_id,
+                    "step": ev.step,
+                    "tool": ev.name,
+                    "key": ev.key,
+                    "state": "in flight" if live else (ev.status or "unknown (no outcome)"),
+                    "run_status": info.status,
+                    "since": ev.at,
+                }
+            )
         return out
 
     # -- operator actions ---------------------------------------------------------------------
@@ -361,9 +385,7 @@ class Daybook:
                 or (last.status == Status.FAILED and last.data.get("final", True))
             )
             if settled:
-                raise ConfigError(
-                    f"run {run_id!r} step {step} is already {last.status}; nothing to resolve"
-                )
+                raise ConfigError(f"run {run_id!r} step {step} is already {last.status}; nothing to resolve")
             base: dict[str, JSON] = {"resolved_by": "manual", "by": who, "evidence": evidence}
             if confirmed is not _MISSING:
                 check_json(confirmed, f"resolution of step {step}")
@@ -374,9 +396,17 @@ class Daybook:
             else:
                 status, data = Status.UNKNOWN, {"resolution": "absent", **base}
             ev = Event(
-                run_id=run_id, seq=events[-1].seq + 1, kind=Kind.OUTCOME.value, step=step,
-                name=recs[0].name, key=recs[0].key, status=status.value,
-                attempt=last.attempt, fp=recs[0].fp, data=data, at=time.time(),
+                run_id=run_id,
+                seq=events[-1].seq + 1,
+                kind=Kind.OUTCOME.value,
+                step=step,
+                name=recs[0].name,
+                key=recs[0].key,
+                status=status.value,
+                attempt=last.attempt,
+                fp=recs[0].fp,
+                data=data,
+                at=time.time(),
             )
             self.store.append(ev)
             return ev

@@ -53,8 +53,12 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--db", default=None, metavar="URL",
-              help="Store for the demo run (default: a fresh file in a temp directory).")
+@click.option(
+    "--db",
+    default=None,
+    metavar="URL",
+    help="Store for the demo run (default: a fresh file in a temp directory).",
+)
 def demo(db: str | None) -> None:
     """Treasury agent killed mid-wire by SIGKILL, resumed in a new process: one wire."""
     from .demo import run_demo
@@ -63,8 +67,12 @@ def demo(db: str | None) -> None:
 
 
 @main.command()
-@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
-              help="Only runs in this status.")
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in RunStatus]),
+    default=None,
+    help="Only runs in this status.",
+)
 @click.option("--limit", default=100, show_default=True, help="At most this many runs.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @_with_book
@@ -77,8 +85,17 @@ def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
     if not found:
         click.echo(f"no runs{' with status ' + status if status else ''} in {book.url}")
         return
-    rows = [[r.run_id, r.workflow, r.status, render.when(r.created_at),
-             render.when(r.updated_at), r.lease_owner or ""] for r in found]
+    rows = [
+        [
+            r.run_id,
+            r.workflow,
+            r.status,
+            render.when(r.created_at),
+            render.when(r.updated_at),
+            r.lease_owner or "",
+        ]
+        for r in found
+    ]
     click.echo(render.table(["run", "workflow", "status", "created", "updated", "lease"], rows))
 
 
@@ -96,10 +113,19 @@ def show(book: Daybook, run_id: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("run_id")
-@click.option("--wait", default=0.0, show_default=True, metavar="SECONDS",
-              help="Wait this long for another process's lease on the run to expire.")
-@click.option("--app", default=None, metavar="MODULE|FILE.py",
-              help="Where the workflow is defined, if not importable from the stored reference.")
+@click.option(
+    "--wait",
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wait this long for another process's lease on the run to expire.",
+)
+@click.option(
+    "--app",
+    default=None,
+    metavar="MODULE|FILE.py",
+    help="Where the workflow is defined, if not importable from the stored reference.",
+)
 @_with_book
 def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
     """Resume a stopped run in this process; prints its result as JSON."""
@@ -126,24 +152,47 @@ def unknowns(book: Daybook, as_json: bool) -> None:
     if not found:
         click.echo("no unknown outcomes")
         return
-    rows = [[str(u["run_id"]), str(u["step"]), str(u["tool"]), str(u["key"]), str(u["state"]),
-             str(u["run_status"]), render.when(u["since"])] for u in found]
+    rows = [
+        [
+            str(u["run_id"]),
+            str(u["step"]),
+            str(u["tool"]),
+            str(u["key"]),
+            str(u["state"]),
+            str(u["run_status"]),
+            render.when(u["since"]),
+        ]
+        for u in found
+    ]
     click.echo(render.table(["run", "step", "tool", "key", "state", "run status", "since"], rows))
 
 
 @main.command()
 @click.argument("run_id")
 @click.argument("step", type=int)
-@click.option("--confirmed", metavar="JSON", default=None,
-              help="It happened; JSON is the result the tool would have returned.")
+@click.option(
+    "--confirmed",
+    metavar="JSON",
+    default=None,
+    help="It happened; JSON is the result the tool would have returned.",
+)
 @click.option("--failed", metavar="MESSAGE", default=None, help="It did not happen and will not.")
-@click.option("--absent", is_flag=True,
-              help="The counterparty never received it: resume sends it again, same key.")
+@click.option(
+    "--absent", is_flag=True, help="The counterparty never received it: resume sends it again, same key."
+)
 @click.option("--by", default=None, help="Who resolves it (default: the OS user).")
 @click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
 @_with_book
-def resolve(book: Daybook, run_id: str, step: int, confirmed: str | None, failed: str | None,
-            absent: bool, by: str | None, evidence: str) -> None:
+def resolve(
+    book: Daybook,
+    run_id: str,
+    step: int,
+    confirmed: str | None,
+    failed: str | None,
+    absent: bool,
+    by: str | None,
+    evidence: str,
+) -> None:
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who)."""
     kwargs: dict[str, Any] = {}
     if confirmed is not None:
@@ -151,7 +200,8 @@ def resolve(book: Daybook, run_id: str, step: int, confirmed: str | None, failed
             kwargs["confirmed"] = json.loads(confirmed)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--confirmed") from None
-    ev = book.resolve(run_id, step, failed=failed, absent=absent, by=by, evidence=evidence,
-                      **kwargs)
-    click.echo(f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "
-               f"continue it with `daybook resume {run_id}`")
+    ev = book.resolve(run_id, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
+    click.echo(
+        f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "
+        f"continue it with `daybook resume {run_id}`"
+    )

@@ -259,7 +259,9 @@ class _Effect:
             if last.kind in (Kind.INTENT, Kind.ATTEMPT):
                 # The crash window: an intent without an outcome may or may not have happened.
                 self._write(
-                    Kind.OUTCOME, attempt, Status.UNKNOWN,
+                    Kind.OUTCOME,
+                    attempt,
+                    Status.UNKNOWN,
                     reason="in flight when the process that sent it stopped",
                 )
                 state = "resolve"
@@ -287,7 +289,9 @@ class _Effect:
                         check_json(value, f"step {self.step} {self.tool.name!r} result")
                     except DaybookError as exc:
                         self._write(
-                            Kind.OUTCOME, attempt, Status.UNKNOWN,
+                            Kind.OUTCOME,
+                            attempt,
+                            Status.UNKNOWN,
                             reason=f"the tool returned a value daybook cannot journal: {exc}",
                         )
                         raise Stop(exc, True) from None
@@ -299,13 +303,14 @@ class _Effect:
                 if verdict == "transient":
                     if not retry.allows(attempt + 1):
                         raise self._failed(attempt, value)
-                    self._write(
-                        Kind.OUTCOME, attempt, Status.FAILED, error=error_info(value), final=False
-                    )
+                    self._write(Kind.OUTCOME, attempt, Status.FAILED, error=error_info(value), final=False)
                     state = "retry"
                     continue
                 self._write(
-                    Kind.OUTCOME, attempt, Status.UNKNOWN, error=error_info(value),
+                    Kind.OUTCOME,
+                    attempt,
+                    Status.UNKNOWN,
+                    error=error_info(value),
                     reason="the request may have reached the counterparty but no answer came",
                 )
                 state = "resolve"
@@ -319,8 +324,11 @@ class _Effect:
                         if tag == "ok" and isinstance(answer, Confirmed):
                             _json(answer.result, f"step {self.step} reconciled result")
                             self._write(
-                                Kind.OUTCOME, attempt, Status.CONFIRMED,
-                                result=answer.result, resolved_by="reconcile",
+                                Kind.OUTCOME,
+                                attempt,
+                                Status.CONFIRMED,
+                                result=answer.result,
+                                resolved_by="reconcile",
                             )
                             return answer.result
                         if tag == "ok" and isinstance(answer, NotFound):
@@ -328,8 +336,7 @@ class _Effect:
                             break
                         if tag == "ok" and not isinstance(answer, StillUnknown):
                             raise self._attention(
-                                f"reconcile returned {answer!r}; expected Confirmed, NotFound "
-                                "or StillUnknown"
+                                f"reconcile returned {answer!r}; expected Confirmed, NotFound or StillUnknown"
                             )
                         rounds += 1
                         limit = retry.reconcile_rounds
@@ -363,7 +370,8 @@ class _Effect:
                     raise self._attention(f"all {attempt} attempts are used")
                 attempt += 1
                 self._write(
-                    Kind.ATTEMPT, attempt,
+                    Kind.ATTEMPT,
+                    attempt,
                     reason="not received by the counterparty; sent again under the same key",
                 )
                 state = "call"
@@ -422,8 +430,7 @@ class Context:
         """
         exe = self._exe
         step = exe.alloc()
-        fp = fingerprint(_json({"args": list(args), "kwargs": kwargs},
-                               f"step {step} {name!r} arguments"))
+        fp = fingerprint(_json({"args": list(args), "kwargs": kwargs}, f"step {step} {name!r} arguments"))
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
             decision = self._replayed(step, name, recs[0])
@@ -439,8 +446,13 @@ class Context:
         return self._record(step, name, fp, value)
 
     async def _decide_async(
-        self, step: int, name: str, fp: str, fn: Callable[..., Any],
-        args: tuple[Any, ...], kwargs: dict[str, Any],
+        self,
+        step: int,
+        name: str,
+        fp: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Decision[Any]:
         try:
             value = await fn(*args, **kwargs)
@@ -457,9 +469,7 @@ class Context:
 
     def _decision_failed(self, step: int, name: str, fp: str, exc: Exception) -> StepFailed:
         info = error_info(exc)
-        self._exe.append(
-            Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info}
-        )
+        self._exe.append(Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info})
         return StepFailed(f"step {step} decision {name!r} raised {info['type']}: {exc}", info)
 
     def _replayed(self, step: int, name: str, ev: Event) -> Decision[Any]:
@@ -558,9 +568,7 @@ class Context:
                 ),
                 True,
             )
-        machine = _Effect(
-            exe, step, tool, key, args, fp, decision.id if decision else None, recs
-        ).flow()
+        machine = _Effect(exe, step, tool, key, args, fp, decision.id if decision else None, recs).flow()
         if tool.is_async:
             return self._drive_async(machine, tool, key, args)
         return self._drive(machine, tool, key, args)
@@ -580,8 +588,7 @@ class Context:
                 continue
             try:
                 if op == "call":
-                    reply = ("ok", _call_with_timeout(
-                        lambda: tool.fn(**args, idempotency_key=key), arg))
+                    reply = ("ok", _call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
                 else:
                     assert tool.reconcile is not None
                     reply = ("ok", tool.reconcile(key, args))

@@ -23,9 +23,7 @@ class RunNotFound(DaybookError):
     """No run with the given id exists in the store."""
 
     def __init__(self, run_id: str, url: str) -> None:
-        super().__init__(
-            f"no run {run_id!r} in {url}; list runs with `daybook runs --db {url}`"
-        )
+        super().__init__(f"no run {run_id!r} in {url}; list runs with `daybook runs --db {url}`")
         self.run_id = run_id
 
 

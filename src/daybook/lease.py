@@ -43,10 +43,7 @@ _BOOT = _read("/proc/sys/kernel/random/boot_id")[:8]
 
 def new_owner() -> str:
     pid = os.getpid()
-    return (
-        f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{_BOOT}:{_pidns()}:"
-        f"{uuid.uuid4().hex[:6]}"
-    )
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{_BOOT}:{_pidns()}:{uuid.uuid4().hex[:6]}"
 
 
 def is_dead_here(owner: str) -> bool:

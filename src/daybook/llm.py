@@ -41,9 +41,7 @@ class ScriptedLLM:
     `calls` counts real invocations, so a test can show that replay made none.
     """
 
-    def __init__(
-        self, replies: Sequence[str] | Callable[[str], str], model: str = "scripted-1"
-    ) -> None:
+    def __init__(self, replies: Sequence[str] | Callable[[str], str], model: str = "scripted-1") -> None:
         self.model = model
         self._replies = replies
         self.calls = 0

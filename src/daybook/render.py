@@ -40,8 +40,11 @@ def detail(ev: Event) -> str:
         return "args " + brief(d.get("args"))
     if ev.kind == Kind.OUTCOME:
         if "result" in d:
-            by = f" [{d['resolved_by']}{' by ' + d['by'] if d.get('by') else ''}]" \
-                if d.get("resolved_by") else ""
+            by = (
+                f" [{d['resolved_by']}{' by ' + d['by'] if d.get('by') else ''}]"
+                if d.get("resolved_by")
+                else ""
+            )
             return brief(d["result"]) + by
         if "error" in d:
             err = d["error"]
@@ -72,17 +75,19 @@ def journal(info: RunInfo, events: list[Event]) -> str:
                 opened[ev.step] = ev.at
             elif ev.kind == Kind.OUTCOME and ev.step in opened:
                 took = f"{(ev.at - opened[ev.step]) * 1000:.1f}ms"
-        rows.append([
-            str(ev.seq),
-            "" if ev.step is None else str(ev.step),
-            ev.kind,
-            ev.name,
-            ev.key or "",
-            ev.status or "",
-            f"+{ev.at - start:.3f}s",
-            took,
-            detail(ev),
-        ])
+        rows.append(
+            [
+                str(ev.seq),
+                "" if ev.step is None else str(ev.step),
+                ev.kind,
+                ev.name,
+                ev.key or "",
+                ev.status or "",
+                f"+{ev.at - start:.3f}s",
+                took,
+                detail(ev),
+            ]
+        )
     head = [
         f"run {info.run_id}  workflow {info.workflow}  status {info.status}",
         f"created {when(info.created_at)}  updated {when(info.updated_at)}  "

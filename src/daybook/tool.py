@@ -14,7 +14,7 @@ import socket
 import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from .errors import ConfigError
 
@@ -95,8 +95,24 @@ class Tool(Generic[R]):
         return self.fn(*args, **kwargs)
 
 
+@overload
+def tool(fn: Callable[..., R], /) -> Tool[R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    idempotent: bool = False,
+    reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    dedup_window: float | None = None,
+    retry: Retry | None = None,
+) -> Callable[[Callable[..., R]], Tool[R]]: ...
+
+
 def tool(
     fn: Callable[..., R] | None = None,
+    /,
     *,
     name: str | None = None,
     idempotent: bool = False,
@@ -148,8 +164,11 @@ def classify(exc: BaseException) -> str:
         return "transient"
     if isinstance(
         exc,
-        TimeoutError | ConnectionError | http.client.RemoteDisconnected
-        | http.client.IncompleteRead | http.client.BadStatusLine,
+        TimeoutError
+        | ConnectionError
+        | http.client.RemoteDisconnected
+        | http.client.IncompleteRead
+        | http.client.BadStatusLine,
     ):
         return "unknown"
     return "failed"

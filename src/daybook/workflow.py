@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from .errors import ConfigError
 
@@ -49,7 +49,19 @@ def _ref_of(fn: Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
-def workflow(fn: Callable[..., R] | None = None, *, name: str | None = None) -> Any:
+@overload
+def workflow(fn: Callable[..., R], /) -> Workflow[R]: ...
+
+
+@overload
+def workflow(*, name: str | None = None) -> Callable[[Callable[..., R]], Workflow[R]]: ...
+
+
+@overload
+def workflow(fn: Callable[..., R], /, *, name: str | None = None) -> Workflow[R]: ...
+
+
+def workflow(fn: Callable[..., R] | None = None, /, *, name: str | None = None) -> Any:
     """Register a workflow so any process can resume its runs. Use bare or with `name=`."""
 
     def wrap(f: Callable[..., R]) -> Workflow[R]:

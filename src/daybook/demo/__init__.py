@@ -41,36 +41,38 @@ def run_demo(db: str | None = None, echo: Callable[[str], None] = print) -> int:
         bank.faults.collections = {"wires"}
         echo(f"\n[1] agent process starts run {run_id}")
         child = subprocess.Popen(
-            [sys.executable, "-m", "daybook.demo", "--db", db, "--bank", bank.url,
-             "--run-id", run_id],
+            [sys.executable, "-m", "daybook.demo", "--db", db, "--bank", bank.url, "--run-id", run_id],
             env=env,
         )
         code = child.wait()
         bank.faults.on_execute = None
-        echo(f"    agent process exited with {code} "
-             f"({'SIGKILL' if code == -signal.SIGKILL else 'unexpected'})")
+        echo(
+            f"    agent process exited with {code} ({'SIGKILL' if code == -signal.SIGKILL else 'unexpected'})"
+        )
         if code != -signal.SIGKILL:
             return 1
-        echo(f"\n[2] the journal now (the wire has an intent and no outcome):")
-        subprocess.run([sys.executable, "-m", "daybook", "show", run_id, "--db", db],
-                       env=env, check=True)
+        echo("\n[2] the journal now (the wire has an intent and no outcome):")
+        subprocess.run([sys.executable, "-m", "daybook", "show", run_id, "--db", db], env=env, check=True)
         echo(f"\n[3] a new process resumes the run: daybook resume {run_id}")
         resumed = subprocess.run(
             [sys.executable, "-m", "daybook", "resume", run_id, "--db", db],
-            env=env, capture_output=True, text=True,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         echo(resumed.stdout.rstrip())
         if resumed.returncode != 0:
             echo(resumed.stderr.rstrip())
             return 1
         echo("\n[4] the journal after the resume:")
-        subprocess.run([sys.executable, "-m", "daybook", "show", run_id, "--db", db],
-                       env=env, check=True)
+        subprocess.run([sys.executable, "-m", "daybook", "show", run_id, "--db", db], env=env, check=True)
         stats = bank.stats()
         wires = stats["executed"].get("wires", 0)
         dupes = {k: n for k, n in stats["executions_by_key"].items() if n > 1}
-        echo(f"\n[5] the bank's books: {wires} wire(s) executed; requests by key: "
-             f"{stats['requests_by_key']}")
-        echo("    the unknown outcome was resolved by asking the bank about the key; "
-             "nothing was sent twice" if wires == 1 and not dupes else "    DOUBLE WIRE")
+        echo(f"\n[5] the bank's books: {wires} wire(s) executed; requests by key: {stats['requests_by_key']}")
+        echo(
+            "    the unknown outcome was resolved by asking the bank about the key; nothing was sent twice"
+            if wires == 1 and not dupes
+            else "    DOUBLE WIRE"
+        )
         return 0 if wires == 1 and not dupes else 1

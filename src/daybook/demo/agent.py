@@ -55,14 +55,14 @@ def status_of(collection: str) -> Any:
 
 @tool(reconcile=status_of("wires"))
 def send_wire(*, bank: str, to: str, amount: int, currency: str, idempotency_key: str) -> Any:
-    return http_json("POST", f"{bank}/wires", {"to": to, "amount": amount, "currency": currency},
-                     idempotency_key)
+    return http_json(
+        "POST", f"{bank}/wires", {"to": to, "amount": amount, "currency": currency}, idempotency_key
+    )
 
 
 @tool(reconcile=status_of("bookings"))
 def book_custody(*, bank: str, wire_id: str, fund: str, idempotency_key: str) -> Any:
-    return http_json("POST", f"{bank}/bookings", {"wire_id": wire_id, "fund": fund},
-                     idempotency_key)
+    return http_json("POST", f"{bank}/bookings", {"wire_id": wire_id, "fund": fund}, idempotency_key)
 
 
 @tool(reconcile=status_of("gl"))
@@ -79,8 +79,14 @@ def planner() -> ScriptedLLM:
         for account, target in facts["policy"]["targets"].items():
             excess = facts["balances"].get(account, 0) - target
             if excess > 0:
-                legs.append({"from": account, "to": facts["policy"]["sweep_to"][account],
-                             "amount": excess, "currency": account[:3]})
+                legs.append(
+                    {
+                        "from": account,
+                        "to": facts["policy"]["sweep_to"][account],
+                        "amount": excess,
+                        "currency": account[:3],
+                    }
+                )
         return json.dumps({"legs": legs, "why": "sweep the excess over target to the fund"})
 
     return ScriptedLLM(answer, model="scripted-treasury-1")
@@ -94,12 +100,16 @@ def treasury(ctx: Context, bank: str, day: str) -> dict[str, Any]:
     legs = json.loads(plan.value["text"])["legs"]
     done = []
     for leg in legs:
-        wire = ctx.effect(send_wire, decision=plan, bank=bank, to=leg["to"],
-                          amount=leg["amount"], currency=leg["currency"])
-        booking = ctx.effect(book_custody, decision=plan, bank=bank, wire_id=wire["id"],
-                             fund=leg["to"])
+        wire = ctx.effect(
+            send_wire, decision=plan, bank=bank, to=leg["to"], amount=leg["amount"], currency=leg["currency"]
+        )
+        booking = ctx.effect(book_custody, decision=plan, bank=bank, wire_id=wire["id"], fund=leg["to"])
         done.append({"wire": wire["id"], "amount": leg["amount"], "booking": booking["id"]})
-    entry = ctx.effect(post_gl, decision=plan, bank=bank, lines=[
-        {"account": leg["from"], "credit": leg["amount"]} for leg in legs
-    ] + [{"account": leg["to"], "debit": leg["amount"]} for leg in legs])
+    entry = ctx.effect(
+        post_gl,
+        decision=plan,
+        bank=bank,
+        lines=[{"account": leg["from"], "credit": leg["amount"]} for leg in legs]
+        + [{"account": leg["to"], "debit": leg["amount"]} for leg in legs],
+    )
     return {"day": day, "policy": POLICY["version"], "sweeps": done, "gl": entry["id"]}

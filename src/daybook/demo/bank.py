@@ -105,8 +105,11 @@ class Bank:
                         self._send(200, existing)
                         return
                     bank._seq += 1
-                    rec = {"id": f"{coll[:-1] if coll.endswith('s') else coll}-{bank._seq:06d}",
-                           "key": key, **body}
+                    rec = {
+                        "id": f"{coll[:-1] if coll.endswith('s') else coll}-{bank._seq:06d}",
+                        "key": key,
+                        **body,
+                    }
                     bank.records.setdefault(coll, {})[key] = rec
                     bank.executions[key] = bank.executions.get(key, 0) + 1
                     drop = bank._fault(coll, "drop_after_execute")

@@ -91,9 +91,7 @@ def _split(url: str) -> tuple[str, str | None]:
 class PostgresStore:
     def __init__(self, url: str) -> None:
         if psycopg is None:
-            raise ConfigError(
-                "PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'"
-            )
+            raise ConfigError("PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'")
         self.url = url
         conninfo, self.schema = _split(url)
         try:
@@ -113,18 +111,16 @@ class PostgresStore:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
-            row = self._db.execute(
-                "SELECT value FROM daybook_meta WHERE key = 'schema_version'"
-            ).fetchone()
+            row = self._db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
             found = int(row[0]) if row else 0
             check_version(found, SCHEMA_VERSION, self.url)
             if found == 0:
                 for stmt in _SCHEMA_V1:
-                    self._db.execute(stmt)  # type: ignore[arg-type]
+                    self._db.execute(stmt)
                 found = 1
             for i in range(found - 1, len(_MIGRATIONS)):
                 for stmt in _MIGRATIONS[i]:
-                    self._db.execute(stmt)  # type: ignore[arg-type]
+                    self._db.execute(stmt)
             self._db.execute(
                 "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -140,12 +136,12 @@ class PostgresStore:
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id) "
             f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM r"
         )
-        cur = self._db.execute(sql, (*run_params(info), *event_params(first)))  # type: ignore[arg-type]
+        cur = self._db.execute(sql, (*run_params(info), *event_params(first)))
         return cur.rowcount == 1
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self._db.execute(
-            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = %s",  # type: ignore[arg-type]
+            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = %s",
             (run_id,),
         ).fetchone()
         return run_from_row(row, parsed=True) if row else None
@@ -157,7 +153,7 @@ class PostgresStore:
             sql += " WHERE status = %s"
             args = (status,)
         sql += " ORDER BY created_at DESC, run_id LIMIT %s"
-        rows = self._db.execute(sql, (*args, limit)).fetchall()  # type: ignore[arg-type]
+        rows = self._db.execute(sql, (*args, limit)).fetchall()
         return [run_from_row(r, parsed=True) for r in rows]
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
@@ -184,7 +180,7 @@ class PostgresStore:
 
     def append(self, event: Event) -> None:
         try:
-            self._db.execute(self._insert_event, event_params(event))  # type: ignore[arg-type]
+            self._db.execute(self._insert_event, event_params(event))
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
 
@@ -204,26 +200,22 @@ class PostgresStore:
             "updated_at = %s, lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND "
             "(lease_owner = %s OR lease_owner IS NULL)"
         )
-        params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now,
-                  run_id, owner)
+        params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
             if event is None:
-                self._db.execute(update, params)  # type: ignore[arg-type]
+                self._db.execute(update, params)
             else:
                 # One round trip: the event insert rides in a CTE with the header update.
                 ev_marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
-                sql = (
-                    f"WITH e AS (INSERT INTO daybook_events ({EVENT_COLUMNS}) "
-                    f"VALUES ({ev_marks})) {update}"
-                )
-                self._db.execute(sql, (*event_params(event), *params))  # type: ignore[arg-type]
+                sql = f"WITH e AS (INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})) {update}"
+                self._db.execute(sql, (*event_params(event), *params))
         except psycopg.errors.UniqueViolation as exc:
             assert event is not None
             raise _conflict(event, exc) from None
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._db.execute(
-            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq",  # type: ignore[arg-type]
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq",
             (run_id,),
         ).fetchall()
         return [event_from_row(r, parsed=True) for r in rows]
@@ -231,7 +223,7 @@ class PostgresStore:
     def open_effects(self) -> list[Event]:
         cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
         rows = self._db.execute(
-            f"SELECT {cols} FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq "  # type: ignore[arg-type]
+            f"SELECT {cols} FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq "
             "FROM daybook_events WHERE kind IN ('intent', 'attempt', 'outcome') "
             "GROUP BY run_id, step) last ON e.run_id = last.run_id AND e.seq = last.seq "
             "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"

@@ -116,12 +116,8 @@ class SQLiteStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
-            row = db.execute(
-                "SELECT value FROM daybook_meta WHERE key = 'schema_version'"
-            ).fetchone()
+            db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
             found = int(row[0]) if row else 0
             check_version(found, SCHEMA_VERSION, self.url)
             if found == 0:
@@ -232,8 +228,7 @@ class SQLiteStore:
                 "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
                 "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND "
                 "(lease_owner = ? OR lease_owner IS NULL)",
-                (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now,
-                 run_id, owner),
+                (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner),
             )
             db.execute("COMMIT")
         except BaseException:
