@@ -95,6 +95,8 @@ def test_tuples_and_sets_are_refused_rather_than_silently_changed(book: Daybook)
 
     with pytest.raises(NotSerializable, match="round trip"):
         book.run(tuple_value, run_id="tuple")
+    with pytest.raises(NotSerializable, match="non-string key 1"):
+        book.run(tuple_value, {1: "a"}, run_id="int-key")
     with pytest.raises(NotSerializable, match="input"):
         book.run(tuple_value, {1, 2}, run_id="set-input")
 

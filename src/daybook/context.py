@@ -178,11 +178,20 @@ class Execution:
             )
 
 
-def _json(value: Any, what: str) -> str:
+def _fingerprint(value: Any, what: str) -> str:
     from .errors import NotSerializable
 
     try:
-        return check_json(value, what)
+        return fingerprint(value, what)
+    except NotSerializable as exc:
+        raise Stop(exc, True) from None
+
+
+def _json(value: Any, what: str) -> None:
+    from .errors import NotSerializable
+
+    try:
+        check_json(value, what)
     except NotSerializable as exc:
         raise Stop(exc, True) from None
 
@@ -430,7 +439,7 @@ class Context:
         """
         exe = self._exe
         step = exe.alloc()
-        fp = fingerprint(_json({"args": list(args), "kwargs": kwargs}, f"step {step} {name!r} arguments"))
+        fp = _fingerprint({"args": list(args), "kwargs": kwargs}, f"step {step} {name!r} arguments")
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
             decision = self._replayed(step, name, recs[0])
@@ -558,7 +567,7 @@ class Context:
                 ),
                 True,
             )
-        fp = fingerprint(_json(args, f"step {step} {tool.name!r} arguments"))
+        fp = _fingerprint(args, f"step {step} {tool.name!r} arguments")
         recs = exe.expect(step, Kind.INTENT, tool.name, fp)
         if recs is not None and recs[0].key != key:
             raise Stop(

@@ -129,32 +129,43 @@ def dumps(value: JSON, what: str) -> str:
         ) from None
 
 
-def check_json(value: JSON, what: str) -> str:
-    text = dumps(value, what)
-    # Round-trip equality catches tuples and non-str dict keys that json silently coerces, which
-    # would make replay return something different from the live value.
-    if json.loads(text) != value or _has_tuple(value):
+def check_json(value: JSON, what: str) -> None:
+    """Refuse what JSON would change silently (tuples, non-string keys, NaN), so that replay
+    returns exactly what the live run saw. One walk, no encoding: this is on the hot path."""
+    problem = _not_plain(value)
+    if problem:
         raise NotSerializable(
-            f"{what} does not survive a JSON round trip (tuples, non-string keys or sets change "
-            "shape); use lists and string keys"
+            f"{what} is not plain JSON ({problem}); daybook journals JSON only (no pickle): use "
+            "dicts with string keys, lists, str, int, float, bool or None"
         )
-    return text
 
 
-def _has_tuple(value: JSON) -> bool:
-    if isinstance(value, tuple):
-        return True
-    if isinstance(value, list):
-        return any(_has_tuple(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_tuple(v) for v in value.values())
+def _not_plain(value: JSON) -> str:
+    if value is None or isinstance(value, str | int):
+        return ""
     if isinstance(value, float):
-        return not math.isfinite(value)
-    return False
+        return "" if math.isfinite(value) else f"non-finite float {value}"
+    if isinstance(value, list):
+        for item in value:
+            problem = _not_plain(item)
+            if problem:
+                return problem
+        return ""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"non-string key {key!r}"
+            problem = _not_plain(item)
+            if problem:
+                return problem
+        return ""
+    return f"a {type(value).__name__} does not survive a JSON round trip"
 
 
-def fingerprint(text: str) -> str:
-    """A short digest of the canonical argument JSON: compared on replay, never used as a key."""
+def fingerprint(value: JSON, what: str) -> str:
+    """A short digest of the arguments' JSON: compared on replay, never used as a key."""
+    check_json(value, what)
+    text = dumps(value, what)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
