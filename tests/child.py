@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import agents
 
 from daybook import Daybook, DaybookError, RunLeased
+from daybook.demo.agent import treasury
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
         book.store.append = append  # type: ignore[method-assign]
     try:
         if action == "start":
-            wf = getattr(agents, rest[0])
+            wf = treasury if rest[0] == "treasury" else getattr(agents, rest[0])
             args = json.loads(rest[1])
             result = book.run(wf, *args, run_id=run_id)
         else:

@@ -121,3 +121,26 @@ def test_crashed_run_resumed_in_another_process_keeps_its_id_and_keys(
     assert {e.key for e in events if e.key} == set(_expected_keys(run_id))
     assert again == json.loads(resumed.stdout)["result"]
     _assert_once_each(bank, run_id)
+
+
+def test_a_recomputed_amount_after_a_crash_never_changes_the_key_or_the_wire(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    """P1: decide, kill after the wire's intent, move the balance, resume: the bank gets the
+    original amount under the original key, once, and the plan is not made again."""
+    run_id = "p1-sweep"
+    proc = run_child(
+        db_url, "start", run_id, "treasury", json.dumps([bank.url, "2026-11-22"]), "--kill-after", "intent:1"
+    )
+    assert killed(proc)
+    bank.balances["USD-operating"] = 2_000_000  # a late credit: a re-plan would sweep 1,000,000
+    with Daybook(db_url) as book:
+        result = book.resume(run_id, wait=10)
+        decisions = [e.name for e in book.journal(run_id) if e.kind == Kind.DECISION]
+    wires = bank.records["wires"]
+    assert list(wires) == [f"{run_id}/2/send_wire/0"]
+    assert [w["amount"] for w in wires.values()] == [250_000]
+    assert result["sweeps"][0]["amount"] == 250_000
+    assert decisions == ["read_balances", "llm"]  # recorded once, not re-decided
+    assert bank.stats()["executions_by_key"][f"{run_id}/2/send_wire/0"] == 1

@@ -230,3 +230,62 @@ def test_export_is_the_run_and_its_whole_journal_as_json(book: Daybook) -> None:
     assert doc["schema_version"] == daybook.SCHEMA_VERSION
     assert doc["run"]["status"] == "completed" and doc["run"]["result"] == "z"
     assert [e["kind"] for e in doc["events"]] == ["run_started", "intent", "outcome", "run_completed"]
+
+
+def test_replaying_a_finished_run_with_every_tool_broken_gives_the_same_result(
+    book: Daybook,
+) -> None:
+    broken = {"on": False}
+    llm = ScriptedLLM(["go"])
+
+    @daybook.tool
+    def fragile(*, n: int, idempotency_key: str) -> int:
+        if broken["on"]:
+            raise RuntimeError("tool called during replay")
+        return n * 10
+
+    @daybook.workflow
+    def steady(ctx: daybook.Context) -> list[object]:
+        plan = ctx.llm(llm, "plan")
+        return [plan.value["text"], ctx.now() > 0, *(ctx.effect(fragile, n=i) for i in range(3))]
+
+    live = book.run(steady, run_id="steady")
+    rows = len(book.journal("steady"))
+    broken["on"] = True
+    assert book.replay("steady") == live
+    assert llm.calls == 1 and len(book.journal("steady")) == rows
+
+
+def test_replay_of_changed_code_reports_divergence_without_writing(book: Daybook) -> None:
+    @daybook.workflow(name="drift")
+    def v1(ctx: daybook.Context) -> int:
+        return ctx.decide("a", lambda: 1).value
+
+    book.run(v1, run_id="drift")
+
+    @daybook.workflow(name="drift")
+    def v2(ctx: daybook.Context) -> int:
+        return ctx.decide("a", lambda: 1).value + ctx.decide("b", lambda: 2).value
+
+    with pytest.raises(daybook.NonDeterminismError, match="step 2"):
+        book.replay("drift")
+    assert [e.kind for e in book.journal("drift")] == ["run_started", "decision", "run_completed"]
+
+
+def test_replayed_values_keep_their_key_order(book: Daybook) -> None:
+    seen: list[list[str]] = []
+
+    class Crash(BaseException):
+        pass
+
+    @daybook.workflow
+    def ordered(ctx: daybook.Context) -> list[str]:
+        value = ctx.decide("dict", lambda: {"zeta": 1, "alpha": 2, "mid": {"y": 1, "b": 2}}).value
+        seen.append([*value, *value["mid"]])
+        if len(seen) == 1:
+            raise Crash()
+        return seen[-1]
+
+    with pytest.raises(Crash):
+        book.run(ordered, run_id="order")
+    assert book.resume("order") == ["zeta", "alpha", "mid", "y", "b"]

@@ -294,6 +294,25 @@ class Daybook:
         if exe.heartbeat is not None:
             exe.heartbeat.stop()
 
+    def replay(self, run_id: str, *, app: str | None = None) -> Any:
+        """Re-run a run's workflow purely from its journal: no tool or model is called, nothing
+        is written, no lease is taken. Returns what the workflow returns; raises
+        `NonDeterminismError` if the code asks for anything the journal does not hold."""
+        info = self.get_run(run_id)
+        wf = load(info.workflow, info.ref, app)
+        exe = Execution(self.store, run_id, self.store.load(run_id), None, read_only=True)
+        exe.sleep = lambda _seconds: None
+        ctx = Context(exe)
+        try:
+            if wf.is_async:
+                result = asyncio.run(wf.fn(ctx, *info.input["args"], **info.input["kwargs"]))
+            else:
+                result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
+            exe.check_complete()
+        except Stop as stop:
+            raise stop.error from None
+        return result
+
     # -- reading ------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunInfo:

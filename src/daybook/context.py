@@ -91,8 +91,10 @@ class Execution:
         run_id: str,
         events: list[Event],
         heartbeat: Heartbeat | None,
+        read_only: bool = False,
     ) -> None:
         self.store = store
+        self.read_only = read_only
         self.run_id = run_id
         self.heartbeat = heartbeat
         self.steps: dict[int, list[Event]] = {}
@@ -110,6 +112,15 @@ class Execution:
     # -- journal writes -----------------------------------------------------------------------
 
     def append(self, kind: Kind, step: int | None, name: str, **fields: Any) -> Event:
+        if self.read_only:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
+                    f"{name!r}), which the journal does not settle; the run has not finished "
+                    "that step, or the workflow code changed"
+                ),
+                True,
+            )
         if self.heartbeat is not None and self.heartbeat.lost:
             raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
         ev = Event(
@@ -446,6 +457,8 @@ class Context:
             if inspect.iscoroutinefunction(fn):
                 return _ready(decision)
             return decision
+        if exe.read_only:
+            exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
         if inspect.iscoroutinefunction(fn):
             return self._decide_async(step, name, fp, fn, args, kwargs)
         try:
@@ -615,7 +628,8 @@ class Context:
                 return done.value
             reply = None
             if op == "sleep":
-                await asyncio.sleep(arg)
+                if not self._exe.read_only:
+                    await asyncio.sleep(arg)
                 continue
             try:
                 if op == "call":

@@ -165,7 +165,7 @@ def _not_plain(value: JSON) -> str:
 def fingerprint(value: JSON, what: str) -> str:
     """A short digest of the arguments' JSON: compared on replay, never used as a key."""
     check_json(value, what)
-    text = dumps(value, what)
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 

@@ -30,15 +30,17 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
 
+# Payloads are `json`, not `jsonb`: jsonb reorders object keys, and replay must hand the workflow
+# exactly the value the live run saw (a prompt built from a replayed dict must not change).
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS daybook_runs (
         run_id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,
         ref TEXT NOT NULL,
         status TEXT NOT NULL,
-        input JSONB,
-        result JSONB,
-        error JSONB,
+        input JSON,
+        result JSON,
+        error JSON,
         created_at DOUBLE PRECISION NOT NULL,
         updated_at DOUBLE PRECISION NOT NULL,
         lease_owner TEXT,
@@ -55,7 +57,7 @@ _SCHEMA_V1 = [
         status TEXT,
         attempt INTEGER NOT NULL,
         fp TEXT,
-        data JSONB NOT NULL,
+        data JSON NOT NULL,
         at DOUBLE PRECISION NOT NULL,
         parent TEXT,
         PRIMARY KEY (run_id, seq))""",
@@ -102,7 +104,7 @@ class PostgresStore:
             self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             self._db.execute(f'SET search_path TO "{self.schema}"')
         self._migrate()
-        marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+        marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
 
     def _migrate(self) -> None:
@@ -129,8 +131,8 @@ class PostgresStore:
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         # One round trip: the CTE inserts the header, the event insert runs only if it did.
-        marks = ", ".join(["%s"] * 4 + ["%s::jsonb"] * 3 + ["%s"] * 5)
-        ev_marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 5)
+        ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         sql = (
             f"WITH r AS (INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({marks}) "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id) "
@@ -196,7 +198,7 @@ class PostgresStore:
     ) -> None:
         what = f"run {run_id!r}"
         update = (
-            "UPDATE daybook_runs SET status = %s, result = %s::jsonb, error = %s::jsonb, "
+            "UPDATE daybook_runs SET status = %s, result = %s::json, error = %s::json, "
             "updated_at = %s, lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND "
             "(lease_owner = %s OR lease_owner IS NULL)"
         )
@@ -206,7 +208,7 @@ class PostgresStore:
                 self._db.execute(update, params)
             else:
                 # One round trip: the event insert rides in a CTE with the header update.
-                ev_marks = ", ".join(["%s"] * 9 + ["%s::jsonb", "%s", "%s"])
+                ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
                 sql = f"WITH e AS (INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})) {update}"
                 self._db.execute(sql, (*event_params(event), *params))
         except psycopg.errors.UniqueViolation as exc:
