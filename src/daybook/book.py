@@ -63,6 +63,10 @@ class Daybook:
         self.owner = new_owner()
         self._beat_store: Store | None = None
         self._beat_lock = threading.Lock()
+        # Runs this handle is executing now: the lease owner id is per handle, so the store's
+        # compare-and-set cannot tell two threads of one handle apart; this set can.
+        self._running: set[str] = set()
+        self._running_lock = threading.Lock()
 
     def close(self) -> None:
         self.store.close()
@@ -185,6 +189,11 @@ class Daybook:
             info = self.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 return _Done(info.result)
+            if run_id in self._running:
+                if time.monotonic() >= deadline:
+                    raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+                time.sleep(0.01)
+                continue
             if info.workflow != wf.name:
                 raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {wf.name!r}")
             holder = info.lease_owner
@@ -213,6 +222,11 @@ class Daybook:
     def _execution(
         self, info: RunInfo, events: list[Event], wf: Workflow[Any]
     ) -> tuple[Execution, Workflow[Any], RunInfo]:
+        with self._running_lock:
+            if info.run_id in self._running:
+                self.store.release(info.run_id, self.owner)
+                raise RunLeased(info.run_id, f"{self.owner} (this process)", self.lease_ttl)
+            self._running.add(info.run_id)
         beat = Heartbeat(self._renewer(info.run_id), self.lease_ttl / 3)
         return Execution(self.store, info.run_id, events, beat), wf, info
 
@@ -226,6 +240,12 @@ class Daybook:
         return renew
 
     def _complete(self, exe: Execution, result: Any) -> Any:
+        try:
+            return self._complete_inner(exe, result)
+        finally:
+            self._done(exe)
+
+    def _complete_inner(self, exe: Execution, result: Any) -> Any:
         try:
             exe.check_complete()
             try:
@@ -249,6 +269,12 @@ class Daybook:
 
     def _fail(self, exe: Execution, exc: BaseException) -> BaseException:
         """Record how the body stopped and return the exception for the caller to raise."""
+        try:
+            return self._fail_inner(exe, exc)
+        finally:
+            self._done(exe)
+
+    def _fail_inner(self, exe: Execution, exc: BaseException) -> BaseException:
         self._stop_beat(exe)
         now = time.time()
         if isinstance(exc, Stop):
@@ -293,6 +319,10 @@ class Daybook:
     def _stop_beat(exe: Execution) -> None:
         if exe.heartbeat is not None:
             exe.heartbeat.stop()
+
+    def _done(self, exe: Execution) -> None:
+        with self._running_lock:
+            self._running.discard(exe.run_id)
 
     def replay(self, run_id: str, *, app: str | None = None) -> Any:
         """Re-run a run's workflow purely from its journal: no tool or model is called, nothing

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError
 from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
+from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
@@ -109,6 +111,10 @@ class SQLiteStore:
             raise ConfigError(f"could not switch {path!r} to WAL mode (got {mode})")
         self._db.execute(f"PRAGMA synchronous = {_SYNC[sync]}")
         self._migrate()
+        self._group = GroupCommit(self._db)
+        self._reader = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        self._reader.execute("PRAGMA busy_timeout = 30000")
+        self._read_lock = threading.Lock()
         ev_marks = ", ".join("?" * 12)
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})"
 
@@ -140,30 +146,24 @@ class SQLiteStore:
     # -- runs -------------------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            cur = db.execute(
-                f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 12)}) "
-                "ON CONFLICT (run_id) DO NOTHING",
-                run_params(info),
-            )
-            if cur.rowcount == 0:
-                db.execute("ROLLBACK")
+        run_sql = (
+            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 12)}) "
+            "ON CONFLICT (run_id) DO NOTHING"
+        )
+        run_row, event_row = run_params(info), event_params(first)
+
+        def write(db: sqlite3.Connection) -> bool:
+            if db.execute(run_sql, run_row).rowcount == 0:
                 return False
-            db.execute(self._insert_event, event_params(first))
-            db.execute("COMMIT")
+            db.execute(self._insert_event, event_row)
             return True
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+
+        created: bool = self._group.write(write, atomic=True)
+        return created
 
     def get_run(self, run_id: str) -> RunInfo | None:
-        row = self._db.execute(
-            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return run_from_row(row) if row else None
+        row = self._read(f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = ?", (run_id,))
+        return run_from_row(row[0]) if row else None
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         sql = f"SELECT {RUN_COLUMNS} FROM daybook_runs"
@@ -172,36 +172,34 @@ class SQLiteStore:
             sql += " WHERE status = ?"
             args = (status,)
         sql += " ORDER BY created_at DESC, run_id LIMIT ?"
-        return [run_from_row(r) for r in self._db.execute(sql, (*args, limit)).fetchall()]
+        return [run_from_row(r) for r in self._read(sql, (*args, limit))]
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
-        cur = self._db.execute(
+        sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ? AND "
-            "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)",
-            (owner, now + ttl, run_id, now, owner, expect),
+            "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
         )
-        return cur.rowcount == 1
+        params = (owner, now + ttl, run_id, now, owner, expect)
+        return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        cur = self._db.execute(
-            "UPDATE daybook_runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?",
-            (now + ttl, run_id, owner),
-        )
-        return cur.rowcount == 1
+        sql = "UPDATE daybook_runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?"
+        params = (now + ttl, run_id, owner)
+        return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
 
     def release(self, run_id: str, owner: str) -> None:
-        self._db.execute(
+        sql = (
             "UPDATE daybook_runs SET lease_owner = NULL, lease_expires = NULL "
-            "WHERE run_id = ? AND lease_owner = ?",
-            (run_id, owner),
+            "WHERE run_id = ? AND lease_owner = ?"
         )
+        self._group.write(lambda db: db.execute(sql, (run_id, owner)))
 
     # -- journal ----------------------------------------------------------------------------
 
     def append(self, event: Event) -> None:
         params = event_params(event)
         try:
-            self._db.execute(self._insert_event, params)
+            self._group.write(lambda db: db.execute(self._insert_event, params))
         except sqlite3.IntegrityError as exc:
             raise _conflict(event, str(exc)) from None
 
@@ -215,45 +213,52 @@ class SQLiteStore:
         event: Event | None,
         now: float,
     ) -> None:
-        db = self._db
         what = f"run {run_id!r}"
-        db.execute("BEGIN IMMEDIATE")
+        event_row = event_params(event) if event is not None else None
+        update = (
+            "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
+            "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND "
+            "(lease_owner = ? OR lease_owner IS NULL)"
+        )
+        params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
+
+        def write(db: sqlite3.Connection) -> None:
+            if event_row is not None:
+                db.execute(self._insert_event, event_row)
+            db.execute(update, params)
+
         try:
-            if event is not None:
-                try:
-                    db.execute(self._insert_event, event_params(event))
-                except sqlite3.IntegrityError as exc:
-                    raise _conflict(event, str(exc)) from None
-            db.execute(
-                "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
-                "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND "
-                "(lease_owner = ? OR lease_owner IS NULL)",
-                (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+            self._group.write(write, atomic=True)
+        except sqlite3.IntegrityError as exc:
+            assert event is not None
+            raise _conflict(event, str(exc)) from None
 
     def load(self, run_id: str) -> list[Event]:
-        rows = self._db.execute(
+        rows = self._read(
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = ? ORDER BY seq", (run_id,)
-        ).fetchall()
+        )
         return [event_from_row(r) for r in rows]
 
     def open_effects(self) -> list[Event]:
-        rows = self._db.execute(
+        rows = self._read(
             f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
             "FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq FROM daybook_events "
             "WHERE kind IN ('intent', 'attempt', 'outcome') GROUP BY run_id, step) last "
             "ON e.run_id = last.run_id AND e.seq = last.seq "
-            "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
-        ).fetchall()
+            "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at",
+            (),
+        )
         return [event_from_row(r) for r in rows]
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        # Reads use their own connection: they must see only committed rows, never a batch
+        # that another thread's leader has open.
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 
     def close(self) -> None:
         self._db.close()
+        self._reader.close()
 
     def now(self) -> float:
         return time.time()
