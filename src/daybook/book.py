@@ -96,6 +96,32 @@ class Daybook:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
 
+    def submit(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> str:
+        """Record a run as `pending` for a worker (`daybook worker`) to execute; returns its id.
+
+        Submitting an id that exists with the same input is a no-op (it returns the id)."""
+        wf = as_workflow(workflow)
+        info, first = self._new_run(wf, run_id, args, kwargs, pending=True)
+        if not self.store.create_run(info, first):
+            self._check_same(self.get_run(info.run_id), wf, info.input)
+        return info.run_id
+
+    def execute_claimed(self, run_id: str, app: str | None = None) -> Any:
+        """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
+        info = self.get_run(run_id)
+        wf = load(info.workflow, info.ref, app)
+        begun = self._claim(run_id, wf, 0.0, claimed=True)
+        if isinstance(begun, _Done):
+            return begun.result
+        if wf.is_async:
+            return asyncio.run(self._body_async(*begun))
+        exe, wf, info = begun
+        try:
+            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
     async def run_async(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """`run` for `async def` workflows (store writes are short and made inline)."""
         wf = as_workflow(workflow)
@@ -139,9 +165,14 @@ class Daybook:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
 
-    def _begin(
-        self, wf: Workflow[Any], run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
+    def _new_run(
+        self,
+        wf: Workflow[Any],
+        run_id: str | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        pending: bool = False,
+    ) -> tuple[RunInfo, Event]:
         rid = run_id or uuid.uuid4().hex
         if not rid or len(rid) > 200:
             raise ConfigError("run_id must be a non-empty string of at most 200 characters")
@@ -152,14 +183,14 @@ class Daybook:
             run_id=rid,
             workflow=wf.name,
             ref=wf.ref,
-            status=RunStatus.RUNNING.value,
+            status=(RunStatus.PENDING if pending else RunStatus.RUNNING).value,
             input=run_input,
             result=None,
             error=None,
             created_at=now,
             updated_at=now,
-            lease_owner=self.owner,
-            lease_expires=now + self.lease_ttl,
+            lease_owner=None if pending else self.owner,
+            lease_expires=None if pending else now + self.lease_ttl,
             schema_version=SCHEMA_VERSION,
         )
         first = Event(
@@ -170,22 +201,31 @@ class Daybook:
             data={"input": run_input, "ref": wf.ref, "by": self.owner},
             at=now,
         )
-        if self.store.create_run(info, first):
-            return self._execution(info, [first], wf)
-        existing = self.get_run(rid)
+        return info, first
+
+    @staticmethod
+    def _check_same(existing: RunInfo, wf: Workflow[Any], run_input: Any) -> None:
         if existing.workflow != wf.name or existing.input != run_input:
             raise RunConflict(
-                f"run {rid!r} already exists as {existing.workflow}({_brief(existing.input)}); "
-                f"starting it again as {wf.name}({_brief(run_input)}) would be a different run. "
-                "Use a new run id, or resume the existing run"
+                f"run {existing.run_id!r} already exists as {existing.workflow}"
+                f"({_brief(existing.input)}); starting it again as {wf.name}({_brief(run_input)}) "
+                "would be a different run. Use a new run id, or resume the existing run"
             )
-        return self._claim(rid, wf, 0.0)
+
+    def _begin(
+        self, wf: Workflow[Any], run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
+        info, first = self._new_run(wf, run_id, args, kwargs)
+        if self.store.create_run(info, first):
+            return self._execution(info, [first], wf)
+        self._check_same(self.get_run(info.run_id), wf, info.input)
+        return self._claim(info.run_id, wf, 0.0)
 
     def _claim(
-        self, run_id: str, wf: Workflow[Any], wait: float
+        self, run_id: str, wf: Workflow[Any], wait: float, claimed: bool = False
     ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
         deadline = time.monotonic() + wait
-        while True:
+        while not claimed:
             info = self.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 return _Done(info.result)

@@ -133,6 +133,60 @@ def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
 
 
 @main.command()
+@_db_option
+@click.option(
+    "--app",
+    "apps",
+    multiple=True,
+    metavar="MODULE|FILE.py",
+    help="Import this module or script first so its workflows are known (repeatable).",
+)
+@click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
+@click.option("--poll", default=0.5, show_default=True, help="Seconds between looks when idle.")
+@click.option(
+    "--lease-ttl",
+    default=15.0,
+    show_default=True,
+    help="Seconds a run stays this worker's without a heartbeat.",
+)
+@click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
+@click.option("--quiet", is_flag=True, help="Do not print a line per run.")
+def worker(
+    db: str | None,
+    apps: tuple[str, ...],
+    concurrency: int,
+    poll: float,
+    lease_ttl: float,
+    until_idle: bool,
+    quiet: bool,
+) -> None:
+    """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
+    import signal
+
+    from .worker import Worker
+
+    try:
+        w = Worker(
+            db,
+            apps=apps,
+            concurrency=concurrency,
+            poll=poll,
+            lease_ttl=lease_ttl,
+            echo=None if quiet else click.echo,
+        )
+    except DaybookError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: w.stop.set())
+    stats = w.run(until_idle=until_idle)
+    click.echo(
+        f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
+        f"{stats.attention} need attention, {stats.errors} errors"
+    )
+
+
+@main.command()
 @click.argument("run_id")
 @_with_book
 def export(book: Daybook, run_id: str) -> None:

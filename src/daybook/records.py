@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JSON = Any
 
@@ -43,6 +43,7 @@ class Status(StrEnum):
 
 
 class RunStatus(StrEnum):
+    PENDING = "pending"  # submitted for a worker, not started yet
     RUNNING = "running"
     NEEDS_ATTENTION = "needs_attention"
     COMPLETED = "completed"

@@ -99,6 +99,11 @@ def load(name: str, ref: str, app: str | None = None) -> Workflow[Any]:
     )
 
 
+def load_app(target: str) -> None:
+    """Import a module (`pkg.agents`) or script (`path/agent.py`) so its workflows register."""
+    _import(target)
+
+
 def _import(target: str) -> None:
     try:
         if target.endswith(".py") or os.sep in target:

@@ -29,6 +29,9 @@ class Store(Protocol):
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
 
+    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+        """Lease the oldest runnable run (pending, or running with a lapsed lease); its id."""
+
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
     def release(self, run_id: str, owner: str) -> None: ...

@@ -70,7 +70,14 @@ _SCHEMA_V1 = [
         FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
 ]
 
-_MIGRATIONS: list[list[str]] = []
+# Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole, then upgraded.
+_MIGRATIONS: list[list[str]] = [
+    # v2: workers find runnable runs (pending, or running with a lapsed lease) oldest first.
+    [
+        """CREATE INDEX IF NOT EXISTS daybook_runs_runnable ON daybook_runs (created_at)
+            WHERE status IN ('pending', 'running')""",
+    ],
+]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
 
@@ -165,6 +172,17 @@ class PostgresStore:
             (owner, now + ttl, run_id, now, owner, expect),
         )
         return cur.rowcount == 1
+
+    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+        # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
+        row = self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s WHERE run_id = ("
+            "SELECT run_id FROM daybook_runs WHERE status IN ('pending', 'running') AND "
+            "(lease_owner IS NULL OR lease_expires < %s) ORDER BY created_at LIMIT 1 "
+            "FOR UPDATE SKIP LOCKED) RETURNING run_id",
+            (owner, now + ttl, now),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         cur = self._db.execute(

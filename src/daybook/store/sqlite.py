@@ -71,8 +71,12 @@ CREATE TRIGGER IF NOT EXISTS daybook_events_no_delete BEFORE DELETE ON daybook_e
 BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never deleted'); END;
 """
 
-# Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole.
-_MIGRATIONS: list[str] = []
+# Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole, then upgraded.
+_MIGRATIONS: list[str] = [
+    # v2: workers find runnable runs (pending, or running with a lapsed lease) oldest first.
+    """CREATE INDEX IF NOT EXISTS daybook_runs_runnable ON daybook_runs (created_at)
+        WHERE status IN ('pending', 'running');""",
+]
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
 
@@ -181,6 +185,17 @@ class SQLiteStore:
         )
         params = (owner, now + ttl, run_id, now, owner, expect)
         return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
+
+    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+        sql = (
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ("
+            "SELECT run_id FROM daybook_runs WHERE status IN ('pending', 'running') AND "
+            "(lease_owner IS NULL OR lease_expires < ?) ORDER BY created_at LIMIT 1) "
+            "RETURNING run_id"
+        )
+        params = (owner, now + ttl, now)
+        row = self._group.write(lambda db: db.execute(sql, params).fetchone())
+        return None if row is None else str(row[0])
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         sql = "UPDATE daybook_runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?"

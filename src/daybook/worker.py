@@ -1,0 +1,117 @@
+"""Workers: processes that take runnable runs from the store and execute them.
+
+A runnable run is `pending` (submitted, never started) or `running` with a lapsed lease (its
+process died, or its host is gone). A worker leases one at a time per thread with an atomic
+compare-and-set (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so workers never wait on each other),
+resumes it from its journal, and heartbeats the lease while it runs. Kill a worker with SIGKILL
+and another takes its runs over once their leases expire.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .book import Daybook
+from .errors import DaybookError, NeedsAttention
+from .workflow import load_app
+
+
+@dataclass
+class WorkerStats:
+    completed: int = 0
+    failed: int = 0
+    attention: int = 0
+    errors: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, what: str) -> None:
+        with self.lock:
+            setattr(self, what, getattr(self, what) + 1)
+
+
+class Worker:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        apps: Sequence[str] = (),
+        concurrency: int = 1,
+        poll: float = 0.5,
+        lease_ttl: float = 15.0,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        for app in apps:
+            load_app(app)
+        self.url = url
+        self.apps = list(apps)
+        self.concurrency = concurrency
+        self.poll = poll
+        self.lease_ttl = lease_ttl
+        self.echo = echo or (lambda _line: None)
+        self.stats = WorkerStats()
+        self.stop = threading.Event()
+
+    def run(self, until_idle: bool = False) -> WorkerStats:
+        """Work until `stop` is set; with `until_idle`, until no run is pending or running
+        (runs leased by other live workers count: this worker waits to take them over if those
+        workers die)."""
+        shared = Daybook(self.url, lease_ttl=self.lease_ttl)
+        # SQLite: one handle, so parallel runs share group commits. PostgreSQL: a connection
+        # per thread, so they do not queue behind one socket.
+        per_thread = not shared.url.startswith("sqlite") and "://" in shared.url
+        idle = [False] * self.concurrency
+
+        def loop(i: int) -> None:
+            book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
+            try:
+                while not self.stop.is_set():
+                    run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time())
+                    if run_id is None:
+                        idle[i] = True
+                        if until_idle and all(idle) and not _unfinished(book):
+                            return
+                        self.stop.wait(self.poll)
+                        continue
+                    idle[i] = False
+                    self._execute(book, run_id)
+            finally:
+                if per_thread:
+                    book.close()
+
+        threads = [
+            threading.Thread(target=loop, args=(i,), name=f"daybook-worker-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        shared.close()
+        return self.stats
+
+    def _execute(self, book: Daybook, run_id: str) -> None:
+        start = time.monotonic()
+        try:
+            book.execute_claimed(run_id)
+        except NeedsAttention as exc:
+            self.stats.add("attention")
+            self.echo(f"run {run_id} needs attention: {exc}")
+        except DaybookError as exc:
+            self.stats.add("failed")
+            self.echo(f"run {run_id}: {exc}")
+        except Exception:
+            self.stats.add("errors")
+            self.echo(f"run {run_id}: worker error\n{traceback.format_exc()}")
+        else:
+            self.stats.add("completed")
+            self.echo(f"run {run_id} completed in {time.monotonic() - start:.3f}s")
+
+
+def _unfinished(book: Daybook) -> bool:
+    return bool(book.runs("pending", 1) or book.runs("running", 1))
