@@ -3,6 +3,7 @@ itself with SIGKILL at a chosen journal write.
 
     child.py DB start RUN_ID WORKFLOW ARGS_JSON [--kill-before KIND:N | --kill-after KIND:N]
     child.py DB resume RUN_ID
+    child.py DB threads RUN_PREFIX RUNS ARGS_JSON   (RUNS payments runs in parallel threads)
 
 KIND:N means the N-th (1-based) journal row of that kind written by this process ('any' counts
 every kind).
@@ -14,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -40,19 +42,36 @@ def main() -> None:
         real = book.store.append
         seen = {"n": 0}
 
+        lock = threading.Lock()
+
         def append(event):  # type: ignore[no-untyped-def]
-            hit = kind in ("any", event.kind)
-            if hit:
-                seen["n"] += 1
-            if hit and seen["n"] == n and flag == "--kill-before":
+            mine = 0
+            if kind in ("any", event.kind):
+                with lock:  # parallel runs (the group-commit test) append from many threads
+                    seen["n"] += 1
+                    mine = seen["n"]
+            if mine == n and flag == "--kill-before":
                 os.kill(os.getpid(), signal.SIGKILL)
             real(event)
-            if hit and seen["n"] == n and flag == "--kill-after":
+            if mine == n and flag == "--kill-after":
                 os.kill(os.getpid(), signal.SIGKILL)
 
         book.store.append = append  # type: ignore[method-assign]
     try:
-        if action == "start":
+        if action == "threads":
+            count, args = int(rest[0]), json.loads(rest[1])
+            threads = [
+                threading.Thread(
+                    target=book.run, args=(agents.payments, *args), kwargs={"run_id": f"{run_id}-{i}"}
+                )
+                for i in range(count)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            result = "ok"
+        elif action == "start":
             wf = treasury if rest[0] == "treasury" else getattr(agents, rest[0])
             args = json.loads(rest[1])
             result = book.run(wf, *args, run_id=run_id)

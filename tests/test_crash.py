@@ -144,3 +144,27 @@ def test_a_recomputed_amount_after_a_crash_never_changes_the_key_or_the_wire(
     assert result["sweeps"][0]["amount"] == 250_000
     assert decisions == ["read_balances", "llm"]  # recorded once, not re-decided
     assert bank.stats()["executions_by_key"][f"{run_id}/2/send_wire/0"] == 1
+
+
+def test_parallel_runs_sharing_group_commits_lose_nothing_when_killed(
+    tmp_path,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    """Group commit must not weaken a run's promise: a record acknowledged to one run is durable
+    even when it shared its commit with others, at any SIGKILL point."""
+    db_url = f"sqlite:///{tmp_path / 'group.db'}"
+    runs, count = 8, 5
+    for nth in (3, 17, 40):
+        prefix = f"grp{nth}"
+        proc = run_child(
+            db_url, "threads", prefix, str(runs), json.dumps([bank.url, count]), "--kill-after", f"any:{nth}"
+        )
+        assert killed(proc), proc.stderr
+        with Daybook(db_url) as book:
+            for i in range(runs):
+                rid = f"{prefix}-{i}"
+                if book.store.get_run(rid) is not None:
+                    assert len(book.resume(rid, wait=10)) == count
+        executions = bank.stats()["executions_by_key"]
+        mine = {k: v for k, v in executions.items() if k.startswith(prefix)}
+        assert set(mine.values()) <= {1}
