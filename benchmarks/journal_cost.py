@@ -41,19 +41,19 @@ import json
 import os
 import platform
 import pstats
-import shutil
 import signal
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchlib import fs_type, peak_rss_kib, scratch_dir, with_schema
 
 import daybook
 from daybook import Context, Daybook
@@ -229,13 +229,13 @@ def sqlite_floor(path: Path, synchronous: str, n: int) -> Sampler:
     return once
 
 
-def pg_floor(conninfo: str, n: int) -> Sampler:
+def pg_floor(conninfo: str, n: int, schema: str = FLOOR_SCHEMA) -> Sampler:
     assert psycopg is not None
 
     def once() -> float:
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {FLOOR_SCHEMA}")
-            conn.execute(f"SET search_path TO {FLOOR_SCHEMA}")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            conn.execute(f"SET search_path TO {schema}")
             conn.execute("DROP TABLE IF EXISTS journal")
             conn.execute(
                 "CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
@@ -321,10 +321,6 @@ def child_crash(url: str, run_id: str, n: int) -> None:
 # -- PostgreSQL ---------------------------------------------------------------------------------
 
 
-def with_schema(url: str, schema: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
-
-
 def probe_postgres(url: str, wanted: bool) -> tuple[str | None, str]:
     """(reason to skip or None, synchronous_commit setting)."""
     if not wanted:
@@ -389,35 +385,6 @@ def measure(benches: list[Bench], runs: int) -> None:
         for b in live:
             assert b.once is not None
             b.seconds.append(b.once())
-
-
-def peak_rss_kib() -> int | None:
-    with contextlib.suppress(OSError), open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return None
-
-
-def fs_type(path: Path) -> str:
-    best, kind = "", "?"
-    with contextlib.suppress(OSError), open("/proc/mounts") as fh:
-        for line in fh:
-            parts = line.split()
-            mount = parts[1]
-            inside = str(path).startswith(mount.rstrip("/") + "/") or str(path) == mount
-            if inside and len(mount) >= len(best):
-                best, kind = mount, parts[2]
-    return kind
-
-
-@contextlib.contextmanager
-def scratch_dir(parent: str | None) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="daybook-bench-", dir=parent)).resolve()
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def profile(n: int, parent: str | None) -> None:

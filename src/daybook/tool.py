@@ -86,9 +86,11 @@ class Tool(Generic[R]):
     dedup_window: float | None = None
     retry: Retry = field(default_factory=Retry)
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Looked up on every call on the hot path; inspect is slow enough to matter there.
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Calling a tool directly bypasses the journal; allowed (tests, scripts) but never keyed.

@@ -35,6 +35,7 @@ class GroupCommit:
         self._cond = threading.Condition()
         self._queue: list[_Job] = []
         self._leading = False
+        self._waiting = 0
         self.commits = 0
         self.writes = 0
 
@@ -45,7 +46,9 @@ class GroupCommit:
         with self._cond:
             self._queue.append(job)
             while self._leading and not job.done:
+                self._waiting += 1
                 self._cond.wait()
+                self._waiting -= 1
             if not job.done:
                 self._leading = True
                 batch, self._queue = self._queue, []
@@ -55,7 +58,8 @@ class GroupCommit:
             finally:
                 with self._cond:
                     self._leading = False
-                    self._cond.notify_all()
+                    if self._waiting:
+                        self._cond.notify_all()
         if job.error is not None:
             raise job.error
         return job.result
