@@ -26,7 +26,7 @@ class ChildFailed(RuntimeError):
 
 def emit(result: Mapping[str, Any]) -> None:
     """Report `result` to the parent (the last `@@bench` line on stdout wins)."""
-    print(MARK + json.dumps(result), flush=True)
+    print(MARK + json.dumps(result, default=str), flush=True)
 
 
 def parse_result(stdout: str) -> dict[str, Any] | None:

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import fs_type, peak_rss_kib, scratch_dir, with_schema
+from floors import FLOOR_SCHEMA, ROW_BYTES, Sampler, call_floor, pg_floor, sqlite_floor
 
 import daybook
 from daybook import Context, Daybook
@@ -66,8 +67,6 @@ except ImportError:  # pragma: no cover - the PostgreSQL rows are then reported 
 HERE = Path(__file__).resolve().parent
 DEFAULT_JSON = HERE / "results" / "journal_cost.json"
 DEFAULT_PG = os.environ.get("DAYBOOK_BENCH_PG", "postgresql://127.0.0.1:5432/test")
-ROW_BYTES = 200
-FLOOR_SCHEMA = "bench_floor"
 DAYBOOK_SCHEMA = "bench_daybook"
 REPLAY_SCHEMA = "bench_daybook_replay"
 
@@ -90,9 +89,6 @@ def noop_steps(ctx: Context, n: int) -> dict[str, int]:
 
 
 # -- rows ---------------------------------------------------------------------------------------
-
-Sampler = Callable[[], float]  # one timed run of N steps; returns seconds
-
 
 @dataclass
 class Bench:
@@ -185,83 +181,8 @@ def _fmt(us: float) -> str:
 
 # -- floors -------------------------------------------------------------------------------------
 
-_PAD = "x" * (ROW_BYTES - len(json.dumps(
-    {"kind": "outcome", "key": uuid.uuid4().hex + "/0", "step": 0, "args": {"i": 0}, "pad": ""},
-    separators=(",", ":"),
-)))
-
-
-def _row_json(run_id: str, i: int, kind: str) -> str:
-    """A ~200-byte JSON journal row, encoded per row as any journal must."""
-    return json.dumps(
-        {"kind": kind, "key": f"{run_id}/{i}", "step": i, "args": {"i": i}, "pad": _PAD},
-        separators=(",", ":"),
-    )
-
-
-def _remove_sqlite(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-
-
-def sqlite_floor(path: Path, synchronous: str, n: int) -> Sampler:
-    def once() -> float:
-        _remove_sqlite(path)
-        db = sqlite3.connect(path, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute(f"PRAGMA synchronous = {synchronous}")
-            db.execute(
-                "CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-                "kind TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
-            )
-            sql = "INSERT INTO journal (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"
-            run_id = uuid.uuid4().hex
-            start = time.perf_counter()
-            for i in range(n):
-                db.execute(sql, (run_id, 2 * i + 1, "intent", _row_json(run_id, i, "intent")))
-                db.execute(sql, (run_id, 2 * i + 2, "outcome", _row_json(run_id, i, "outcome")))
-            return time.perf_counter() - start
-        finally:
-            db.close()
-
-    return once
-
-
-def pg_floor(conninfo: str, n: int, schema: str = FLOOR_SCHEMA) -> Sampler:
-    assert psycopg is not None
-
-    def once() -> float:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            conn.execute(f"SET search_path TO {schema}")
-            conn.execute("DROP TABLE IF EXISTS journal")
-            conn.execute(
-                "CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-                "kind TEXT NOT NULL, data JSONB NOT NULL, PRIMARY KEY (run_id, seq))"
-            )
-            sql = "INSERT INTO journal (run_id, seq, kind, data) VALUES (%s, %s, %s, %s::jsonb)"
-            run_id = uuid.uuid4().hex
-            start = time.perf_counter()
-            for i in range(n):
-                conn.execute(sql, (run_id, 2 * i + 1, "intent", _row_json(run_id, i, "intent")))
-                conn.execute(sql, (run_id, 2 * i + 2, "outcome", _row_json(run_id, i, "outcome")))
-            return time.perf_counter() - start
-
-    return once
-
-
 def python_floor(n: int) -> Sampler:
-    fn = noop.fn
-
-    def once() -> float:
-        start = time.perf_counter()
-        for i in range(n):
-            fn(i=i, idempotency_key="k")
-        return time.perf_counter() - start
-
-    return once
+    return call_floor(noop.fn, n)
 
 
 # -- daybook ------------------------------------------------------------------------------------

@@ -54,9 +54,11 @@ TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
 _KINDS = frozenset(k.value for k in Kind)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
-    """One journal row. `step` is the deterministic position of the step in the run (call order)."""
+    """One journal row. `step` is the deterministic position of the step in the run (call order).
+
+    Treat it as immutable (it is not frozen only because resume builds thousands per run)."""
 
     run_id: str
     seq: int
@@ -163,10 +165,18 @@ def _not_plain(value: JSON) -> str:
     return f"a {type(value).__name__} does not survive a JSON round trip"
 
 
-def fingerprint(value: JSON, what: str) -> str:
-    """A short digest of the arguments' JSON: compared on replay, never used as a key."""
-    check_json(value, what)
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+def fingerprint(value: JSON, what: str, check: bool = True) -> str:
+    """A short digest of the arguments' JSON: compared on replay, never used as a key.
+
+    `check=False` skips the plain-JSON walk: on replay the journal already holds the value's
+    fingerprint, and any difference (a tuple where a list was) is caught by the comparison."""
+    if check:
+        check_json(value, what)
+    try:
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        check_json(value, what)  # raises, naming what is wrong
+        raise
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 

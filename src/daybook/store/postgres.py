@@ -21,6 +21,7 @@ from .rows import (
     conflict_error,
     event_from_row,
     event_params,
+    events_from_rows,
     run_from_row,
     run_params,
 )
@@ -238,7 +239,7 @@ class PostgresStore:
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq",
             (run_id,),
         ).fetchall()
-        return [event_from_row(r, parsed=True) for r in rows]
+        return events_from_rows(rows, parsed=True)
 
     def open_effects(self) -> list[Event]:
         cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))

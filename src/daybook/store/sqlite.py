@@ -28,6 +28,7 @@ from .rows import (
     conflict_error,
     event_from_row,
     event_params,
+    events_from_rows,
     run_from_row,
     run_params,
 )
@@ -252,7 +253,7 @@ class SQLiteStore:
         rows = self._read(
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = ? ORDER BY seq", (run_id,)
         )
-        return [event_from_row(r) for r in rows]
+        return events_from_rows(rows)
 
     def open_effects(self) -> list[Event]:
         rows = self._read(

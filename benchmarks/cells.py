@@ -1,0 +1,240 @@
+"""One measurement of run.py, in its own process: `python benchmarks/cells.py KIND SPEC_JSON`.
+
+The process prints its result as one `@@bench` line (see benchlib): `samples`, each a `measure`,
+the `seconds` it took for the whole N steps and optional `extra` figures, and `peak_rss_kib`, the
+VmHWM of the process that did the measured work. Only the standard library is imported at the top:
+a launcher (replay, resume_wall, peer_replay) must stay smaller than the process it starts.
+
+Kinds, and what `seconds` covers:
+
+- floor_python / floor_sqlite / floor_pg: the floors of journal_cost.py (a plain Python call;
+  raw sqlite3 or psycopg doing daybook's two commits per step), after a warm-up run.
+- daybook_fresh: `book.run(...)` of N no-op effects on a store of its own, after a warm-up run.
+- daybook_replay: a launcher. A writer process runs N effects and SIGKILLs itself after the last
+  one; then a fresh process (kind daybook_resume) opens the store and resumes the run. `replay` is
+  `book.resume()` itself; `resume_inproc` adds opening the store, so it is "from a process that
+  has the code loaded to the run's result". No warm-up: a resume happens in a new process.
+- daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL`,
+  timed from spawn to exit (interpreter start, imports, resume, printing the result). Its peak RSS
+  is the `wait4` max RSS of that process (this launcher is smaller, so the figure is the child's).
+- peer_replay: a launcher for peer_dbos.py / peer_langgraph.py: `crash`, then `recover`, timed
+  from spawn to the result line (`resume_wall`) next to the body time the peer process reports.
+- hook: runs `measure(quick)` (and `targets(rows)` if present) of an optional module such as
+  benchmarks/concurrency.py, isolated in this process.
+
+The writer of a crashed run commits without waiting for the disk (SQLite `synchronous=normal`,
+PostgreSQL `synchronous_commit=off`) to save time: after a SIGKILL the store holds the same rows
+either way, and the process that resumes opens it with the durability being measured.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchlib import HERE, ChildFailed, async_commit_env, emit, parse_result, peak_rss_kib, run_child, tail
+
+Spec = dict[str, Any]
+Result = dict[str, Any]
+
+
+def _timed(setup: Callable[[int], tuple[Callable[[], float], Callable[[], None]]], spec: Spec) -> Result:
+    """Warm up on `spec["warmup"]` steps, then time one run of `spec["n"]`."""
+    for n in (spec["warmup"], spec["n"]):
+        once, close = setup(n)
+        try:
+            seconds = once()
+        finally:
+            close()
+    return {"samples": [{"measure": spec.get("measure", "fresh"), "seconds": seconds}]}
+
+
+def _no_close() -> None:
+    return None
+
+
+def _noop(i: int, idempotency_key: str) -> dict[str, Any]:
+    return {"ok": True, "i": i}
+
+
+def floor_python(spec: Spec) -> Result:
+    from floors import call_floor
+
+    return _timed(lambda n: (call_floor(_noop, n), _no_close), spec)
+
+
+def floor_sqlite(spec: Spec) -> Result:
+    from floors import sqlite_floor
+
+    path = Path(spec["workdir"]) / "floor.db"
+    return _timed(lambda n: (sqlite_floor(path, spec["sync"].upper(), n), _no_close), spec)
+
+
+def floor_pg(spec: Spec) -> Result:
+    from floors import pg_floor
+
+    return _timed(lambda n: (pg_floor(spec["pg"], n, spec["schema"]), _no_close), spec)
+
+
+def daybook_fresh(spec: Spec) -> Result:
+    """`book.run()` of N effects, each run a new run id on one store, as journal_cost.py does."""
+    import noop_app
+
+    from daybook import Daybook
+
+    book = Daybook(spec["url"])
+
+    def setup(n: int) -> tuple[Callable[[], float], Callable[[], None]]:
+        def once() -> float:
+            start = time.perf_counter()
+            result = book.run(noop_app.bench_noop_steps, n, run_id=uuid.uuid4().hex)
+            seconds = time.perf_counter() - start
+            if result != {"steps": n}:
+                raise RuntimeError(f"daybook run returned {result!r}")
+            return seconds
+
+        return once, _no_close
+
+    try:
+        return _timed(setup, spec)
+    finally:
+        book.close()
+
+
+# -- replay after a crash ----------------------------------------------------------------------
+
+
+def _crash_daybook_run(spec: Spec) -> str:
+    run_id = uuid.uuid4().hex
+    cmd = [sys.executable, str(HERE / "noop_app.py"), spec["writer_url"], run_id, str(spec["n"])]
+    env = async_commit_env() if spec["backend"] == "postgresql" else None
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != -signal.SIGKILL:
+        raise ChildFailed(f"crash writer exited {proc.returncode}, not SIGKILL: {tail(proc.stderr)}")
+    return run_id
+
+
+def daybook_replay(spec: Spec) -> Result:
+    run_id = _crash_daybook_run(spec)
+    return run_child([sys.executable, __file__, "daybook_resume", json.dumps({**spec, "run_id": run_id})])
+
+
+def daybook_resume(spec: Spec) -> Result:
+    import noop_app
+
+    from daybook import Daybook
+
+    n = spec["n"]
+    start = time.perf_counter()
+    book = Daybook(spec["url"])
+    opened = time.perf_counter()
+    result = book.resume(spec["run_id"])
+    done = time.perf_counter()
+    rows = len(book.journal(spec["run_id"]))
+    book.close()
+    if result != {"steps": n} or noop_app.CALLS:
+        raise RuntimeError(f"resume returned {result!r} after {noop_app.CALLS} tool calls (expected none)")
+    extra = {"reexecuted": noop_app.CALLS, "journal_rows": rows}
+    return {
+        "samples": [
+            {"measure": "replay", "seconds": done - opened, "extra": extra},
+            {"measure": "resume_inproc", "seconds": done - start, "extra": extra},
+        ]
+    }
+
+
+def daybook_resume_wall(spec: Spec) -> Result:
+    run_id = _crash_daybook_run(spec)
+    cmd = [sys.executable, "-m", "daybook", "resume", run_id, "--db", spec["url"]]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if proc.returncode != 0 or json.loads(stdout or "null") != {"steps": spec["n"]}:
+        raise ChildFailed(f"daybook resume exited {proc.returncode}: {tail(stderr) or tail(stdout)}")
+    extra = {"launcher_rss_kib": peak_rss_kib() or 0}
+    return {
+        "samples": [{"measure": "resume_wall", "seconds": seconds, "extra": extra}],
+        "peak_rss_kib": usage.ru_maxrss,
+    }
+
+
+def _launch_to_result(cmd: list[str], timeout: float = 3600) -> tuple[float, Result]:
+    """Seconds from spawning `cmd` to its result line, and the result."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert proc.stdout is not None
+        found: tuple[float, Result] | None = None
+        for line in proc.stdout:
+            parsed = parse_result(line)
+            if parsed is not None and found is None:
+                found = (time.perf_counter() - start, parsed)
+        code = proc.wait(timeout)
+        err.seek(0)
+        if code != 0 or found is None:
+            raise ChildFailed(f"{' '.join(cmd[1:3])} exited {code}: {tail(err.read().decode())}")
+    return found
+
+
+def peer_replay(spec: Spec) -> Result:
+    driver = str(HERE / spec["driver"])
+    spec = {**spec, "workflow_id": f"crashed-{uuid.uuid4().hex}"}
+    encoded = json.dumps(spec)
+    crash = subprocess.run(
+        [sys.executable, driver, "crash", encoded], capture_output=True, text=True, check=False
+    )
+    if crash.returncode != 0 or parse_result(crash.stdout) is not None:
+        raise ChildFailed(f"{spec['driver']} crash exited {crash.returncode}: {tail(crash.stderr)}")
+    seconds, result = _launch_to_result([sys.executable, driver, "recover", encoded])
+    result["samples"].append({"measure": "resume_wall", "seconds": seconds})
+    return result
+
+
+# -- optional modules by other authors ---------------------------------------------------------
+
+
+def hook(spec: Spec) -> Result:
+    module = importlib.import_module(spec["module"])
+    rows = module.measure(spec["quick"])
+    targets = module.targets(rows) if hasattr(module, "targets") else []
+    return {"rows": rows, "targets": targets}
+
+
+KINDS: dict[str, Callable[[Spec], Result]] = {
+    "floor_python": floor_python,
+    "floor_sqlite": floor_sqlite,
+    "floor_pg": floor_pg,
+    "daybook_fresh": daybook_fresh,
+    "daybook_replay": daybook_replay,
+    "daybook_resume": daybook_resume,
+    "daybook_resume_wall": daybook_resume_wall,
+    "peer_replay": peer_replay,
+    "hook": hook,
+}
+
+
+def main(argv: list[str]) -> None:
+    kind, spec = argv
+    result = KINDS[kind](json.loads(spec))
+    result.setdefault("peak_rss_kib", peak_rss_kib())
+    emit(result)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
