@@ -9,20 +9,12 @@ import urllib.request
 from typing import Any
 
 import daybook
-from daybook import Confirmed, Context, NotFound, StillUnknown, TransientError
+from daybook import Confirmed, Context, NotFound, StillUnknown
+from daybook.demo.agent import http_json
 
 
 def post(url: str, body: Any, key: str) -> Any:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
-    req.add_header("Content-Type", "application/json")
-    req.add_header("Idempotency-Key", key)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code >= 500:
-            raise TransientError(f"HTTP {exc.code}") from None
-        raise
+    return http_json("POST", url, body, key)
 
 
 def status(key: str, args: dict[str, Any]) -> Any:

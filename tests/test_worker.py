@@ -18,9 +18,24 @@ from daybook.worker import Worker
 
 def _worker_proc(db_url: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "daybook", "worker", "--db", db_url, "--app",
-         str(HERE / "agents.py"), "--poll", "0.05", "--lease-ttl", "1", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "daybook",
+            "worker",
+            "--db",
+            db_url,
+            "--app",
+            str(HERE / "agents.py"),
+            "--poll",
+            "0.05",
+            "--lease-ttl",
+            "1",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -38,11 +53,11 @@ def test_a_worker_executes_submitted_runs_until_idle(db_url: str, bank) -> None:
 
 
 def test_runs_of_a_sigkilled_worker_are_finished_by_another_exactly_once(
-    db_url: str, bank  # type: ignore[no-untyped-def]
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     with Daybook(db_url) as book:
-        ids = [book.submit(agents.slow_payments, bank.url, 2, 0.05, run_id=f"w-{i}")
-               for i in range(12)]
+        ids = [book.submit(agents.slow_payments, bank.url, 2, 0.05, run_id=f"w-{i}") for i in range(12)]
     first = _worker_proc(db_url, "--concurrency", "2")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(bank.stats()["executions_by_key"]) < 6:

@@ -89,12 +89,7 @@ class Daybook:
         begun = self._begin(wf, run_id, args, kwargs)
         if isinstance(begun, _Done):
             return begun.result
-        exe, wf, info = begun
-        try:
-            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
-        except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
-        return self._complete(exe, result)
+        return self._body(*begun)
 
     def submit(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> str:
         """Record a run as `pending` for a worker (`daybook worker`) to execute; returns its id.
@@ -115,12 +110,7 @@ class Daybook:
             return begun.result
         if wf.is_async:
             return asyncio.run(self._body_async(*begun))
-        exe, wf, info = begun
-        try:
-            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
-        except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
-        return self._complete(exe, result)
+        return self._body(*begun)
 
     async def run_async(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """`run` for `async def` workflows (store writes are short and made inline)."""
@@ -143,12 +133,7 @@ class Daybook:
         begun = self._claim(run_id, wf, wait)
         if isinstance(begun, _Done):
             return begun.result
-        exe, wf, info = begun
-        try:
-            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
-        except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
-        return self._complete(exe, result)
+        return self._body(*begun)
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
         info = self.get_run(run_id)
@@ -157,6 +142,13 @@ class Daybook:
         if isinstance(begun, _Done):
             return begun.result
         return await self._body_async(*begun)
+
+    def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        try:
+            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
