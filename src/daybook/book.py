@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import logging
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ from .store import Store, open_store
 from .workflow import Workflow, as_workflow, load
 
 _MISSING: Any = object()
+log = logging.getLogger("daybook")
 
 
 @dataclass
@@ -231,6 +233,8 @@ class Daybook:
             holder = info.lease_owner
             expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
             if self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), expect):
+                if expect:
+                    log.warning("run %s: took over the lease of dead process %s", run_id, expect)
                 break
             info = self.get_run(run_id)
             left = (info.lease_expires or 0.0) - time.time()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import random as _random
 import threading
 import time
@@ -41,6 +42,7 @@ from .store import Store
 from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
 
 T = TypeVar("T")
+log = logging.getLogger("daybook")
 
 # What the effect state machine asks its driver to do, and what it gets back.
 _Op = tuple[str, float]
@@ -231,6 +233,18 @@ class _Effect:
         self.recs = recs
 
     def _write(self, kind: Kind, attempt: int, status: Status | None = None, **data: Any) -> Event:
+        if kind == Kind.ATTEMPT or status in (Status.UNKNOWN, Status.FAILED):
+            # Operators read these; confirmed outcomes (the hot path) are not logged.
+            log.warning(
+                "run %s step %s %s key=%s attempt %s: %s %s",
+                self.exe.run_id,
+                self.step,
+                self.tool.name,
+                self.key,
+                attempt,
+                status.value if status else kind.value,
+                data.get("reason") or data.get("error", ""),
+            )
         return self.exe.append(
             kind,
             self.step,
@@ -251,7 +265,9 @@ class _Effect:
             f"(--absent: it never arrived, safe to send again under the same key), then "
             f"`daybook resume {rid}`"
         )
-        return Stop(error or NeedsAttention(rid, msg), True, journal=True)
+        stop = Stop(error or NeedsAttention(rid, msg), True, journal=True)
+        log.error("%s", stop.error)
+        return stop
 
     def _failed(self, attempt: int, exc: BaseException) -> EffectFailed:
         info = error_info(exc)
