@@ -12,8 +12,10 @@ Kinds, and what `seconds` covers:
 - daybook_fresh: `book.run(...)` of N no-op effects on a store of its own, after a warm-up run.
 - daybook_replay: a launcher. A writer process runs N effects and SIGKILLs itself after the last
   one; then a fresh process (kind daybook_resume) opens the store and resumes the run. `replay` is
-  `book.resume()` itself; `resume_inproc` adds opening the store, so it is "from a process that
-  has the code loaded to the run's result". No warm-up: a resume happens in a new process.
+  the workflow body's own time, first step to last, as peers.md times the peers' replays (the
+  whole `book.resume()`, which also reads the journal and commits the run's end, is the extra
+  `resume_us_per_step`); `resume_inproc` is opening the store plus `book.resume()`, so "from a
+  process that has the code loaded to the run's result". No warm-up: a resume is a new process.
 - daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL`,
   timed from spawn to exit (interpreter start, imports, resume, printing the result). Its peak RSS
   is the `wait4` max RSS of that process (this launcher is smaller, so the figure is the child's).
@@ -48,7 +50,9 @@ Spec = dict[str, Any]
 Result = dict[str, Any]
 
 
-def _timed(setup: Callable[[int], tuple[Callable[[], float], Callable[[], None]]], spec: Spec) -> Result:
+def _timed(
+    setup: Callable[[int], tuple[Callable[[], float], Callable[[], None]]], spec: Spec, measure: str = "fresh"
+) -> Result:
     """Warm up on `spec["warmup"]` steps, then time one run of `spec["n"]`."""
     for n in (spec["warmup"], spec["n"]):
         once, close = setup(n)
@@ -56,7 +60,7 @@ def _timed(setup: Callable[[int], tuple[Callable[[], float], Callable[[], None]]
             seconds = once()
         finally:
             close()
-    return {"samples": [{"measure": spec.get("measure", "fresh"), "seconds": seconds}]}
+    return {"samples": [{"measure": measure, "seconds": seconds}]}
 
 
 def _no_close() -> None:
@@ -70,20 +74,20 @@ def _noop(i: int, idempotency_key: str) -> dict[str, Any]:
 def floor_python(spec: Spec) -> Result:
     from floors import call_floor
 
-    return _timed(lambda n: (call_floor(_noop, n), _no_close), spec)
+    return _timed(lambda n: (call_floor(_noop, n), _no_close), spec, "floor")
 
 
 def floor_sqlite(spec: Spec) -> Result:
     from floors import sqlite_floor
 
     path = Path(spec["workdir"]) / "floor.db"
-    return _timed(lambda n: (sqlite_floor(path, spec["sync"].upper(), n), _no_close), spec)
+    return _timed(lambda n: (sqlite_floor(path, spec["sync"].upper(), n), _no_close), spec, "floor")
 
 
 def floor_pg(spec: Spec) -> Result:
     from floors import pg_floor
 
-    return _timed(lambda n: (pg_floor(spec["pg"], n, spec["schema"]), _no_close), spec)
+    return _timed(lambda n: (pg_floor(spec["pg"], n, spec["schema"]), _no_close), spec, "floor")
 
 
 def daybook_fresh(spec: Spec) -> Result:
@@ -144,11 +148,15 @@ def daybook_resume(spec: Spec) -> Result:
     book.close()
     if result != {"steps": n} or noop_app.CALLS:
         raise RuntimeError(f"resume returned {result!r} after {noop_app.CALLS} tool calls (expected none)")
-    extra = {"reexecuted": noop_app.CALLS, "journal_rows": rows}
+    extra = {
+        "reexecuted": noop_app.CALLS,
+        "journal_rows": rows,
+        "resume_us_per_step": (done - opened) / n * 1e6,
+    }
     return {
         "samples": [
-            {"measure": "replay", "seconds": done - opened, "extra": extra},
-            {"measure": "resume_inproc", "seconds": done - start, "extra": extra},
+            {"measure": "replay", "seconds": noop_app.BODY_S, "extra": extra},
+            {"measure": "resume_inproc", "seconds": done - start},
         ]
     }
 

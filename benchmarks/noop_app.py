@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 import daybook
 
 CALLS = 0  # tool calls made by this process: a replay must make none
+BODY_S = 0.0  # the last workflow body's own time, first effect to last (as peers.md times peers)
 _CRASH_AFTER_EFFECTS = False  # set when run as a script
 
 
@@ -28,8 +30,11 @@ def bench_noop(i: int, idempotency_key: str) -> dict[str, Any]:
 
 @daybook.workflow
 def bench_noop_steps(ctx: daybook.Context, n: int) -> dict[str, int]:
+    global BODY_S
+    start = time.perf_counter()
     for i in range(n):
         ctx.effect(bench_noop, i=i)
+    BODY_S = time.perf_counter() - start
     if _CRASH_AFTER_EFFECTS:
         os.kill(os.getpid(), signal.SIGKILL)
     return {"steps": n}

@@ -71,9 +71,7 @@ def build(db: str, crash_thread: str | None = None) -> Pregel[Any, Any, Any, Any
 
 
 def _invoke(app: Pregel[Any, Any, Any, Any], arg: int | None, thread_id: str) -> dict[str, Any]:
-    result: dict[str, Any] = app.invoke(
-        arg, {"configurable": {"thread_id": thread_id}}, durability="sync"
-    )
+    result: dict[str, Any] = app.invoke(arg, {"configurable": {"thread_id": thread_id}}, durability="sync")
     return result
 
 

@@ -155,7 +155,7 @@ class Execution:
         if not recs:
             return None
         first = recs[0]
-        if first.kind != kind.value or first.name != name:
+        if first.kind != kind or first.name != name:
             raise Stop(
                 NonDeterminismError(
                     f"run {self.run_id!r} step {step}: the journal holds {first.kind} "
@@ -191,13 +191,14 @@ class Execution:
             )
 
 
-def _fingerprint(value: Any, what: str, check: bool = True) -> str:
+def _fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
     from .errors import NotSerializable
 
     try:
-        return fingerprint(value, what, check)
+        return fingerprint(value, "", check)
     except NotSerializable as exc:
-        raise Stop(exc, True) from None
+        # The message is built only here: the hot path never formats it.
+        raise Stop(NotSerializable(f"step {step} {name!r} arguments{exc}"), True) from None
 
 
 def _json(value: Any, what: str) -> None:
@@ -466,7 +467,7 @@ class Context:
         """
         exe = self._exe
         step = exe.alloc()
-        fp = _fingerprint({"args": list(args), "kwargs": kwargs}, f"step {step} {name!r} arguments")
+        fp = _fingerprint({"args": list(args), "kwargs": kwargs}, step, name)
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
             decision = self._replayed(step, name, recs[0])
@@ -596,7 +597,7 @@ class Context:
                 ),
                 True,
             )
-        fp = _fingerprint(args, f"step {step} {tool.name!r} arguments", step not in exe.steps)
+        fp = _fingerprint(args, step, tool.name, step not in exe.steps)
         recs = exe.expect(step, Kind.INTENT, tool.name, fp)
         if recs is not None and recs[0].key != key:
             raise Stop(

@@ -121,10 +121,15 @@ class RunInfo:
         }
 
 
+# Built once: json.dumps with options constructs an encoder per call, which shows on the hot path.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+
+
 def dumps(value: JSON, what: str) -> str:
     """Encode for the journal; `what` names the step so the error says where the bad value came from."""
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        return _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise NotSerializable(
             f"{what} is not JSON-serialisable ({exc}); daybook journals JSON only (no pickle): "
@@ -173,7 +178,7 @@ def fingerprint(value: JSON, what: str, check: bool = True) -> str:
     if check:
         check_json(value, what)
     try:
-        text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        text = _CANONICAL(value)
     except (TypeError, ValueError):
         check_json(value, what)  # raises, naming what is wrong
         raise
