@@ -4,8 +4,8 @@ Leader/follower: a thread with a write joins the queue; if no commit is in progr
 the leader, takes everything queued, and commits it as one transaction (one fsync); the others
 wait until the commit that holds their write is durable, so no write returns before it is on
 disk, exactly as with a commit of its own. A lone writer commits alone with no added statements.
-Each write in a shared batch runs under its own savepoint, so one write's failure (a duplicate
-key, a lost lease) fails only that write.
+A batch commits in one transaction; if one write in it fails (a duplicate key, a lost lease),
+the batch is rolled back and each write retried alone, so only that write fails.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ Write = Callable[[sqlite3.Connection], Any]
 
 
 class _Job:
-    __slots__ = ("atomic", "done", "error", "fn", "result")
+    __slots__ = ("atomic", "done", "error", "fn", "result", "wake")
 
     def __init__(self, fn: Write, atomic: bool) -> None:
         self.fn = fn
@@ -27,15 +27,17 @@ class _Job:
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+        # Held until this job's thread must wake: its write is durable, or it is to lead next.
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class GroupCommit:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Job] = []
         self._leading = False
-        self._waiting = 0
         self.commits = 0
         self.writes = 0
 
@@ -43,64 +45,70 @@ class GroupCommit:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
         job = _Job(fn, atomic)
-        with self._cond:
+        with self._lock:
             self._queue.append(job)
-            while self._leading and not job.done:
-                self._waiting += 1
-                self._cond.wait()
-                self._waiting -= 1
-            if not job.done:
-                self._leading = True
-                batch, self._queue = self._queue, []
+            follow = self._leading
+            self._leading = True
+        if follow:
+            # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
+            # writes it holds, plus the one that leads next: no thundering herd.
+            job.wake.acquire()
         if not job.done:
-            try:
-                self._commit(batch)
-            finally:
-                with self._cond:
-                    self._leading = False
-                    if self._waiting:
-                        self._cond.notify_all()
+            self._lead()
         if job.error is not None:
             raise job.error
         return job.result
 
+    def _lead(self) -> None:
+        with self._lock:
+            batch, self._queue = self._queue, []
+        try:
+            self._commit(batch)
+        finally:
+            for job in batch:
+                job.done = True
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            # batch[0] is the leader's own job (a leader always heads the queue it takes);
+            # releasing its unwaited lock is harmless.
+            for job in batch:
+                job.wake.release()
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on; `_leading` stays set
+
     def _commit(self, batch: list[_Job]) -> None:
-        conn = self._conn
         self.commits += 1
         self.writes += len(batch)
         if len(batch) == 1 and not batch[0].atomic:
             job = batch[0]
             try:
-                job.result = job.fn(conn)
+                job.result = job.fn(self._conn)
             except BaseException as exc:
                 job.error = exc
-            job.done = True
             return
-        shared = len(batch) > 1
+        # Optimistic: the whole batch in one transaction. If one write fails (a duplicate key, a
+        # lost lease: rare), roll back and give every write a transaction of its own, so the
+        # failure stays with the write that caused it.
+        if not self._transaction(batch, isolate=False) and len(batch) > 1:
+            for job in batch:
+                job.error = None
+                self._transaction([job], isolate=True)
+
+    def _transaction(self, batch: list[_Job], isolate: bool) -> bool:
+        conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
-                if shared:
-                    conn.execute("SAVEPOINT w")
-                try:
-                    job.result = job.fn(conn)
-                except Exception as exc:
-                    job.error = exc
-                    if shared:
-                        conn.execute("ROLLBACK TO w")
-                    else:
-                        conn.execute("ROLLBACK")
-                        job.done = True
-                        return
-                if shared:
-                    conn.execute("RELEASE w")
+                job.result = job.fn(conn)
             conn.execute("COMMIT")
+            return True
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            for job in batch:
-                if job.error is None:
+            if not isinstance(exc, Exception) or isolate or len(batch) == 1:
+                for job in batch:
                     job.error = exc
-        finally:
-            for job in batch:
-                job.done = True
+                return True
+            return False
