@@ -73,3 +73,20 @@ def program(ctx: Context, bank: str, ops: list[str]) -> list[Any]:
         else:
             out.append(ctx.effect(pay, bank=bank, n=i)["n"])
     return out
+
+
+@daybook.workflow
+def timed(ctx: Context, bank: str, seconds: float) -> str:
+    """Wait on a durable timer, then pay once."""
+    ctx.sleep(seconds)
+    return str(ctx.effect(pay, bank=bank, n=1)["id"])
+
+
+@daybook.workflow
+def approval(ctx: Context, bank: str) -> dict[str, Any]:
+    """Park until someone signals `approve`; pay only if approved."""
+    verdict = ctx.wait_for("approve")
+    assert verdict is not None
+    if not verdict.payload.get("ok"):
+        return {"paid": None, "by": verdict.sender}
+    return {"paid": ctx.effect(pay, bank=bank, n=1)["id"], "by": verdict.sender}

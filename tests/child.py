@@ -36,7 +36,12 @@ def main() -> None:
             kind, n = rest[i + 1].split(":")
             kill = (flag, kind, int(n))
             del rest[i : i + 2]
-    book = Daybook(db, lease_ttl=2.0)
+    inline = 2.0
+    if "--inline-wait" in rest:
+        i = rest.index("--inline-wait")
+        inline = float(rest[i + 1])
+        del rest[i : i + 2]
+    book = Daybook(db, lease_ttl=2.0, inline_wait=inline)
     if kill is not None:
         flag, kind, n = kill
         real = book.store.append

@@ -84,12 +84,16 @@ def test_a_schema_v1_store_is_upgraded_on_open_and_keeps_its_runs(db_url: str) -
             return ctx.decide("x", lambda: 7).value
 
         book.run(kept, run_id="old")
-    # Make the store look like one written by schema v1 (before the runnable-runs index).
+    # Make the store look like one written by schema v1 (before the runnable-runs index of v2
+    # and the inbox of v3).
     _sql(db_url, "DROP INDEX daybook_runs_runnable")
+    _sql(db_url, "DROP INDEX daybook_runs_waking")
+    _sql(db_url, "DROP TABLE daybook_inbox")
     _sql(db_url, "UPDATE daybook_meta SET value = '1' WHERE key = 'schema_version'")
     with Daybook(db_url) as book:
         assert book.get_run("old").result == 7
-    assert _sql(db_url, "SELECT value FROM daybook_meta WHERE key = 'schema_version'") == "2"
+        assert book.store.inbox("old") == []  # the v3 table is back
+    assert _sql(db_url, "SELECT value FROM daybook_meta WHERE key = 'schema_version'") == "3"
 
 
 def _sql(db_url: str, sql: str) -> object:

@@ -5,7 +5,7 @@ in any process, replaying recorded decisions and never re-firing a confirmed eff
 """
 
 from .book import Daybook
-from .context import Context, Decision
+from .context import Context, Decision, Signal
 from .errors import (
     ConfigError,
     CorruptJournal,
@@ -23,6 +23,7 @@ from .errors import (
     RunNotFound,
     SchemaVersionError,
     StepFailed,
+    Suspended,
 )
 from .llm import Completion, LLMClient, ScriptedLLM
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
@@ -71,9 +72,11 @@ __all__ = [
     "RunStatus",
     "SchemaVersionError",
     "ScriptedLLM",
+    "Signal",
     "Status",
     "StepFailed",
     "StillUnknown",
+    "Suspended",
     "Tool",
     "TransientError",
     "Workflow",

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .context import Context, Execution, Stop, error_info
+from .context import Context, Execution, Stop, Suspend, error_info
 from .errors import (
     ConfigError,
     DaybookError,
@@ -36,6 +36,7 @@ from .records import (
     RunStatus,
     Status,
     check_json,
+    dumps,
 )
 from .store import Store, open_store
 from .workflow import Workflow, as_workflow, load
@@ -56,9 +57,12 @@ class Daybook:
     dies on this machine releases its runs at once, one on another host after `lease_ttl`.
     """
 
-    def __init__(self, url: str | None = None, *, lease_ttl: float = 15.0) -> None:
+    def __init__(self, url: str | None = None, *, lease_ttl: float = 15.0, inline_wait: float = 2.0) -> None:
         if lease_ttl <= 0:
             raise ConfigError("lease_ttl must be > 0 seconds")
+        if inline_wait < 0:
+            raise ConfigError("inline_wait must be >= 0 seconds")
+        self.inline_wait = inline_wait
         self.store: Store = open_store(url)
         self.url = self.store.url
         self.lease_ttl = lease_ttl
@@ -264,7 +268,9 @@ class Daybook:
                 raise RunLeased(info.run_id, f"{self.owner} (this process)", self.lease_ttl)
             self._running.add(info.run_id)
         beat = Heartbeat(self._renewer(info.run_id), self.lease_ttl / 3)
-        return Execution(self.store, info.run_id, events, beat), wf, info
+        exe = Execution(self.store, info.run_id, events, beat)
+        exe.inline_wait = self.inline_wait
+        return exe, wf, info
 
     def _renewer(self, run_id: str) -> Any:
         def renew() -> bool:
@@ -313,6 +319,9 @@ class Daybook:
     def _fail_inner(self, exe: Execution, exc: BaseException) -> BaseException:
         self._stop_beat(exe)
         now = time.time()
+        if isinstance(exc, Suspend):
+            self.store.suspend(exe.run_id, self.owner, exc.wake_at, now)
+            return exc.error
         if isinstance(exc, Stop):
             if not exc.attention:
                 return exc.error  # lease lost: this process no longer owns the run
@@ -434,6 +443,18 @@ class Daybook:
 
     # -- operator actions ---------------------------------------------------------------------
 
+    def signal(self, run_id: str, name: str, payload: JSON = None, *, sender: str | None = None) -> int:
+        """Send signal `name` to a run: it is kept in the run's inbox (durable, in order) until a
+        `ctx.wait_for(name)` consumes it, and wakes the run if it is suspended. Returns its id."""
+        if not name:
+            raise ConfigError("a signal needs a name")
+        text = dumps(_plain(payload, f"signal {name!r} payload"), f"signal {name!r} payload")
+        inbox_id = self.store.signal(run_id, name, text, sender or getpass.getuser(), time.time())
+        if inbox_id is None:
+            info = self.get_run(run_id)  # raises RunNotFound for an unknown id
+            raise ConfigError(f"run {run_id!r} is {info.status}; a finished run takes no more signals")
+        return inbox_id
+
     def resolve(
         self,
         run_id: str,
@@ -497,6 +518,11 @@ class Daybook:
             return ev
         finally:
             self.store.release(run_id, self.owner)
+
+
+def _plain(value: JSON, what: str) -> JSON:
+    check_json(value, what)
+    return value
 
 
 def _cause(exc: BaseException) -> BaseException | None:

@@ -12,7 +12,7 @@ import click
 
 from . import render
 from .book import Daybook
-from .errors import DaybookError, NeedsAttention
+from .errors import DaybookError, NeedsAttention, Suspended
 from .records import RunStatus
 
 _db_option = click.option(
@@ -35,6 +35,9 @@ def _with_book(fn: Callable[..., Any]) -> Callable[..., Any]:
         except NeedsAttention as exc:
             click.echo(f"needs attention: {exc}", err=True)
             sys.exit(3)
+        except Suspended as exc:
+            click.echo(f"suspended: {exc}", err=True)
+            sys.exit(5)
         except DaybookError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
@@ -182,8 +185,26 @@ def worker(
     stats = w.run(until_idle=until_idle)
     click.echo(
         f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
-        f"{stats.attention} need attention, {stats.errors} errors"
+        f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
     )
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("name")
+@click.option(
+    "--payload", metavar="JSON", default="null", show_default=True, help="What the signal carries, as JSON."
+)
+@click.option("--by", default=None, help="Who sends it (default: the OS user).")
+@_with_book
+def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) -> None:
+    """Send signal NAME to a run; it wakes the run if it is suspended waiting for it."""
+    try:
+        value = json.loads(payload)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    inbox_id = book.signal(run_id, name, value, sender=by)
+    click.echo(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
 
 @main.command()

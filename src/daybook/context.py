@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import random as _random
 import threading
@@ -34,6 +35,7 @@ from .errors import (
     NeedsAttention,
     NonDeterminismError,
     StepFailed,
+    Suspended,
 )
 from .lease import Heartbeat
 from .llm import LLMClient
@@ -76,6 +78,31 @@ class Stop(BaseException):
         self.journal = journal
 
 
+class Suspend(Stop):
+    """Internal: park the run until `wake_at` (None: until a signal arrives)."""
+
+    def __init__(self, run_id: str, wake_at: float | None, waiting_for: str) -> None:
+        super().__init__(Suspended(run_id, wake_at, waiting_for), False)
+        self.wake_at = wake_at
+
+
+class _Pending:
+    """Still waiting: neither a signal nor the deadline yet."""
+
+
+_PENDING = _Pending()
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal a run received: journaled when it is consumed, replayed from the journal."""
+
+    name: str
+    payload: Any
+    sender: str
+    at: float
+
+
 def error_info(exc: BaseException) -> dict[str, str]:
     return {
         "type": type(exc).__name__,
@@ -110,6 +137,13 @@ class Execution:
         self.per_decision: dict[str, int] = {}
         self.clock: Callable[[], float] = time.time
         self.sleep: Callable[[float], None] = time.sleep
+        # Waits up to this long happen in this process; longer ones suspend the run.
+        self.inline_wait = 2.0
+        self.consumed: set[int] = {
+            int(ev.data["inbox_id"])
+            for ev in events
+            if ev.kind == Kind.SIGNAL and ev.status == "received" and "inbox_id" in ev.data
+        }
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -519,6 +553,148 @@ class Context:
                 info,
             )
         return Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+
+    # -- durable waits ------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """A durable timer: the deadline is journaled, so a crash or a stop does not lose it and
+        it fires once. Waits of up to a couple of seconds happen in this process; longer ones
+        suspend the run (no thread, socket or process held) until a worker resumes it when due."""
+        due = self._timer(seconds)
+        if due is None:
+            return
+        step, fire_at = due
+        left = fire_at - self._exe.clock()
+        if left > self._exe.inline_wait:
+            raise Suspend(self.run_id, fire_at, f"a timer (step {step})")
+        if left > 0:
+            self._exe.sleep(left)
+        self._fire(step)
+
+    async def sleep_async(self, seconds: float) -> None:
+        """`sleep` for async workflows: the in-process part of the wait does not block the loop."""
+        due = self._timer(seconds)
+        if due is None:
+            return
+        step, fire_at = due
+        left = fire_at - self._exe.clock()
+        if left > self._exe.inline_wait:
+            raise Suspend(self.run_id, fire_at, f"a timer (step {step})")
+        if left > 0 and not self._exe.read_only:
+            await asyncio.sleep(left)
+        self._fire(step)
+
+    def _timer(self, seconds: float) -> tuple[int, float] | None:
+        if seconds < 0:
+            raise ValueError(f"ctx.sleep({seconds}): seconds must be >= 0")
+        exe = self._exe
+        step = exe.alloc()
+        fp = _fingerprint({"seconds": seconds}, step, "sleep")
+        recs = exe.expect(step, Kind.TIMER, "sleep", fp)
+        if recs is None:
+            fire_at = exe.clock() + seconds
+            exe.append(
+                Kind.TIMER,
+                step,
+                "sleep",
+                status="set",
+                fp=fp,
+                data={"fire_at": fire_at, "seconds": seconds},
+            )
+            return step, fire_at
+        if recs[-1].status == "fired":
+            return None
+        return step, float(recs[0].data["fire_at"])
+
+    def _fire(self, step: int) -> None:
+        self._exe.append(Kind.TIMER, step, "sleep", status="fired", data={})
+
+    def wait_for(self, name: str, timeout: float | None = None) -> Signal | None:
+        """Wait for the next signal `name` sent to this run (`book.signal`, `daybook signal`).
+
+        Returns the `Signal`, or None once `timeout` seconds have passed without one. The wait is
+        durable: past a couple of seconds the run is suspended until the signal or the deadline.
+        Signals queue: each wait consumes the oldest unconsumed one of that name, once."""
+        step, deadline, done = self._wait_step(name, timeout)
+        if not isinstance(done, _Pending):
+            return done
+        waited = 0.0
+        while True:
+            got = self._take(step, name, deadline)
+            if not isinstance(got, _Pending):
+                return got
+            if waited >= self._exe.inline_wait:
+                raise Suspend(self.run_id, deadline, f"signal {name!r} (step {step})")
+            pause = 0.05 if waited < 0.5 else 0.2
+            self._exe.sleep(pause)
+            waited += pause
+
+    async def wait_for_async(self, name: str, timeout: float | None = None) -> Signal | None:
+        """`wait_for` for async workflows."""
+        step, deadline, done = self._wait_step(name, timeout)
+        if not isinstance(done, _Pending):
+            return done
+        waited = 0.0
+        while True:
+            got = self._take(step, name, deadline)
+            if not isinstance(got, _Pending):
+                return got
+            if waited >= self._exe.inline_wait:
+                raise Suspend(self.run_id, deadline, f"signal {name!r} (step {step})")
+            pause = 0.05 if waited < 0.5 else 0.2
+            await asyncio.sleep(pause)
+            waited += pause
+
+    def _wait_step(
+        self, name: str, timeout: float | None
+    ) -> tuple[int, float | None, Signal | _Pending | None]:
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"ctx.wait_for({name!r}, timeout={timeout}): timeout must be >= 0")
+        exe = self._exe
+        step = exe.alloc()
+        label = f"signal:{name}"
+        fp = _fingerprint({"name": name, "timeout": timeout}, step, label)
+        recs = exe.expect(step, Kind.SIGNAL, label, fp)
+        if recs is None:
+            deadline = None if timeout is None else exe.clock() + timeout
+            exe.append(
+                Kind.SIGNAL,
+                step,
+                label,
+                status="waiting",
+                fp=fp,
+                data={"name": name, "deadline": deadline},
+            )
+            return step, deadline, _PENDING
+        last = recs[-1]
+        if last.status == "received":
+            d = last.data
+            return step, None, Signal(name, d.get("payload"), str(d.get("sender")), float(d["at"]))
+        if last.status == "timeout":
+            return step, None, None
+        deadline = recs[0].data.get("deadline")
+        return step, None if deadline is None else float(deadline), _PENDING
+
+    def _take(self, step: int, name: str, deadline: float | None) -> Signal | _Pending | None:
+        """The next unconsumed signal (journaled as consumed); None on timeout; else _PENDING."""
+        exe = self._exe
+        for inbox_id, sig_name, payload_text, sender, at in exe.store.inbox(exe.run_id):
+            if sig_name != name or inbox_id in exe.consumed:
+                continue
+            payload = json.loads(payload_text)
+            exe.append(
+                Kind.SIGNAL,
+                step,
+                f"signal:{name}",
+                status="received",
+                data={"inbox_id": inbox_id, "payload": payload, "sender": sender, "at": at},
+            )
+            exe.consumed.add(inbox_id)
+            return Signal(name, payload, sender, at)
+        if deadline is not None and exe.clock() >= deadline:
+            exe.append(Kind.SIGNAL, step, f"signal:{name}", status="timeout", data={})
+            return None
+        return _PENDING
 
     def now(self) -> float:
         """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""

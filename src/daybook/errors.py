@@ -95,3 +95,23 @@ class EffectFailed(StepFailed):
 
 class DedupWindowExpired(DaybookError):
     """A re-send was needed but the counterparty's dedup window for the key has passed."""
+
+
+class Suspended(DaybookError):
+    """The run is waiting (a durable timer or a signal) and holds no process while it waits."""
+
+    def __init__(self, run_id: str, wake_at: float | None, waiting_for: str) -> None:
+        import time
+
+        when = (
+            f"until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(wake_at))}"
+            if wake_at is not None
+            else "until it is signalled"
+        )
+        super().__init__(
+            f"run {run_id!r} is suspended {when}, waiting for {waiting_for}; a worker "
+            f"(`daybook worker`) resumes it when due, or run `daybook resume {run_id}` then"
+        )
+        self.run_id = run_id
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 JSON = Any
 
@@ -31,6 +31,8 @@ class Kind(StrEnum):
     RUN_COMPLETED = "run_completed"
     RUN_FAILED = "run_failed"
     RUN_ATTENTION = "run_attention"
+    TIMER = "timer"  # status `set` (data: fire_at), then `fired`
+    SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
 
 
 class Status(StrEnum):
@@ -45,12 +47,16 @@ class Status(StrEnum):
 class RunStatus(StrEnum):
     PENDING = "pending"  # submitted for a worker, not started yet
     RUNNING = "running"
+    SUSPENDED = "suspended"  # waiting for a timer or a signal; holds no process
     NEEDS_ATTENTION = "needs_attention"
     COMPLETED = "completed"
     FAILED = "failed"
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+STEPPED = frozenset(
+    k.value for k in (Kind.DECISION, Kind.INTENT, Kind.ATTEMPT, Kind.OUTCOME, Kind.TIMER, Kind.SIGNAL)
+)
 _KINDS = frozenset(k.value for k in Kind)
 
 
@@ -103,6 +109,7 @@ class RunInfo:
     lease_owner: str | None
     lease_expires: float | None
     schema_version: int
+    wake_at: float | None = None
 
     def as_dict(self) -> dict[str, JSON]:
         return {
@@ -118,6 +125,7 @@ class RunInfo:
             "lease_owner": self.lease_owner,
             "lease_expires": self.lease_expires,
             "schema_version": self.schema_version,
+            "wake_at": self.wake_at,
         }
 
 
@@ -203,7 +211,7 @@ def validate(ev: Event) -> Event:
             f"run {ev.run_id!r} seq {ev.seq}: unknown record kind {ev.kind!r}; it was written by a "
             "newer daybook or changed by hand. Upgrade daybook or restore the row"
         )
-    if ev.kind in (Kind.DECISION, Kind.INTENT, Kind.ATTEMPT, Kind.OUTCOME) and ev.step is None:
+    if ev.kind in STEPPED and ev.step is None:
         raise CorruptJournal(f"run {ev.run_id!r} seq {ev.seq}: {ev.kind} row has no step position")
     if not isinstance(ev.data, dict):
         raise CorruptJournal(f"run {ev.run_id!r} seq {ev.seq}: payload is not a JSON object")

@@ -52,6 +52,16 @@ def detail(ev: Event) -> str:
                 "" if d.get("final", True) else " (will retry)"
             )
         return brief(d.get("reason") or d.get("resolution") or "")
+    if ev.kind == Kind.TIMER:
+        return f"fires at {when(d['fire_at'])}" if "fire_at" in d else ""
+    if ev.kind == Kind.SIGNAL:
+        if "deadline" in d:
+            return f"waiting for {d.get('name')!r}" + (
+                f" until {when(d['deadline'])}" if d.get("deadline") else ""
+            )
+        if "payload" in d:
+            return f"from {d.get('sender')}: " + brief(d.get("payload"))
+        return ""
     if ev.kind == Kind.ATTEMPT:
         return brief(d.get("reason", ""))
     if ev.kind == Kind.RUN_STARTED:

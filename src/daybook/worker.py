@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .book import Daybook
-from .errors import DaybookError, NeedsAttention
+from .errors import DaybookError, NeedsAttention, Suspended
 from .workflow import load_app
 
 
@@ -25,6 +25,7 @@ class WorkerStats:
     completed: int = 0
     failed: int = 0
     attention: int = 0
+    suspended: int = 0
     errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -99,6 +100,9 @@ class Worker:
         start = time.monotonic()
         try:
             book.execute_claimed(run_id)
+        except Suspended as exc:
+            self.stats.add("suspended")
+            self.echo(f"run {run_id} suspended: {exc}")
         except NeedsAttention as exc:
             self.stats.add("attention")
             self.echo(f"run {run_id} needs attention: {exc}")

@@ -30,7 +30,7 @@ class Store(Protocol):
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
 
     def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
-        """Lease the oldest runnable run (pending, or running with a lapsed lease); its id."""
+        """Lease the oldest runnable run (pending; running with a lapsed lease; suspended and due)."""
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
@@ -50,6 +50,15 @@ class Store(Protocol):
         now: float,
     ) -> None:
         """Set the header's status (and release the lease) together with an optional journal row."""
+
+    def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
+        """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""
+
+    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
+        """Append a signal to the run's inbox and wake it; None if the run is missing or over."""
+
+    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
+        """The run's signals in arrival order: (id, name, payload JSON text, sender, at)."""
 
     def load(self, run_id: str) -> list[Event]:
         """The run's whole journal in seq order, in one query."""

@@ -78,6 +78,22 @@ _MIGRATIONS: list[list[str]] = [
         """CREATE INDEX IF NOT EXISTS daybook_runs_runnable ON daybook_runs (created_at)
             WHERE status IN ('pending', 'running')""",
     ],
+    # v3: durable waits. Suspended runs wake at `wake_at`; signals wait in an append-only inbox.
+    [
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS wake_at DOUBLE PRECISION",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_waking ON daybook_runs (wake_at)
+            WHERE status = 'suspended'""",
+        """CREATE TABLE IF NOT EXISTS daybook_inbox (
+            id BIGSERIAL PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            payload JSON NOT NULL,
+            sender TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id)",
+        """CREATE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
+            FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+    ],
 ]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
@@ -139,7 +155,7 @@ class PostgresStore:
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         # One round trip: the CTE inserts the header, the event insert runs only if it did.
-        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 5)
+        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 6)
         ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         sql = (
             f"WITH r AS (INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({marks}) "
@@ -178,10 +194,11 @@ class PostgresStore:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s WHERE run_id = ("
-            "SELECT run_id FROM daybook_runs WHERE status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < %s) ORDER BY created_at LIMIT 1 "
-            "FOR UPDATE SKIP LOCKED) RETURNING run_id",
-            (owner, now + ttl, now),
+            "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
+            "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
+            "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
+            "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING run_id",
+            (owner, now + ttl, now, now, now),
         ).fetchone()
         return None if row is None else str(row[0])
 
@@ -218,7 +235,8 @@ class PostgresStore:
         what = f"run {run_id!r}"
         update = (
             "UPDATE daybook_runs SET status = %s, result = %s::json, error = %s::json, "
-            "updated_at = %s, lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND "
+            "updated_at = %s, lease_owner = NULL, lease_expires = NULL, wake_at = NULL "
+            "WHERE run_id = %s AND "
             "(lease_owner = %s OR lease_owner IS NULL)"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
@@ -233,6 +251,33 @@ class PostgresStore:
         except psycopg.errors.UniqueViolation as exc:
             assert event is not None
             raise _conflict(event, exc) from None
+
+    def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
+        self._db.execute(
+            "UPDATE daybook_runs SET status = 'suspended', wake_at = %s, updated_at = %s, "
+            "lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND lease_owner = %s",
+            (wake_at, now, run_id, owner),
+        )
+
+    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
+        # One round trip: the insert happens only for a live run, and wakes it if suspended.
+        row = self._db.execute(
+            "WITH r AS (SELECT run_id FROM daybook_runs WHERE run_id = %s AND "
+            "status NOT IN ('completed', 'failed')), "
+            "w AS (UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM r) "
+            "AND status = 'suspended') "
+            "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
+            "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
+            (run_id, now, name, payload, sender, now),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
+        rows = self._db.execute(
+            "SELECT id, name, payload::text, sender, at FROM daybook_inbox WHERE run_id = %s ORDER BY id",
+            (run_id,),
+        ).fetchall()
+        return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._db.execute(

@@ -7,15 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CorruptJournal, DuplicateKey, LeaseLost
-from ..records import Event, Kind, RunInfo, dumps, loads, validate
+from ..records import STEPPED, Event, Kind, RunInfo, dumps, loads, validate
 
 _KIND_SET = frozenset(k.value for k in Kind)
-_STEPPED = frozenset({Kind.DECISION.value, Kind.INTENT.value, Kind.ATTEMPT.value, Kind.OUTCOME.value})
 
 EVENT_COLUMNS = "run_id, seq, step, kind, name, key, status, attempt, fp, data, at, parent"
 RUN_COLUMNS = (
     "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
-    "lease_owner, lease_expires, schema_version"
+    "lease_owner, lease_expires, schema_version, wake_at"
 )
 
 
@@ -77,7 +76,7 @@ def events_from_rows(rows: Sequence[Sequence[Any]], parsed: bool = False) -> lis
             return [event_from_row(r) for r in rows]
     out: list[Event] = []
     append = out.append
-    stepped = _STEPPED
+    stepped = STEPPED
     for r, data in zip(rows, datas, strict=True):
         kind = r[3]
         if kind not in _KIND_SET or type(data) is not dict or (r[2] is None and kind in stepped):
@@ -101,6 +100,7 @@ def run_params(info: RunInfo) -> tuple[Any, ...]:
         info.lease_owner,
         info.lease_expires,
         info.schema_version,
+        info.wake_at,
     )
 
 
@@ -123,6 +123,7 @@ def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
         lease_owner=row[9],
         lease_expires=None if row[10] is None else float(row[10]),
         schema_version=int(row[11]),
+        wake_at=None if row[12] is None else float(row[12]),
     )
 
 

@@ -77,6 +77,21 @@ _MIGRATIONS: list[str] = [
     # v2: workers find runnable runs (pending, or running with a lapsed lease) oldest first.
     """CREATE INDEX IF NOT EXISTS daybook_runs_runnable ON daybook_runs (created_at)
         WHERE status IN ('pending', 'running');""",
+    # v3: durable waits. Suspended runs wake at `wake_at`; signals wait in an append-only inbox.
+    """ALTER TABLE daybook_runs ADD COLUMN wake_at REAL;
+    CREATE INDEX IF NOT EXISTS daybook_runs_waking ON daybook_runs (wake_at)
+        WHERE status = 'suspended';
+    CREATE TABLE IF NOT EXISTS daybook_inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id);
+    CREATE TRIGGER IF NOT EXISTS daybook_inbox_no_update BEFORE UPDATE ON daybook_inbox
+    BEGIN SELECT RAISE(ABORT, 'daybook inbox is append-only'); END;""",
 ]
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
@@ -137,7 +152,8 @@ class SQLiteStore:
                 found = 1
             for i in range(found - 1, len(_MIGRATIONS)):
                 for stmt in _statements(_MIGRATIONS[i]):
-                    db.execute(stmt)
+                    if not _has_column_already(db, stmt):
+                        db.execute(stmt)
             db.execute(
                 "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -152,7 +168,7 @@ class SQLiteStore:
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         run_sql = (
-            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 12)}) "
+            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 13)}) "
             "ON CONFLICT (run_id) DO NOTHING"
         )
         run_row, event_row = run_params(info), event_params(first)
@@ -190,11 +206,12 @@ class SQLiteStore:
     def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
         sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ("
-            "SELECT run_id FROM daybook_runs WHERE status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < ?) ORDER BY created_at LIMIT 1) "
-            "RETURNING run_id"
+            "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
+            "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
+            "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
+            "ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
-        params = (owner, now + ttl, now)
+        params = (owner, now + ttl, now, now, now)
         row = self._group.write(lambda db: db.execute(sql, params).fetchone())
         return None if row is None else str(row[0])
 
@@ -233,7 +250,7 @@ class SQLiteStore:
         event_row = event_params(event) if event is not None else None
         update = (
             "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
-            "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND "
+            "lease_owner = NULL, lease_expires = NULL, wake_at = NULL WHERE run_id = ? AND "
             "(lease_owner = ? OR lease_owner IS NULL)"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
@@ -248,6 +265,38 @@ class SQLiteStore:
         except sqlite3.IntegrityError as exc:
             assert event is not None
             raise _conflict(event, str(exc)) from None
+
+    def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
+        sql = (
+            "UPDATE daybook_runs SET status = 'suspended', wake_at = ?, updated_at = ?, "
+            "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND lease_owner = ?"
+        )
+        self._group.write(lambda db: db.execute(sql, (wake_at, now, run_id, owner)))
+
+    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
+        def write(db: sqlite3.Connection) -> int | None:
+            status = db.execute("SELECT status FROM daybook_runs WHERE run_id = ?", (run_id,)).fetchone()
+            if status is None or status[0] in ("completed", "failed"):
+                return None
+            cur = db.execute(
+                "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) VALUES (?, ?, ?, ?, ?)",
+                (run_id, name, payload, sender, now),
+            )
+            db.execute(
+                "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND status = 'suspended'",
+                (now, run_id),
+            )
+            return cur.lastrowid
+
+        result: int | None = self._group.write(write, atomic=True)
+        return result
+
+    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
+        rows = self._read(
+            "SELECT id, name, payload, sender, at FROM daybook_inbox WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._read(
@@ -278,6 +327,15 @@ class SQLiteStore:
 
     def now(self) -> float:
         return time.time()
+
+
+def _has_column_already(db: sqlite3.Connection, stmt: str) -> bool:
+    """SQLite has no ADD COLUMN IF NOT EXISTS; a re-run upgrade must not fail on it."""
+    words = stmt.split()
+    if [w.upper() for w in words[:2]] != ["ALTER", "TABLE"] or "ADD" not in stmt.upper():
+        return False
+    table, column = words[2], words[5] if words[4].upper() == "COLUMN" else words[4]
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
 
 
 def _statements(script: str) -> list[str]:
