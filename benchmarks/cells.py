@@ -50,21 +50,10 @@ Spec = dict[str, Any]
 Result = dict[str, Any]
 
 
-def _timed(
-    setup: Callable[[int], tuple[Callable[[], float], Callable[[], None]]], spec: Spec, measure: str = "fresh"
-) -> Result:
-    """Warm up on `spec["warmup"]` steps, then time one run of `spec["n"]`."""
-    for n in (spec["warmup"], spec["n"]):
-        once, close = setup(n)
-        try:
-            seconds = once()
-        finally:
-            close()
-    return {"samples": [{"measure": measure, "seconds": seconds}]}
-
-
-def _no_close() -> None:
-    return None
+def _timed(run_once: Callable[[int], float], spec: Spec, measure: str = "fresh") -> Result:
+    """Warm up with one run of `spec["warmup"]` steps, then time one run of `spec["n"]`."""
+    run_once(spec["warmup"])
+    return {"samples": [{"measure": measure, "seconds": run_once(spec["n"])}]}
 
 
 def _noop(i: int, idempotency_key: str) -> dict[str, Any]:
@@ -74,20 +63,20 @@ def _noop(i: int, idempotency_key: str) -> dict[str, Any]:
 def floor_python(spec: Spec) -> Result:
     from floors import call_floor
 
-    return _timed(lambda n: (call_floor(_noop, n), _no_close), spec, "floor")
+    return _timed(lambda n: call_floor(_noop, n)(), spec, "floor")
 
 
 def floor_sqlite(spec: Spec) -> Result:
     from floors import sqlite_floor
 
     path = Path(spec["workdir"]) / "floor.db"
-    return _timed(lambda n: (sqlite_floor(path, spec["sync"].upper(), n), _no_close), spec, "floor")
+    return _timed(lambda n: sqlite_floor(path, spec["sync"].upper(), n)(), spec, "floor")
 
 
 def floor_pg(spec: Spec) -> Result:
     from floors import pg_floor
 
-    return _timed(lambda n: (pg_floor(spec["pg"], n, spec["schema"]), _no_close), spec, "floor")
+    return _timed(lambda n: pg_floor(spec["pg"], n, spec["schema"])(), spec, "floor")
 
 
 def daybook_fresh(spec: Spec) -> Result:
@@ -96,23 +85,16 @@ def daybook_fresh(spec: Spec) -> Result:
 
     from daybook import Daybook
 
-    book = Daybook(spec["url"])
+    def run_once(n: int) -> float:
+        start = time.perf_counter()
+        result = book.run(noop_app.bench_noop_steps, n, run_id=uuid.uuid4().hex)
+        seconds = time.perf_counter() - start
+        if result != {"steps": n}:
+            raise RuntimeError(f"daybook run returned {result!r}")
+        return seconds
 
-    def setup(n: int) -> tuple[Callable[[], float], Callable[[], None]]:
-        def once() -> float:
-            start = time.perf_counter()
-            result = book.run(noop_app.bench_noop_steps, n, run_id=uuid.uuid4().hex)
-            seconds = time.perf_counter() - start
-            if result != {"steps": n}:
-                raise RuntimeError(f"daybook run returned {result!r}")
-            return seconds
-
-        return once, _no_close
-
-    try:
-        return _timed(setup, spec)
-    finally:
-        book.close()
+    with Daybook(spec["url"]) as book:
+        return _timed(run_once, spec)
 
 
 # -- replay after a crash ----------------------------------------------------------------------
