@@ -77,8 +77,8 @@ def pg_floor(conninfo: str, n: int, schema: str = FLOOR_SCHEMA) -> Sampler:
 
     def once() -> float:
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")  # type: ignore[arg-type]
-            conn.execute(f"SET search_path TO {schema}")  # type: ignore[arg-type]
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            conn.execute(f"SET search_path TO {schema}")
             conn.execute("DROP TABLE IF EXISTS journal")
             conn.execute(
                 "CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "

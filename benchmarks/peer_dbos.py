@@ -86,7 +86,7 @@ def crash(spec: dict[str, Any]) -> dict[str, Any]:
 
 def recover(spec: dict[str, Any]) -> dict[str, Any]:
     _launch(spec)  # launch finds the pending workflow and recovers it on a background thread
-    result = DBOS.retrieve_workflow(spec["workflow_id"]).get_result()
+    result: dict[str, Any] = DBOS.retrieve_workflow(spec["workflow_id"]).get_result()
     _check(result, spec["n"])
     extra = {"reexecuted": result["calls"]}
     return {"samples": [{"measure": "replay", "seconds": result["body_s"], "extra": extra}]}

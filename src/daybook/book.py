@@ -8,6 +8,7 @@ step the journal does not hold.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import logging
 import threading
@@ -133,6 +134,8 @@ class Daybook:
         script defining the workflow, when it is not importable from the stored reference.
         """
         info = self.get_run(run_id)
+        if info.status == RunStatus.COMPLETED:
+            return info.result  # nothing to run: do not even import the workflow's code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
             return asyncio.run(self.resume_async(run_id, wait=wait, app=app))
@@ -157,6 +160,8 @@ class Daybook:
         return self._complete(exe, result)
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        if not wf.is_async:
+            return self._body(exe, wf, info)
         try:
             result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
         except BaseException as exc:
@@ -215,6 +220,7 @@ class Daybook:
     ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
         info, first = self._new_run(wf, run_id, args, kwargs)
         if self.store.create_run(info, first):
+            self._reserve(info.run_id)
             return self._execution(info, [first], wf)
         self._check_same(self.get_run(info.run_id), wf, info.input)
         return self._claim(info.run_id, wf, 0.0)
@@ -223,50 +229,65 @@ class Daybook:
         self, run_id: str, wf: Workflow[Any], wait: float, claimed: bool = False
     ) -> tuple[Execution, Workflow[Any], RunInfo] | _Done:
         deadline = time.monotonic() + wait
+        if claimed and not self._reserve(run_id):
+            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
         while not claimed:
             info = self.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 return _Done(info.result)
-            if run_id in self._running:
-                if time.monotonic() >= deadline:
-                    raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
-                time.sleep(0.01)
-                continue
             if info.workflow != wf.name:
                 raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {wf.name!r}")
-            holder = info.lease_owner
-            expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
-            if self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), expect):
-                if expect:
-                    log.warning("run %s: took over the lease of dead process %s", run_id, expect)
-                break
-            info = self.get_run(run_id)
-            left = (info.lease_expires or 0.0) - time.time()
+            # Reserve before claiming: the lease owner id is per handle, so the store cannot
+            # tell two threads of this handle apart.
+            if self._reserve(run_id):
+                holder = info.lease_owner
+                expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
+                if self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), expect):
+                    if expect:
+                        log.warning("run %s: took over the lease of dead process %s", run_id, expect)
+                    break
+                self._unreserve(run_id)
+                holder_now = self.get_run(run_id)
+                owner, left = holder_now.lease_owner or "?", (holder_now.lease_expires or 0.0) - time.time()
+            else:
+                owner, left = f"{self.owner} (this process)", 0.05
             if time.monotonic() >= deadline:
-                raise RunLeased(run_id, info.lease_owner or "?", max(0.0, left))
+                raise RunLeased(run_id, owner, max(0.0, left))
             time.sleep(max(0.01, min(0.2, left, deadline - time.monotonic())))
-        info = self.get_run(run_id)
-        if info.status == RunStatus.COMPLETED:
-            self.store.release(run_id, self.owner)
-            return _Done(info.result)
-        if info.status == RunStatus.FAILED:
-            self.store.release(run_id, self.owner)
-            raise RunFailed(run_id, info.error or {})
         try:
+            info = self.get_run(run_id)
+            if info.status == RunStatus.COMPLETED:
+                self._let_go(run_id)
+                return _Done(info.result)
+            if info.status == RunStatus.FAILED:
+                raise RunFailed(run_id, info.error or {})
             events = self.store.load(run_id)
         except BaseException:
-            self.store.release(run_id, self.owner)
+            self._let_go(run_id)
             raise
         return self._execution(info, events, wf)
+
+    def _reserve(self, run_id: str) -> bool:
+        with self._running_lock:
+            if run_id in self._running:
+                return False
+            self._running.add(run_id)
+            return True
+
+    def _unreserve(self, run_id: str) -> None:
+        with self._running_lock:
+            self._running.discard(run_id)
+
+    def _let_go(self, run_id: str) -> None:
+        """Give the run back: release the lease this handle holds and the reservation."""
+        try:
+            self.store.release(run_id, self.owner)
+        finally:
+            self._unreserve(run_id)
 
     def _execution(
         self, info: RunInfo, events: list[Event], wf: Workflow[Any]
     ) -> tuple[Execution, Workflow[Any], RunInfo]:
-        with self._running_lock:
-            if info.run_id in self._running:
-                self.store.release(info.run_id, self.owner)
-                raise RunLeased(info.run_id, f"{self.owner} (this process)", self.lease_ttl)
-            self._running.add(info.run_id)
         beat = Heartbeat(self._renewer(info.run_id), self.lease_ttl / 3)
         exe = Execution(self.store, info.run_id, events, beat)
         exe.inline_wait = self.inline_wait
@@ -324,7 +345,10 @@ class Daybook:
             return exc.error
         if isinstance(exc, Stop):
             if not exc.attention:
-                return exc.error  # lease lost: this process no longer owns the run
+                if exc.release:
+                    with contextlib.suppress(Exception):  # the store may still be down
+                        self.store.release(exe.run_id, self.owner)
+                return exc.error  # lease lost, or the store failed: leave the run resumable
             message = str(exc.error)
             event = None
             if exc.journal:
@@ -477,9 +501,14 @@ class Daybook:
             raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
         who = by or getpass.getuser()
         self.get_run(run_id)
+        if not self._reserve(run_id):
+            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
         if not self.store.claim(run_id, self.owner, self.lease_ttl, time.time(), None):
+            self._unreserve(run_id)
             info = self.get_run(run_id)
-            raise RunLeased(run_id, info.lease_owner or "?", (info.lease_expires or 0) - time.time())
+            raise RunLeased(
+                run_id, info.lease_owner or "?", max(0.0, (info.lease_expires or 0) - time.time())
+            )
         try:
             events = self.store.load(run_id)
             recs = [e for e in events if e.step == step]
@@ -517,7 +546,7 @@ class Daybook:
             self.store.append(ev)
             return ev
         finally:
-            self.store.release(run_id, self.owner)
+            self._let_go(run_id)
 
 
 def _plain(value: JSON, what: str) -> JSON:

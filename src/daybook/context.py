@@ -35,6 +35,7 @@ from .errors import (
     NeedsAttention,
     NonDeterminismError,
     StepFailed,
+    StoreUnavailable,
     Suspended,
 )
 from .lease import Heartbeat
@@ -71,11 +72,14 @@ class Stop(BaseException):
     a lease loss carries neither, because this process no longer owns the run.
     """
 
-    def __init__(self, error: DaybookError, attention: bool, journal: bool = False) -> None:
+    def __init__(
+        self, error: DaybookError, attention: bool, journal: bool = False, release: bool = False
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.attention = attention
         self.journal = journal
+        self.release = release
 
 
 class Suspend(Stop):
@@ -174,6 +178,18 @@ class Execution:
             raise Stop(exc, False) from None
         except DuplicateKey as exc:
             raise Stop(exc, True) from None
+        except Exception as exc:
+            # The store is unreachable or broken: stop as a crash would (no terminal status the
+            # store could not record anyway); resume goes on from the last durable row.
+            raise Stop(
+                StoreUnavailable(
+                    f"run {self.run_id!r}: the journal write for seq {ev.seq} ({ev.kind} "
+                    f"{ev.name!r}) failed: {type(exc).__name__}: {exc}. The run stopped where "
+                    "the journal ends; fix the store, then `daybook resume` it"
+                ),
+                False,
+                release=True,
+            ) from exc
         self.next_seq += 1
         if step is not None:
             self.steps.setdefault(step, []).append(ev)
@@ -214,7 +230,7 @@ class Execution:
     def check_complete(self) -> None:
         done = self.next_step - 1
         if self.recorded_steps > done:
-            first = self.steps[done + 1][0]
+            first = self.steps[min(k for k in self.steps if k > done)][0]
             raise Stop(
                 NonDeterminismError(
                     f"run {self.run_id!r}: the workflow finished after step {done}, but the "
@@ -318,8 +334,12 @@ class _Effect:
 
     def flow(self) -> Generator[_Op, _Reply, Any]:
         retry = self.tool.retry
-        recs = self.recs
-        intent_at: float
+        recs = self.recs or []
+        # Once any attempt's outcome was unknown, the act may have happened: from then on a
+        # re-send must respect the dedup window and running out of attempts is a question for a
+        # person, never a certain failure.
+        doubtful = any(e.kind == Kind.OUTCOME and e.status == Status.UNKNOWN for e in recs)
+        operator_absent = False
         if not recs:
             ev = self._write(Kind.INTENT, 1, args=self.args, decision=self.decision)
             intent_at, attempt, state = ev.at, 1, "call"
@@ -335,6 +355,7 @@ class _Effect:
                     Status.UNKNOWN,
                     reason="in flight when the process that sent it stopped",
                 )
+                doubtful = True
                 state = "resolve"
             elif last.status == Status.CONFIRMED:
                 return last.data.get("result")
@@ -343,13 +364,35 @@ class _Effect:
                     raise self._raise_failed(last.data.get("error") or {})
                 state = "retry"
             else:
-                state = "resend" if last.data.get("resolution") == "absent" else "resolve"
+                # A person's `resolve --absent` is evidence: it overrides the attempt limit and
+                # the dedup window, which exist to stop the runtime from guessing.
+                operator_absent = last.data.get("resolution") == "absent"
+                state = "resend" if operator_absent else "resolve"
 
         while True:
-            if state == "retry":
+            if state in ("retry", "resend"):
+                if not operator_absent:
+                    window = self.tool.dedup_window
+                    age = self.exe.clock() - intent_at
+                    if doubtful and window is not None and age > window:
+                        raise self._attention("dedup window expired", self._window_error(window, age))
+                    if not retry.allows(attempt + 1):
+                        raise self._attention(f"all {attempt} attempts are used")
                 yield ("sleep", retry.delay(attempt))
                 attempt += 1
-                self._write(Kind.ATTEMPT, attempt, reason="retry after a transient failure")
+                reason = {
+                    "retry": "retry after a transient failure, same key",
+                    "resend": "sent again under the same key: "
+                    + (
+                        "a person recorded that it never arrived"
+                        if operator_absent
+                        else "the counterparty has no record of it"
+                        if self.tool.reconcile
+                        else "the tool is idempotent"
+                    ),
+                }[state]
+                self._write(Kind.ATTEMPT, attempt, reason=reason)
+                operator_absent = False
                 state = "call"
             elif state == "call":
                 reply = yield ("call", retry.timeout or 0.0)
@@ -370,9 +413,20 @@ class _Effect:
                     return value
                 verdict = classify(value)
                 if verdict == "failed":
+                    if doubtful:
+                        # An earlier attempt may have landed: a refusal now proves nothing.
+                        self._write(
+                            Kind.OUTCOME,
+                            attempt,
+                            Status.UNKNOWN,
+                            error=error_info(value),
+                            reason="refused, but an earlier attempt may have happened",
+                        )
+                        state = "resolve"
+                        continue
                     raise self._failed(attempt, value)
                 if verdict == "transient":
-                    if not retry.allows(attempt + 1):
+                    if not retry.allows(attempt + 1) and not doubtful:
                         raise self._failed(attempt, value)
                     self._write(Kind.OUTCOME, attempt, Status.FAILED, error=error_info(value), final=False)
                     state = "retry"
@@ -384,6 +438,7 @@ class _Effect:
                     error=error_info(value),
                     reason="the request may have reached the counterparty but no answer came",
                 )
+                doubtful = True
                 state = "resolve"
             elif state == "resolve":
                 if self.tool.reconcile is not None:
@@ -423,29 +478,16 @@ class _Effect:
                         "the tool has no reconcile() to ask the counterparty and is not declared "
                         "idempotent, so daybook will not send it again on a guess"
                     )
-            elif state == "resend":
-                window = self.tool.dedup_window
-                age = self.exe.clock() - intent_at
-                if window is not None and age > window:
-                    raise self._attention(
-                        "dedup window expired",
-                        DedupWindowExpired(
-                            f"run {self.exe.run_id!r} step {self.step} {self.tool.name!r} (key "
-                            f"{self.key!r}): a re-send is needed, but the counterparty forgets "
-                            f"keys after {window:g}s and the intent is {age:.1f}s old, so the "
-                            "key no longer protects a re-send. Query the counterparty by its "
-                            "reference, then `daybook resolve` the step and resume"
-                        ),
-                    )
-                if not retry.allows(attempt + 1):
-                    raise self._attention(f"all {attempt} attempts are used")
-                attempt += 1
-                self._write(
-                    Kind.ATTEMPT,
-                    attempt,
-                    reason="not received by the counterparty; sent again under the same key",
-                )
-                state = "call"
+
+    def _window_error(self, window: float, age: float) -> DedupWindowExpired:
+        return DedupWindowExpired(
+            self.exe.run_id,
+            f"run {self.exe.run_id!r} step {self.step} {self.tool.name!r} (key {self.key!r}): a "
+            f"re-send is needed, but the counterparty forgets keys after {window:g}s and the "
+            f"intent is {age:.1f}s old, so the key no longer protects a re-send. Ask the "
+            f"counterparty by its reference, then `daybook resolve {self.exe.run_id} {self.step} "
+            "--confirmed JSON | --failed MESSAGE | --absent` and resume",
+        )
 
 
 def _call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
@@ -504,10 +546,10 @@ class Context:
         fp = _fingerprint({"args": list(args), "kwargs": kwargs}, step, name)
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
-            decision = self._replayed(step, name, recs[0])
             if inspect.iscoroutinefunction(fn):
-                return _ready(decision)
-            return decision
+                # A recorded failure must surface at `await`, as it did live, not at the call.
+                return self._replayed_async(step, name, recs[0])
+            return self._replayed(step, name, recs[0])
         if exe.read_only:
             exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
         if inspect.iscoroutinefunction(fn):
@@ -544,6 +586,9 @@ class Context:
         info = error_info(exc)
         self._exe.append(Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info})
         return StepFailed(f"step {step} decision {name!r} raised {info['type']}: {exc}", info)
+
+    async def _replayed_async(self, step: int, name: str, ev: Event) -> Decision[Any]:
+        return self._replayed(step, name, ev)
 
     def _replayed(self, step: int, name: str, ev: Event) -> Decision[Any]:
         if ev.status == Status.FAILED.value:

@@ -45,6 +45,10 @@ class RunLeased(DaybookError):
         self.expires_in = expires_in
 
 
+class StoreUnavailable(DaybookError):
+    """A journal write failed (database down, disk full, locked too long); the run stopped."""
+
+
 class LeaseLost(DaybookError):
     """This process lost the run's lease (it expired, or another process took the run over)."""
 
@@ -69,6 +73,10 @@ class NeedsAttention(DaybookError):
         self.run_id = run_id
 
 
+class DedupWindowExpired(NeedsAttention):
+    """A re-send was needed but the counterparty's dedup window for the key has passed."""
+
+
 class NonDeterminismError(DaybookError):
     """On replay the workflow asked for a different step than the journal holds at that position."""
 
@@ -91,10 +99,6 @@ class StepFailed(DaybookError):
 
 class EffectFailed(StepFailed):
     """A tool call failed for certain (the counterparty refused, or retries ran out)."""
-
-
-class DedupWindowExpired(DaybookError):
-    """A re-send was needed but the counterparty's dedup window for the key has passed."""
 
 
 class Suspended(DaybookError):

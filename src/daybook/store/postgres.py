@@ -12,7 +12,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, LeaseLost
 from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
 from .rows import (
     EVENT_COLUMNS,
@@ -184,7 +184,9 @@ class PostgresStore:
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         cur = self._db.execute(
-            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s WHERE run_id = %s AND "
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, status = CASE WHEN "
+            "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
+            "WHERE run_id = %s AND "
             "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
             (owner, now + ttl, run_id, now, owner, expect),
         )
@@ -193,7 +195,8 @@ class PostgresStore:
     def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(
-            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s WHERE run_id = ("
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, status = 'running' "
+            "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
@@ -242,15 +245,23 @@ class PostgresStore:
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
             if event is None:
-                self._db.execute(update, params)
+                changed = self._db.execute(update, params).rowcount
             else:
-                # One round trip: the event insert rides in a CTE with the header update.
+                # One round trip: the event is inserted only if the header update took.
                 ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
-                sql = f"WITH e AS (INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})) {update}"
-                self._db.execute(sql, (*event_params(event), *params))
+                sql = (
+                    f"WITH u AS ({update} RETURNING run_id) "
+                    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
+                )
+                changed = self._db.execute(sql, (*params, *event_params(event))).rowcount
         except psycopg.errors.UniqueViolation as exc:
             assert event is not None
             raise _conflict(event, exc) from None
+        if changed != 1:
+            raise LeaseLost(
+                f"run {run_id!r}: another process took the run over before this one could "
+                "record how it ended; nothing was recorded here"
+            )
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         self._db.execute(

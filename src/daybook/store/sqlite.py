@@ -18,7 +18,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, LeaseLost
 from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
 from .group import GroupCommit
 from .rows import (
@@ -197,7 +197,9 @@ class SQLiteStore:
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         sql = (
-            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ? AND "
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, status = CASE WHEN "
+            "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
+            "WHERE run_id = ? AND "
             "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
         )
         params = (owner, now + ttl, run_id, now, owner, expect)
@@ -205,7 +207,8 @@ class SQLiteStore:
 
     def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
         sql = (
-            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? WHERE run_id = ("
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, status = 'running' "
+            "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
             "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
@@ -256,9 +259,10 @@ class SQLiteStore:
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
 
         def write(db: sqlite3.Connection) -> None:
+            if db.execute(update, params).rowcount == 0:
+                raise _lost(run_id)
             if event_row is not None:
                 db.execute(self._insert_event, event_row)
-            db.execute(update, params)
 
         try:
             self._group.write(write, atomic=True)
@@ -356,6 +360,13 @@ def _statements(script: str) -> list[str]:
     if buf:
         out.append("\n".join(buf))
     return out
+
+
+def _lost(run_id: str) -> LeaseLost:
+    return LeaseLost(
+        f"run {run_id!r}: another process took the run over before this one could record how "
+        "it ended; nothing was recorded here"
+    )
 
 
 def _conflict(event: Event, message: str) -> Exception:
