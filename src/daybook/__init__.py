@@ -4,6 +4,8 @@ Intent is written before every act and the outcome after; a crashed run resumes 
 in any process, replaying recorded decisions and never re-firing a confirmed effect.
 """
 
+import logging as _logging
+
 from .book import Daybook
 from .context import Context, Decision, Signal
 from .errors import (
@@ -40,6 +42,9 @@ from .tool import (
 from .workflow import Workflow, workflow
 
 __version__ = "0.1.0"
+
+# A library stays quiet unless the application configures logging (then: logger "daybook").
+_logging.getLogger("daybook").addHandler(_logging.NullHandler())
 
 __all__ = [
     "SCHEMA_VERSION",

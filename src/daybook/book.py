@@ -108,6 +108,23 @@ class Daybook:
             self._check_same(self.get_run(info.run_id), wf, info.input)
         return info.run_id
 
+    def load_workflow(self, run_id: str, app: str | None = None) -> Workflow[Any]:
+        """The workflow a stored run names, imported if needed (ConfigError if it cannot be)."""
+        info = self.get_run(run_id)
+        return load(info.workflow, info.ref, app)
+
+    def park(self, run_id: str, message: str) -> None:
+        """Set a run this handle holds aside as `needs_attention`, releasing its lease."""
+        self.store.finish(
+            run_id,
+            self.owner,
+            RunStatus.NEEDS_ATTENTION.value,
+            None,
+            {"type": "NeedsAttention", "message": message},
+            None,
+            time.time(),
+        )
+
     def execute_claimed(self, run_id: str, app: str | None = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         info = self.get_run(run_id)

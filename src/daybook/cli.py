@@ -132,7 +132,16 @@ def show(book: Daybook, run_id: str, as_json: bool) -> None:
 @_with_book
 def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
     """Resume a stopped run in this process; prints its result as JSON."""
-    _json_out(book.resume(run_id, wait=wait, app=app))
+    try:
+        result = book.resume(run_id, wait=wait, app=app)
+    except DaybookError as exc:
+        # Whatever the error, if it left the run waiting for a person, say so by exit code.
+        info = book.store.get_run(run_id)
+        if info is not None and info.status == "needs_attention":
+            click.echo(f"needs attention: {exc}", err=True)
+            sys.exit(3)
+        raise
+    _json_out(result)
 
 
 @main.command()
@@ -182,7 +191,11 @@ def worker(
         sys.exit(1)
     signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
     signal.signal(signal.SIGINT, lambda *_: w.stop.set())
-    stats = w.run(until_idle=until_idle)
+    try:
+        stats = w.run(until_idle=until_idle)
+    except DaybookError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     click.echo(
         f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
         f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
@@ -202,7 +215,8 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     try:
         value = json.loads(payload)
     except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+        click.echo(f"error: --payload is not JSON: {exc}", err=True)
+        sys.exit(1)
     inbox_id = book.signal(run_id, name, value, sender=by)
     click.echo(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
@@ -269,12 +283,16 @@ def resolve(
     evidence: str,
 ) -> None:
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who)."""
+    if sum([confirmed is not None, failed is not None, absent]) != 1:
+        click.echo("error: give exactly one of --confirmed JSON, --failed MESSAGE, --absent", err=True)
+        sys.exit(1)
     kwargs: dict[str, Any] = {}
     if confirmed is not None:
         try:
             kwargs["confirmed"] = json.loads(confirmed)
         except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--confirmed") from None
+            click.echo(f"error: --confirmed is not JSON: {exc}", err=True)
+            sys.exit(1)
     ev = book.resolve(run_id, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
     click.echo(
         f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .book import Daybook
-from .errors import DaybookError, NeedsAttention, Suspended
+from .errors import ConfigError, DaybookError, NeedsAttention, Suspended
+from .lease import is_dead_here
 from .workflow import load_app
 
 
@@ -46,7 +47,9 @@ class Worker:
         echo: Callable[[str], None] | None = None,
     ) -> None:
         if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
+        if poll <= 0:
+            raise ConfigError(f"poll must be > 0 seconds, got {poll}")
         for app in apps:
             load_app(app)
         self.url = url
@@ -72,7 +75,13 @@ class Worker:
             book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
             try:
                 while not self.stop.is_set():
-                    run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time())
+                    try:
+                        run_id = self._next(book)
+                    except Exception as exc:  # the store is down: keep trying, do not die
+                        self.stats.add("errors")
+                        self.echo(f"worker: cannot reach the store ({type(exc).__name__}: {exc})")
+                        self.stop.wait(max(self.poll, 1.0))
+                        continue
                     if run_id is None:
                         idle[i] = True
                         if until_idle and all(idle) and not _unfinished(book):
@@ -96,9 +105,35 @@ class Worker:
         shared.close()
         return self.stats
 
+    @staticmethod
+    def _next(book: Daybook) -> str | None:
+        run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time())
+        if run_id is not None:
+            return run_id
+        # Runs whose owner died on this machine need not wait for their leases to lapse.
+        for info in book.runs("running", 50):
+            holder = info.lease_owner
+            if (
+                holder
+                and holder != book.owner
+                and is_dead_here(holder)
+                and book.store.claim(info.run_id, book.owner, book.lease_ttl, time.time(), holder)
+            ):
+                return info.run_id
+        return None
+
     def _execute(self, book: Daybook, run_id: str) -> None:
         start = time.monotonic()
         try:
+            try:
+                book.load_workflow(run_id)
+            except DaybookError as exc:
+                # Code this worker cannot load: park the run for a person instead of retrying
+                # it every lease period.
+                book.park(run_id, f"this worker cannot load the run's workflow: {exc}")
+                self.stats.add("attention")
+                self.echo(f"run {run_id} needs attention: {exc}")
+                return
             book.execute_claimed(run_id)
         except Suspended as exc:
             self.stats.add("suspended")

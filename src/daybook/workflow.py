@@ -120,5 +120,10 @@ def _import(target: str) -> None:
             spec.loader.exec_module(module)
         else:
             importlib.import_module(target)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {target!r} to find the workflow: {exc}") from None
+    except ConfigError:
+        raise
+    except Exception as exc:  # a SyntaxError or a failing import-time statement in user code
+        sys.modules.pop("_daybook_app_" + hashlib.blake2b(target.encode(), digest_size=6).hexdigest(), None)
+        raise ConfigError(
+            f"cannot import {target!r} to find the workflow: {type(exc).__name__}: {exc}"
+        ) from None

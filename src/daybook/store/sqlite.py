@@ -124,9 +124,14 @@ class SQLiteStore:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise ConfigError(f"directory {parent!r} for SQLite store {url!r} does not exist")
-        self._db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout = 30000")
-        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if os.path.isdir(path):
+            raise ConfigError(f"SQLite store {url!r} names a directory; give a file path")
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"cannot open {path!r} as a SQLite store: {exc}") from None
         if str(mode).lower() != "wal":
             raise ConfigError(f"could not switch {path!r} to WAL mode (got {mode})")
         self._db.execute(f"PRAGMA synchronous = {_SYNC[sync]}")
