@@ -25,6 +25,7 @@ from .errors import (
     RunNotFound,
     SchemaVersionError,
     StepFailed,
+    StoreUnavailable,
     Suspended,
 )
 from .llm import Completion, LLMClient, ScriptedLLM
@@ -81,6 +82,7 @@ __all__ = [
     "Status",
     "StepFailed",
     "StillUnknown",
+    "StoreUnavailable",
     "Suspended",
     "Tool",
     "TransientError",
