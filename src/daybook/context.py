@@ -190,9 +190,9 @@ class Execution:
                 False,
                 release=True,
             ) from exc
+        # Live rows are not kept: memory stays flat however long the run (a step's rows are
+        # only ever read back by a later process, from the store).
         self.next_seq += 1
-        if step is not None:
-            self.steps.setdefault(step, []).append(ev)
         return ev
 
     def alloc(self) -> int:
@@ -201,7 +201,8 @@ class Execution:
         return step
 
     def expect(self, step: int, kind: Kind, name: str, fp: str) -> list[Event] | None:
-        recs = self.steps.get(step)
+        # Popped: a replayed step is never looked up again, so a resume frees as it goes.
+        recs = self.steps.pop(step, None)
         if not recs:
             return None
         first = recs[0]
@@ -804,12 +805,15 @@ class Context:
             raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
         exe = self._exe
         step = exe.alloc()
+        named = key is not None
         if key is None and decision is not None:
             n = exe.per_decision.get(decision.id, 0)
             exe.per_decision[decision.id] = n + 1
             key = decision.key(tool.name, n)
+        # Derived keys are unique by construction; only keys the code names itself are tracked,
+        # so memory does not grow with the run (the store's unique index backs this up).
         key = key or f"{exe.run_id}/{step}"
-        owner = exe.keys.setdefault(key, step)
+        owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:
             raise Stop(
                 DuplicateKey(
