@@ -90,3 +90,20 @@ def approval(ctx: Context, bank: str) -> dict[str, Any]:
     if not verdict.payload.get("ok"):
         return {"paid": None, "by": verdict.sender}
     return {"paid": ctx.effect(pay, bank=bank, n=1)["id"], "by": verdict.sender}
+
+
+@daybook.workflow
+def restart(ctx: Context, bank: str, timeout: float) -> dict[str, Any]:
+    """An SRE-style gated action: restart only after on-call approves and the check still holds."""
+    plan = ctx.decide("plan", lambda: {"service": "api", "why": "error rate 12%"})
+    verdict = ctx.gate(
+        "restart_service",
+        decision=plan,
+        approvers=["oncall"],
+        timeout=timeout,
+        precondition=lambda: True,
+    )
+    if not verdict.approved:
+        return {"outcome": verdict.outcome}
+    done = ctx.effect(pay, decision=plan, bank=bank, n=1)["id"]
+    return {"outcome": "approved", "by": verdict.approver, "done": done}

@@ -7,7 +7,7 @@ in any process, replaying recorded decisions and never re-firing a confirmed eff
 import logging as _logging
 
 from .book import Daybook
-from .context import Context, Decision, Signal
+from .context import Context, Decision, Signal, Verdict
 from .errors import (
     ConfigError,
     CorruptJournal,
@@ -18,6 +18,7 @@ from .errors import (
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
+    NotAuthorized,
     NotSerializable,
     RunConflict,
     RunFailed,
@@ -66,6 +67,7 @@ __all__ = [
     "LeaseLost",
     "NeedsAttention",
     "NonDeterminismError",
+    "NotAuthorized",
     "NotFound",
     "NotSerializable",
     "OutcomeUnknown",
@@ -86,6 +88,7 @@ __all__ = [
     "Suspended",
     "Tool",
     "TransientError",
+    "Verdict",
     "Workflow",
     "__version__",
     "tool",

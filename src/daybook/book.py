@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import hashlib
+import hmac
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -22,6 +25,7 @@ from .errors import (
     ConfigError,
     DaybookError,
     NeedsAttention,
+    NotAuthorized,
     RunConflict,
     RunFailed,
     RunLeased,
@@ -484,6 +488,67 @@ class Daybook:
 
     # -- operator actions ---------------------------------------------------------------------
 
+    def add_approver(self, name: str) -> str:
+        """Register approver `name` (or give it a new token) and return its secret token.
+
+        Only the token's hash is stored; show the token to the approver once."""
+        if not name or ":" in name:
+            raise ConfigError("an approver name must be non-empty and contain no ':'")
+        token = secrets.token_urlsafe(24)
+        self.store.set_approver(name, _hash_token(token), time.time())
+        return token
+
+    def approvals(self) -> list[dict[str, JSON]]:
+        """Gates waiting for a verdict, across unfinished runs."""
+        pending: list[dict[str, JSON]] = []
+        for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
+            for info in self.runs(status, 1000):
+                pending.extend(
+                    g for g in _gates(info.run_id, self.store.load(info.run_id)) if g["state"] == "waiting"
+                )
+        return pending
+
+    def approve(
+        self,
+        run_id: str,
+        gate_id: str,
+        *,
+        approver: str,
+        token: str,
+        reason: str = "",
+        approve: bool = True,
+    ) -> str:
+        """Deliver a verdict for one gate of a run, as an authenticated approver.
+
+        Returns "delivered", or "late" when the gate already timed out or has a verdict: a late
+        verdict is recorded (in the run's inbox, with who and when) and does nothing."""
+        known = self.store.approvers().get(approver)
+        if known is None or not hmac.compare_digest(known, _hash_token(token)):
+            raise NotAuthorized(
+                f"approver {approver!r} is unknown or its token does not match; register it with "
+                "`daybook approvers add NAME` and use the token that prints"
+            )
+        self.get_run(run_id)
+        gates = {g["gate_id"]: g for g in _gates(run_id, self.store.load(run_id))}
+        gate = gates.get(gate_id)
+        if gate is None:
+            raise ConfigError(
+                f"run {run_id!r} has no gate {gate_id!r}; list waiting gates with `daybook approvals`"
+            )
+        allowed = gate["approvers"]
+        if isinstance(allowed, list) and approver not in allowed:
+            raise NotAuthorized(f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})")
+        payload = {"outcome": "approve" if approve else "decline", "reason": reason}
+        deadline = gate["deadline"]
+        late = gate["state"] != "waiting" or (isinstance(deadline, float) and time.time() > deadline)
+        name = f"{'late-' if late else ''}verdict:{gate_id}"
+        if (
+            self.store.signal(run_id, name, dumps(payload, "verdict"), approver, time.time(), any_status=late)
+            is None
+        ):
+            raise ConfigError(f"run {run_id!r} is finished; the verdict was not recorded")
+        return "late" if late else "delivered"
+
     def signal(self, run_id: str, name: str, payload: JSON = None, *, sender: str | None = None) -> int:
         """Send signal `name` to a run: it is kept in the run's inbox (durable, in order) until a
         `ctx.wait_for(name)` consumes it, and wakes the run if it is suspended. Returns its id."""
@@ -564,6 +629,33 @@ class Daybook:
             return ev
         finally:
             self._let_go(run_id)
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
+    """The gates a journal holds and where each stands: waiting, decided or timed_out."""
+    gates: dict[str, dict[str, JSON]] = {}
+    for ev in events:
+        if ev.kind == Kind.DECISION and ev.name.startswith("gate:") and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            gate_id = value.get("decision") or f"{run_id}/{ev.step}"
+            gates[gate_id] = {
+                "run_id": run_id,
+                "gate_id": gate_id,
+                "action": value.get("action"),
+                "approvers": value.get("approvers"),
+                "since": ev.at,
+                "state": "waiting",
+                "deadline": ev.at + float(value.get("timeout") or 0),
+            }
+        elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:"):
+            gate = gates.get(ev.name.removeprefix("signal:verdict:"))
+            if gate is not None and ev.status in ("received", "timeout"):
+                gate["state"] = "decided" if ev.status == "received" else "timed_out"
+    return list(gates.values())
 
 
 def _plain(value: JSON, what: str) -> JSON:

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -88,6 +88,21 @@ class Suspend(Stop):
     def __init__(self, run_id: str, wake_at: float | None, waiting_for: str) -> None:
         super().__init__(Suspended(run_id, wake_at, waiting_for), False)
         self.wake_at = wake_at
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an approval gate ended: `approved`, `declined`, `timed_out`, or `stale` (approved,
+    but the precondition no longer held when it was re-checked)."""
+
+    gate_id: str
+    outcome: str
+    approver: str | None = None
+    reason: str = ""
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approved"
 
 
 class _Pending:
@@ -727,6 +742,8 @@ class Context:
         for inbox_id, sig_name, payload_text, sender, at in exe.store.inbox(exe.run_id):
             if sig_name != name or inbox_id in exe.consumed:
                 continue
+            if deadline is not None and at > deadline:
+                continue  # arrived after the deadline: late, and it does nothing
             payload = json.loads(payload_text)
             exe.append(
                 Kind.SIGNAL,
@@ -741,6 +758,60 @@ class Context:
             exe.append(Kind.SIGNAL, step, f"signal:{name}", status="timeout", data={})
             return None
         return _PENDING
+
+    def gate(
+        self,
+        action: str,
+        *,
+        decision: Decision[Any] | None = None,
+        approvers: Sequence[str] | None = None,
+        timeout: float = 8 * 3600,
+        on_timeout: str = "decline",
+        precondition: Callable[[], bool] | None = None,
+    ) -> Verdict:
+        """Park the run until a person approves or declines `action` (durable: days are fine).
+
+        The verdict is addressed to this gate's id (`decision.id` if given, else the gate's own
+        step id) and only an authenticated approver (`daybook approvers add`) named in
+        `approvers` (None: any) can give it (`daybook approve|deny RUN GATE`). After an approval
+        `precondition` is re-checked, as a recorded step, because the world moves while a run
+        waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
+        `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
+        nothing."""
+        if on_timeout not in ("decline", "escalate"):
+            raise ValueError("on_timeout must be 'decline' or 'escalate'")
+        proposal = self.decide(
+            f"gate:{action}",
+            lambda: {
+                "action": action,
+                "approvers": list(approvers) if approvers else None,
+                "timeout": timeout,
+                "decision": decision.id if decision else None,
+            },
+        )
+        gate_id = decision.id if decision else proposal.id
+        signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
+        if signal is None:
+            if on_timeout == "escalate":
+                raise Stop(
+                    NeedsAttention(
+                        self.run_id,
+                        f"run {self.run_id!r}: gate {gate_id!r} ({action}) got no verdict within "
+                        f"{timeout:g}s and is configured to escalate; approve or deny it with "
+                        f"`daybook approve|deny {self.run_id} {gate_id}` (a late verdict is "
+                        "recorded but does not act), or cancel the run",
+                    ),
+                    True,
+                    journal=True,
+                )
+            return Verdict(gate_id, "timed_out")
+        payload = signal.payload or {}
+        reason = str(payload.get("reason", ""))
+        if payload.get("outcome") != "approve":
+            return Verdict(gate_id, "declined", signal.sender, reason)
+        if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:
+            return Verdict(gate_id, "stale", signal.sender, reason)
+        return Verdict(gate_id, "approved", signal.sender, reason)
 
     def now(self) -> float:
         """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""

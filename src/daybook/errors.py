@@ -119,3 +119,7 @@ class Suspended(DaybookError):
         self.run_id = run_id
         self.wake_at = wake_at
         self.waiting_for = waiting_for
+
+
+class NotAuthorized(DaybookError):
+    """An approver's token did not match, or the approver may not decide this gate."""

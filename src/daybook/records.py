@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 JSON = Any
 

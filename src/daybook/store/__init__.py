@@ -54,11 +54,20 @@ class Store(Protocol):
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""
 
-    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
-        """Append a signal to the run's inbox and wake it; None if the run is missing or over."""
+    def signal(
+        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+    ) -> int | None:
+        """Append a signal to the run's inbox and wake it; None if the run is missing, or over
+        (unless `any_status`: a late verdict is still recorded against a finished run)."""
 
     def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
         """The run's signals in arrival order: (id, name, payload JSON text, sender, at)."""
+
+    def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        """Add an approver, or replace its token (the old token stops working)."""
+
+    def approvers(self) -> dict[str, str]:
+        """Approver name -> hash of its token."""
 
     def load(self, run_id: str) -> list[Event]:
         """The run's whole journal in seq order, in one query."""

@@ -94,6 +94,13 @@ _MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
             FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
     ],
+    # v4: approvers, each with the hash of a secret token, for approval gates.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_approvers (
+            name TEXT PRIMARY KEY,
+            token_hash TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL)""",
+    ],
 ]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
@@ -270,16 +277,18 @@ class PostgresStore:
             (wake_at, now, run_id, owner),
         )
 
-    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
+    def signal(
+        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+    ) -> int | None:
         # One round trip: the insert happens only for a live run, and wakes it if suspended.
         row = self._db.execute(
             "WITH r AS (SELECT run_id FROM daybook_runs WHERE run_id = %s AND "
-            "status NOT IN ('completed', 'failed')), "
+            "(%s OR status NOT IN ('completed', 'failed'))), "
             "w AS (UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM r) "
             "AND status = 'suspended') "
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
-            (run_id, now, name, payload, sender, now),
+            (run_id, any_status, now, name, payload, sender, now),
         ).fetchone()
         return None if row is None else int(row[0])
 
@@ -289,6 +298,18 @@ class PostgresStore:
             (run_id,),
         ).fetchall()
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
+
+    def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        self._db.execute(
+            "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
+            "created_at = excluded.created_at",
+            (name, token_hash, now),
+        )
+
+    def approvers(self) -> dict[str, str]:
+        rows = self._db.execute("SELECT name, token_hash FROM daybook_approvers").fetchall()
+        return {r[0]: r[1] for r in rows}
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._db.execute(

@@ -92,6 +92,12 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id);
     CREATE TRIGGER IF NOT EXISTS daybook_inbox_no_update BEFORE UPDATE ON daybook_inbox
     BEGIN SELECT RAISE(ABORT, 'daybook inbox is append-only'); END;""",
+    # v4: approvers, each with the hash of a secret token, for approval gates.
+    """CREATE TABLE IF NOT EXISTS daybook_approvers (
+        name TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );""",
 ]
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
@@ -282,10 +288,12 @@ class SQLiteStore:
         )
         self._group.write(lambda db: db.execute(sql, (wake_at, now, run_id, owner)))
 
-    def signal(self, run_id: str, name: str, payload: str, sender: str, now: float) -> int | None:
+    def signal(
+        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+    ) -> int | None:
         def write(db: sqlite3.Connection) -> int | None:
             status = db.execute("SELECT status FROM daybook_runs WHERE run_id = ?", (run_id,)).fetchone()
-            if status is None or status[0] in ("completed", "failed"):
+            if status is None or (status[0] in ("completed", "failed") and not any_status):
                 return None
             cur = db.execute(
                 "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) VALUES (?, ?, ?, ?, ?)",
@@ -306,6 +314,17 @@ class SQLiteStore:
             (run_id,),
         )
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
+
+    def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        sql = (
+            "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
+            "created_at = excluded.created_at"
+        )
+        self._group.write(lambda db: db.execute(sql, (name, token_hash, now)))
+
+    def approvers(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._read("SELECT name, token_hash FROM daybook_approvers", ())}
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._read(

@@ -1,0 +1,116 @@
+"""Approval gates: durable, addressed to one decision, authenticated, late verdicts do nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import agents
+import pytest
+from conftest import HERE
+
+import daybook
+from daybook import Daybook, Kind, RunStatus, Suspended
+
+
+def cli(db_url: str, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = None
+    if token is not None:
+        import os
+
+        env = {**os.environ, "DAYBOOK_APPROVER_TOKEN": token}
+    return subprocess.run(
+        [sys.executable, "-m", "daybook", *args, "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_a_gated_action_waits_for_its_own_verdict_then_runs_once(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    with Daybook(db_url, inline_wait=0.1) as book:
+        token = book.add_approver("oncall")
+        other = book.add_approver("intern")
+        with pytest.raises(Suspended, match="verdict"):
+            book.run(agents.restart, bank.url, 3600.0, run_id="sre")
+        gate = "sre/1"  # the plan decision's id
+        assert [g["gate_id"] for g in book.approvals()] == [gate]
+        # Wrong token, wrong approver, wrong gate: none of them unblocks it.
+        with pytest.raises(daybook.NotAuthorized):
+            book.approve("sre", gate, approver="oncall", token="guess")
+        with pytest.raises(daybook.NotAuthorized, match="may not decide"):
+            book.approve("sre", gate, approver="intern", token=other)
+        with pytest.raises(daybook.ConfigError, match="no gate"):
+            book.approve("sre", "sre/99", approver="oncall", token=token)
+    assert bank.stats()["executions_by_key"] == {}
+
+    # Approve through the CLI; a new worker process picks the run up.
+    done = cli(db_url, "approve", "sre", gate, "--as", "oncall", "--reason", "ok", token=token)
+    assert done.returncode == 0 and "delivered" in done.stdout, done.stderr
+    worker = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daybook",
+            "worker",
+            "--db",
+            db_url,
+            "--app",
+            str(HERE / "agents.py"),
+            "--until-idle",
+            "--poll",
+            "0.05",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    with Daybook(db_url) as book:
+        info = book.get_run("sre")
+        assert info.status == RunStatus.COMPLETED
+        assert info.result["outcome"] == "approved" and info.result["by"] == "oncall"
+        events = book.journal("sre")
+        verdict_at = next(e.at for e in events if e.status == "received")
+        check = next(e for e in events if e.name == "precondition:restart_service")
+        assert check.at >= verdict_at  # the precondition was checked after the approval
+        again = cli(db_url, "approve", "sre", gate, "--as", "oncall", token=token)
+        assert "late" in again.stdout  # a second verdict is recorded and does nothing
+    assert bank.stats()["executions_by_key"] == {"sre/1/pay/0": 1}
+
+
+def test_a_declined_gate_performs_nothing(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
+    with Daybook(db_url, inline_wait=0.1) as book:
+        token = book.add_approver("oncall")
+        with pytest.raises(Suspended):
+            book.run(agents.restart, bank.url, 3600.0, run_id="no")
+        assert (
+            book.approve(
+                "no", "no/1", approver="oncall", token=token, approve=False, reason="not during the sale"
+            )
+            == "delivered"
+        )
+        assert book.resume("no") == {"outcome": "declined"}
+        assert not [e for e in book.journal("no") if e.kind == Kind.INTENT]
+    assert bank.stats()["executions_by_key"] == {}
+
+
+def test_a_verdict_after_the_timeout_is_recorded_as_late_and_does_nothing(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    with Daybook(db_url, inline_wait=0.1) as book:
+        token = book.add_approver("oncall")
+        with pytest.raises(Suspended):
+            book.run(agents.restart, bank.url, 0.5, run_id="slow")
+        time.sleep(0.7)
+        assert book.approve("slow", "slow/1", approver="oncall", token=token) == "late"
+        assert book.resume("slow") == {"outcome": "timed_out"}
+        late = [row for row in book.store.inbox("slow") if row[1] == "late-verdict:slow/1"]
+        assert len(late) == 1 and late[0][3] == "oncall"
+    assert bank.stats()["executions_by_key"] == {}
