@@ -107,3 +107,16 @@ def restart(ctx: Context, bank: str, timeout: float) -> dict[str, Any]:
         return {"outcome": verdict.outcome}
     done = ctx.effect(pay, decision=plan, bank=bank, n=1)["id"]
     return {"outcome": "approved", "by": verdict.approver, "done": done}
+
+
+@daybook.workflow
+def spender(ctx: Context, rounds: int) -> dict[str, Any]:
+    """Spend $0.04 a round under a $0.10 cap, stopping when the budget refuses."""
+    ctx.budget.cap(usd=0.10)
+    for i in range(rounds):
+        try:
+            ctx.budget.admit(usd=0.04)
+        except daybook.BudgetExceeded:
+            return {"spent": ctx.budget.spent.get("usd", 0.0), "rounds": i}
+        ctx.budget.charge(usd=0.04)
+    return {"spent": ctx.budget.spent.get("usd", 0.0), "rounds": rounds}

@@ -7,8 +7,10 @@ in any process, replaying recorded decisions and never re-firing a confirmed eff
 import logging as _logging
 
 from .book import Daybook
+from .budget import Budget
 from .context import Context, Decision, Signal, Verdict
 from .errors import (
+    BudgetExceeded,
     ConfigError,
     CorruptJournal,
     DaybookError,
@@ -50,6 +52,8 @@ _logging.getLogger("daybook").addHandler(_logging.NullHandler())
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Budget",
+    "BudgetExceeded",
     "Completion",
     "ConfigError",
     "Confirmed",

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import summary as budget_summary
 from .context import Context, Execution, Stop, Suspend, error_info
 from .errors import (
     ConfigError,
@@ -487,6 +488,18 @@ class Daybook:
         return out
 
     # -- operator actions ---------------------------------------------------------------------
+
+    def budget(self, run_id: str) -> dict[str, dict[str, float]]:
+        """A run's budget from its journal: caps (with raises taken so far) and spent totals."""
+        self.get_run(run_id)
+        return budget_summary(self.store.load(run_id))
+
+    def raise_budget(self, run_id: str, *, by: str | None = None, **amounts: float) -> int:
+        """Raise caps of a run (e.g. `usd=10`): a journaled act, applied when the run next needs
+        it; returns the signal id."""
+        if not amounts or any(v <= 0 for v in amounts.values()):
+            raise ConfigError("raise_budget needs positive amounts, e.g. usd=10")
+        return self.signal(run_id, "budget:raise", dict(amounts), sender=by)
 
     def add_approver(self, name: str) -> str:
         """Register approver `name` (or give it a new token) and return its secret token.

@@ -221,6 +221,43 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     click.echo(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
 
+@main.command()
+@click.argument("run_id")
+@click.option(
+    "--raise",
+    "raise_",
+    default=None,
+    metavar="NAME=AMOUNT[,NAME=AMOUNT]",
+    help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
+)
+@click.option("--by", default=None, help="Who raises it (default: the OS user).")
+@_with_book
+def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
+    """Show a run's budget (spent against caps), or raise a cap."""
+    if raise_:
+        amounts: dict[str, float] = {}
+        try:
+            for part in raise_.split(","):
+                name, value = part.split("=", 1)
+                amounts[name.strip()] = float(value)
+        except ValueError:
+            click.echo(f"error: --raise takes NAME=AMOUNT pairs, got {raise_!r}", err=True)
+            sys.exit(1)
+        signal_id = book.raise_budget(run_id, by=by, **amounts)
+        click.echo(f"raise #{signal_id} sent to {run_id}: {amounts}")
+        return
+    state = book.budget(run_id)
+    names = sorted(set(state["caps"]) | set(state["spent"]))
+    if not names:
+        click.echo(f"run {run_id} has no budget")
+        return
+    rows = [
+        [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
+        for n in names
+    ]
+    click.echo(render.table(["quantity", "spent", "cap"], rows))
+
+
 @main.group()
 def approvers() -> None:
     """Approvers who may decide approval gates (each authenticated by a token)."""

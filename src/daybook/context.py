@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
+from .budget import Budget
 from .errors import (
     DaybookError,
     DedupWindowExpired,
@@ -532,6 +533,7 @@ class Context:
 
     def __init__(self, exe: Execution) -> None:
         self._exe = exe
+        self.budget = Budget(self)
 
     @property
     def run_id(self) -> str:

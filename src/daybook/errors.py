@@ -123,3 +123,12 @@ class Suspended(DaybookError):
 
 class NotAuthorized(DaybookError):
     """An approver's token did not match, or the approver may not decide this gate."""
+
+
+class BudgetExceeded(DaybookError):
+    """A spend was refused because it would pass a budget cap."""
+
+    def __init__(self, message: str, cap_name: str, cap: float) -> None:
+        super().__init__(message)
+        self.cap_name = cap_name
+        self.cap = cap

@@ -1,0 +1,92 @@
+"""Budgets as a ledger in run state: caps, admit before a spend, charge after it, exactly once.
+
+Caps and charges are recorded steps, so a resumed run restores what was spent and spends nothing
+again. A cap is raised from outside (`book.raise_budget`, `daybook budget RUN --raise`) by a
+signal that the run consumes, recorded, only when an admission would otherwise be refused, so
+replay takes the same path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import BudgetExceeded
+
+if TYPE_CHECKING:
+    from .context import Context
+
+SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow the work
+
+
+class Budget:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self.caps: dict[str, float] = {}
+        self.spent: dict[str, float] = {}
+
+    def cap(self, **caps: float) -> None:
+        """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets)."""
+        for name, value in caps.items():
+            if value < 0:
+                raise ValueError(f"budget cap {name}={value} must be >= 0")
+        recorded = self._ctx.decide("budget:cap", lambda: dict(caps)).value
+        self.caps.update({k: float(v) for k, v in recorded.items()})
+
+    def admit(self, **estimate: float) -> None:
+        """Refuse (BudgetExceeded, naming the cap) a spend that would pass a cap; a pending raise
+        of that cap is taken first."""
+        while True:
+            over = self._over(estimate)
+            if over is None:
+                return
+            raised = self._ctx.wait_for("budget:raise", timeout=0)
+            if raised is None:
+                name, cap, after = over
+                raise BudgetExceeded(
+                    f"run {self._ctx.run_id!r}: {name} would reach {after:g}, past its cap of "
+                    f"{cap:g} (spent {self.spent.get(name, 0.0):g}); raise it with `daybook budget "
+                    f"{self._ctx.run_id} --raise {name}=AMOUNT` or narrow the work",
+                    name,
+                    cap,
+                )
+            for key, value in dict(raised.payload or {}).items():
+                self.caps[key] = self.caps.get(key, 0.0) + float(value)
+
+    def charge(self, **actual: float) -> None:
+        """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
+        recorded = self._ctx.decide("budget:charge", lambda: dict(actual)).value
+        for name, value in recorded.items():
+            self.spent[name] = self.spent.get(name, 0.0) + float(value)
+
+    def remaining(self) -> dict[str, float]:
+        return {k: cap - self.spent.get(k, 0.0) for k, cap in self.caps.items()}
+
+    @property
+    def soft(self) -> bool:
+        """True once any capped quantity has used SOFT_LIMIT (80%) of its cap."""
+        return any(cap > 0 and self.spent.get(k, 0.0) >= SOFT_LIMIT * cap for k, cap in self.caps.items())
+
+    def _over(self, estimate: dict[str, float]) -> tuple[str, float, float] | None:
+        for name, value in estimate.items():
+            cap = self.caps.get(name)
+            after = self.spent.get(name, 0.0) + float(value)
+            if cap is not None and after > cap + 1e-12:
+                return name, cap, after
+        return None
+
+
+def summary(events: list[Any]) -> dict[str, dict[str, float]]:
+    """Caps, raises and spent totals from a run's journal (for `daybook budget`)."""
+    caps: dict[str, float] = {}
+    spent: dict[str, float] = {}
+    for ev in events:
+        if ev.kind == "decision" and ev.status == "recorded":
+            if ev.name == "budget:cap":
+                caps.update({k: float(v) for k, v in (ev.data.get("value") or {}).items()})
+            elif ev.name == "budget:charge":
+                for k, v in (ev.data.get("value") or {}).items():
+                    spent[k] = spent.get(k, 0.0) + float(v)
+        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+            for k, v in (ev.data.get("payload") or {}).items():
+                caps[k] = caps.get(k, 0.0) + float(v)
+    return {"caps": caps, "spent": spent}
