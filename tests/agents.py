@@ -120,3 +120,39 @@ def spender(ctx: Context, rounds: int) -> dict[str, Any]:
             return {"spent": ctx.budget.spent.get("usd", 0.0), "rounds": i}
         ctx.budget.charge(usd=0.04)
     return {"spent": ctx.budget.spent.get("usd", 0.0), "rounds": rounds}
+
+
+@daybook.tool(
+    reconcile=lambda key, args: _status_in("cancels", key, args),
+    retry=daybook.Retry(max_attempts=2, backoff=0.01),
+)
+def cancel_leg(*, original: dict[str, Any], result: dict[str, Any], idempotency_key: str) -> Any:
+    if original.get("n") == original.get("fail_inverse_of"):
+        raise ValueError(f"leg {original['n']} is past cancellation")
+    return post(f"{original['bank']}/cancels", {"cancels": result["id"]}, idempotency_key)
+
+
+def _status_in(collection: str, key: str, args: dict[str, Any]) -> Any:
+    try:
+        return Confirmed(http_json("GET", f"{args['original']['bank']}/{collection}/{key}"))
+    except urllib.error.HTTPError as exc:
+        return NotFound() if exc.code == 404 else StillUnknown()
+
+
+@daybook.tool(reconcile=status, inverse=cancel_leg)
+def book_leg(*, bank: str, n: int, fail_inverse_of: int, idempotency_key: str) -> Any:
+    return post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.workflow
+def saga(ctx: Context, bank: str, legs: int, fail_inverse_of: int, notify: str) -> dict[str, Any]:
+    """Book legs, then fail and unwind them newest first (a notional leg that cannot happen)."""
+    for n in range(legs):
+        ctx.effect(book_leg, bank=bank, n=n, fail_inverse_of=fail_inverse_of)
+    if notify == "irreversible":
+        ctx.effect(pay_blind, bank=bank, n=99)
+    report = ctx.compensate(on_stuck=lambda r: STUCK_ALERTS.append(list(r.stuck)))
+    return {"compensated": report.compensated}
+
+
+STUCK_ALERTS: list[list[str]] = []

@@ -8,7 +8,7 @@ import logging as _logging
 
 from .book import Daybook
 from .budget import Budget
-from .context import Context, Decision, Signal, Verdict
+from .context import Compensation, Context, Decision, Signal, Verdict
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -26,6 +26,7 @@ from .errors import (
     RunFailed,
     RunLeased,
     RunNotFound,
+    RunStuck,
     SchemaVersionError,
     StepFailed,
     StoreUnavailable,
@@ -54,6 +55,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Budget",
     "BudgetExceeded",
+    "Compensation",
     "Completion",
     "ConfigError",
     "Confirmed",
@@ -82,6 +84,7 @@ __all__ = [
     "RunLeased",
     "RunNotFound",
     "RunStatus",
+    "RunStuck",
     "SchemaVersionError",
     "ScriptedLLM",
     "Signal",

@@ -384,7 +384,7 @@ class Daybook:
             self.store.finish(
                 exe.run_id,
                 self.owner,
-                RunStatus.NEEDS_ATTENTION.value,
+                exc.status,
                 None,
                 {"type": type(exc.error).__name__, "message": message},
                 event,

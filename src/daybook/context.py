@@ -23,7 +23,7 @@ import time
 import traceback
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
 from .budget import Budget
@@ -35,6 +35,7 @@ from .errors import (
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
+    RunStuck,
     StepFailed,
     StoreUnavailable,
     Suspended,
@@ -44,6 +45,7 @@ from .llm import LLMClient
 from .records import JSON, Event, Kind, Status, check_json, fingerprint
 from .store import Store
 from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
+from .tool import lookup as lookup_tool
 
 T = TypeVar("T")
 log = logging.getLogger("daybook")
@@ -74,13 +76,19 @@ class Stop(BaseException):
     """
 
     def __init__(
-        self, error: DaybookError, attention: bool, journal: bool = False, release: bool = False
+        self,
+        error: DaybookError,
+        attention: bool,
+        journal: bool = False,
+        release: bool = False,
+        status: str = "needs_attention",
     ) -> None:
         super().__init__(str(error))
         self.error = error
         self.attention = attention
         self.journal = journal
         self.release = release
+        self.status = status
 
 
 class Suspend(Stop):
@@ -104,6 +112,19 @@ class Verdict:
     @property
     def approved(self) -> bool:
         return self.outcome == "approved"
+
+
+@dataclass
+class Compensation:
+    """What `ctx.compensate()` did, effect keys in unwind (LIFO) order."""
+
+    compensated: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # the inverse failed
+    no_inverse: list[str] = field(default_factory=list)  # nothing registered can undo it
+
+    @property
+    def complete(self) -> bool:
+        return not self.stuck and not self.no_inverse
 
 
 class _Pending:
@@ -814,6 +835,58 @@ class Context:
         if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:
             return Verdict(gate_id, "stale", signal.sender, reason)
         return Verdict(gate_id, "approved", signal.sender, reason)
+
+    def compensate(self, *, on_stuck: Callable[[Compensation], None] | None = None) -> Compensation:
+        """Undo this run's confirmed effects, newest first, each with its tool's registered inverse
+        under its own key `comp/<key>`, once (a kill mid-unwind resumes it without repeats).
+
+        If an inverse fails after its retries, or an effect has no inverse, the rest are still
+        unwound, `on_stuck(report)` fires (once: it is a recorded step) and the run stops as
+        `stuck`, listing exactly what remains. It is never reported compensated when it is not."""
+        exe = self._exe
+        upto = exe.next_step
+        events = exe.store.load(exe.run_id)
+        effects: dict[int, dict[str, Any]] = {}
+        for ev in events:
+            if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/"):
+                continue
+            if ev.kind == Kind.INTENT:
+                effects[ev.step] = {"name": ev.name, "key": ev.key, "args": ev.data.get("args")}
+            elif ev.kind == Kind.OUTCOME and ev.step in effects:
+                effects[ev.step]["status"] = ev.status
+                effects[ev.step]["result"] = ev.data.get("result")
+        report = Compensation()
+        for step in sorted(effects, reverse=True):
+            eff = effects[step]
+            if eff.get("status") != Status.CONFIRMED:
+                continue
+            tool = lookup_tool(eff["name"])
+            if tool is None or tool.inverse is None:
+                report.no_inverse.append(str(eff["key"]))
+                continue
+            try:
+                self.effect(
+                    tool.inverse, key=f"comp/{eff['key']}", original=eff["args"], result=eff["result"]
+                )
+                report.compensated.append(str(eff["key"]))
+            except EffectFailed:
+                report.stuck.append(str(eff["key"]))
+        if report.complete:
+            return report
+        if on_stuck is not None:
+            self.decide("on_stuck", lambda: on_stuck(report))
+        raise Stop(
+            RunStuck(
+                self.run_id,
+                f"run {self.run_id!r} is stuck: compensated {report.compensated or 'nothing'}; "
+                f"inverse failed for {report.stuck or 'none'}; no inverse for "
+                f"{report.no_inverse or 'none'}. Undo what remains by hand, record it with "
+                "`daybook resolve`, and close the run",
+            ),
+            True,
+            journal=True,
+            status="stuck",
+        )
 
     def now(self) -> float:
         """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""

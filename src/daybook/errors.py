@@ -132,3 +132,7 @@ class BudgetExceeded(DaybookError):
         super().__init__(message)
         self.cap_name = cap_name
         self.cap = cap
+
+
+class RunStuck(NeedsAttention):
+    """Compensation could not undo every effect; the run is `stuck` with the list of what remains."""

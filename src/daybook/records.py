@@ -49,6 +49,7 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     SUSPENDED = "suspended"  # waiting for a timer or a signal; holds no process
     NEEDS_ATTENTION = "needs_attention"
+    STUCK = "stuck"  # a compensation could not be completed; a person must finish it
     COMPLETED = "completed"
     FAILED = "failed"
 

@@ -85,6 +85,7 @@ class Tool(Generic[R]):
     reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None
     dedup_window: float | None = None
     retry: Retry = field(default_factory=Retry)
+    inverse: Tool[Any] | None = None
 
     is_async: bool = field(init=False)
 
@@ -109,6 +110,7 @@ def tool(
     reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
     dedup_window: float | None = None,
     retry: Retry | None = None,
+    inverse: Tool[Any] | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -121,8 +123,12 @@ def tool(
     reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
     dedup_window: float | None = None,
     retry: Retry | None = None,
+    inverse: Tool[Any] | None = None,
 ) -> Any:
-    """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`)."""
+    """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
+
+    `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
+    `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`."""
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
         params = inspect.signature(f).parameters
@@ -136,16 +142,29 @@ def tool(
             )
         if dedup_window is not None and dedup_window <= 0:
             raise ConfigError(f"tool {f.__qualname__}: dedup_window must be > 0 seconds or None")
-        return Tool(
+        if inverse is not None and not isinstance(inverse, Tool):
+            raise ConfigError(f"tool {f.__qualname__}: inverse= must be a @daybook.tool")
+        made = Tool(
             fn=f,
             name=name or f.__name__,
             idempotent=idempotent,
             reconcile=reconcile,
             dedup_window=dedup_window,
             retry=retry or Retry(),
+            inverse=inverse,
         )
+        _TOOLS[made.name] = made
+        return made
 
     return wrap(fn) if fn is not None else wrap
+
+
+_TOOLS: dict[str, Tool[Any]] = {}
+
+
+def lookup(name: str) -> Tool[Any] | None:
+    """The tool registered under `name` in this process (compensation finds inverses here)."""
+    return _TOOLS.get(name)
 
 
 def classify(exc: BaseException) -> str:

@@ -1,0 +1,52 @@
+"""Compensation unwinds newest first, once each, survives a kill, and tells the truth when stuck."""
+
+from __future__ import annotations
+
+import json
+
+import agents
+import pytest
+from conftest import killed, run_child
+
+import daybook
+from daybook import Daybook, RunStatus
+
+
+def test_effects_unwind_in_reverse_order_each_once_even_across_a_kill(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    # Killed right after the 2nd inverse's intent (3 legs + 2 inverse intents).
+    proc = run_child(
+        db_url, "start", "saga", "saga", json.dumps([bank.url, 3, -1, "none"]), "--kill-after", "intent:5"
+    )
+    assert killed(proc)
+    with Daybook(db_url) as book:
+        result = book.resume("saga", wait=10)
+    assert result == {"compensated": ["saga/3", "saga/2", "saga/1"]}
+    cancels = bank.records["cancels"]
+    assert list(cancels) == ["comp/saga/3", "comp/saga/2", "comp/saga/1"]  # C, B, A
+    executions = bank.stats()["executions_by_key"]
+    assert all(executions[k] == 1 for k in cancels)
+
+
+def test_a_failed_inverse_leaves_the_run_stuck_listing_what_remains(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    agents.STUCK_ALERTS.clear()
+    with Daybook(db_url) as book:
+        with pytest.raises(daybook.RunStuck) as err:
+            book.run(agents.saga, bank.url, 3, 1, "irreversible", run_id="stuck")
+        info = book.get_run("stuck")
+        assert info.status == RunStatus.STUCK
+        message = str(err.value)
+        assert "stuck/2" in message  # leg 1's inverse failed
+        assert "stuck/4" in message  # the blind payment has no inverse
+        # Leg 0 (A) was still unwound; leg 2 too; the alert fired once.
+        assert sorted(bank.records["cancels"]) == ["comp/stuck/1", "comp/stuck/3"]
+        assert agents.STUCK_ALERTS == [["stuck/2"]]
+        with pytest.raises(daybook.RunStuck):
+            book.resume("stuck")  # replay: nothing re-sent, the hook does not fire again
+        assert agents.STUCK_ALERTS == [["stuck/2"]]
+    assert all(v == 1 for v in bank.stats()["executions_by_key"].values())
