@@ -36,6 +36,7 @@ from .lease import Heartbeat, is_dead_here, new_owner
 from .records import (
     JSON,
     SCHEMA_VERSION,
+    TERMINAL,
     Event,
     Kind,
     RunInfo,
@@ -223,7 +224,7 @@ class Daybook:
             seq=1,
             kind=Kind.RUN_STARTED.value,
             name=wf.name,
-            data={"input": run_input, "ref": wf.ref, "by": self.owner},
+            data={"input": run_input, "ref": wf.ref, "by": self.owner, "version": wf.version},
             at=now,
         )
         return info, first
@@ -433,6 +434,61 @@ class Daybook:
         except Stop as stop:
             raise stop.error from None
         return result
+
+    def replay_check(self, run_ids: list[str] | None = None, app: str | None = None) -> list[dict[str, JSON]]:
+        """Replay stored histories (default: every completed run) against the code now loaded and
+        report each: `ok`, or `diverged` with the error, or `changed` when the result differs."""
+        ids = (
+            run_ids
+            if run_ids is not None
+            else [r.run_id for r in self.runs(RunStatus.COMPLETED.value, 100_000)]
+        )
+        report: list[dict[str, JSON]] = []
+        for run_id in ids:
+            info = self.get_run(run_id)
+            row: dict[str, JSON] = {"run_id": run_id, "workflow": info.workflow}
+            try:
+                result = self.replay(run_id, app=app)
+            except DaybookError as exc:
+                row.update(state="diverged", error=str(exc))
+            else:
+                done = info.status == RunStatus.COMPLETED
+                row["state"] = "changed" if done and result != info.result else "ok"
+            report.append(row)
+        return report
+
+    def versions(self) -> list[dict[str, JSON]]:
+        """In-flight runs by workflow and code version, and for each patch marker seen in a
+        workflow's runs, how many unfinished runs lack it (they still need the old code path;
+        at 0 the marker can be deleted)."""
+        known: dict[str, set[str]] = {}
+        in_flight: dict[tuple[str, str], list[set[str]]] = {}
+        for info in self.runs(None, 100_000):
+            events = self.store.load(info.run_id)
+            markers = {
+                e.name.removeprefix("patch:")
+                for e in events
+                if e.kind == Kind.DECISION and e.name.startswith("patch:")
+            }
+            known.setdefault(info.workflow, set()).update(markers)
+            if info.status not in TERMINAL:
+                version = str(events[0].data.get("version", "")) if events else ""
+                in_flight.setdefault((info.workflow, version), []).append(markers)
+        out: list[dict[str, JSON]] = []
+        for workflow in sorted(known):
+            groups = {v: runs for (w, v), runs in in_flight.items() if w == workflow} or {"": []}
+            for version, runs in sorted(groups.items()):
+                out.append(
+                    {
+                        "workflow": workflow,
+                        "version": version,
+                        "in_flight": len(runs),
+                        "runs_without_marker": {
+                            m: sum(1 for have in runs if m not in have) for m in sorted(known[workflow])
+                        },
+                    }
+                )
+        return out
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from . import render
 from .book import Daybook
 from .errors import DaybookError, NeedsAttention, Suspended
 from .records import RunStatus
+from .workflow import load_app
 
 _db_option = click.option(
     "--db",
@@ -256,6 +257,55 @@ def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> No
         for n in names
     ]
     click.echo(render.table(["quantity", "spent", "cap"], rows))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def versions(book: Daybook, as_json: bool) -> None:
+    """In-flight runs per workflow, code version and patch marker (when a marker can go)."""
+    found = book.versions()
+    if as_json:
+        _json_out(found)
+        return
+    if not found:
+        click.echo("no runs")
+        return
+    rows = []
+    for v in found:
+        lacking = v["runs_without_marker"]
+        markers = (
+            ", ".join(f"{m}: {n} without" for m, n in lacking.items()) if isinstance(lacking, dict) else ""
+        )
+        rows.append([str(v["workflow"]), str(v["version"] or "-"), str(v["in_flight"]), markers or "-"])
+    click.echo(render.table(["workflow", "version", "in flight", "patch markers"], rows))
+
+
+@main.command("replay-check")
+@click.argument("run_ids", nargs=-1)
+@click.option(
+    "--app",
+    default=None,
+    metavar="MODULE|FILE.py",
+    help="Where the workflows are defined, if not importable from the stored reference.",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@_with_book
+def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
+    """Replay stored histories (default: all completed runs) against the current code."""
+    if app:
+        load_app(app)
+    report = book.replay_check(list(run_ids) or None, app=app)
+    if as_json:
+        _json_out(report)
+    else:
+        for row in report:
+            click.echo(f"{row['state']:9} {row['run_id']}  {row.get('error', '')}".rstrip())
+    bad = [r for r in report if r["state"] != "ok"]
+    if bad:
+        click.echo(f"{len(bad)} of {len(report)} histories do not replay cleanly", err=True)
+        sys.exit(1)
+    click.echo(f"{len(report)} histories replay cleanly", err=True)
 
 
 @main.group()

@@ -888,6 +888,20 @@ class Context:
             status="stuck",
         )
 
+    def patched(self, name: str) -> bool:
+        """A versioning marker: True where new code runs (a fresh execution, or a history that
+        recorded the marker), False when replaying a history from before the marker, so old runs
+        keep the path they took. Guard new behaviour with it; drop it once `daybook versions`
+        shows no unfinished run without it."""
+        exe = self._exe
+        label = f"patch:{name}"
+        ahead = exe.steps.get(exe.next_step)
+        if ahead and ahead[0].kind == Kind.DECISION and ahead[0].name == label:
+            return bool(self.decide(label, lambda: True).value)
+        if exe.next_step <= exe.recorded_steps:
+            return False  # a history from before the marker: keep the old path, use no step
+        return bool(self.decide(label, lambda: True).value)
+
     def now(self) -> float:
         """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""
         value: float = self.decide("now", time.time).value

@@ -26,6 +26,7 @@ class Workflow(Generic[R]):
     fn: Callable[..., R]
     name: str
     ref: str
+    version: str = ""
 
     @property
     def is_async(self) -> bool:
@@ -54,18 +55,19 @@ def workflow(fn: Callable[..., R], /) -> Workflow[R]: ...
 
 
 @overload
-def workflow(*, name: str | None = None) -> Callable[[Callable[..., R]], Workflow[R]]: ...
+def workflow(*, name: str | None = None, version: str = "") -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
 @overload
-def workflow(fn: Callable[..., R], /, *, name: str | None = None) -> Workflow[R]: ...
+def workflow(fn: Callable[..., R], /, *, name: str | None = None, version: str = "") -> Workflow[R]: ...
 
 
-def workflow(fn: Callable[..., R] | None = None, /, *, name: str | None = None) -> Any:
-    """Register a workflow so any process can resume its runs. Use bare or with `name=`."""
+def workflow(fn: Callable[..., R] | None = None, /, *, name: str | None = None, version: str = "") -> Any:
+    """Register a workflow so any process can resume its runs. Use bare or with `name=`;
+    `version` labels the code a run starts on (shown by `daybook versions`)."""
 
     def wrap(f: Callable[..., R]) -> Workflow[R]:
-        wf = Workflow(fn=f, name=name or f.__name__, ref=_ref_of(f))
+        wf = Workflow(fn=f, name=name or f.__name__, ref=_ref_of(f), version=version)
         _REGISTRY[wf.name] = wf
         return wf
 
