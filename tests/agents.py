@@ -156,3 +156,56 @@ def saga(ctx: Context, bank: str, legs: int, fail_inverse_of: int, notify: str) 
 
 
 STUCK_ALERTS: list[list[str]] = []
+
+
+WORLD: dict[str, Any] = {"price": 100}
+
+
+def _loop(bank: str, scenario: str) -> daybook.AgentLoop:
+    """An agent that books two legs then stops; the scenario picks how it is judged."""
+    replies = [
+        json.dumps(
+            {
+                "tool": "book_leg",
+                "args": {"bank": bank, "n": 0, "fail_inverse_of": -1 if scenario != "stuck" else 0},
+                "why": "first leg",
+            }
+        ),
+        json.dumps(
+            {
+                "tool": "book_leg",
+                "args": {"bank": bank, "n": 1, "fail_inverse_of": -1 if scenario != "stuck" else 0},
+                "why": "second leg",
+            }
+        ),
+        json.dumps({"tool": "stop"}),
+    ]
+
+    def judge(goal: str, history: list[dict[str, Any]]) -> daybook.Judgement:
+        if scenario == "ok":
+            return daybook.Judgement(True)
+        if scenario in ("compensated", "stuck"):
+            return daybook.Judgement(False, note="legs do not net to zero")
+        return daybook.Judgement(False, confidence=0.4, deterministic=False, note="unsure")
+
+    def reply(prompt: str) -> str:
+        # A function of the prompt, like a real (stateless) model: a resumed process that
+        # replays the first calls still gets the right next reply.
+        return replies[min(int(prompt.rsplit("steps=", 1)[1]), len(replies) - 1)]
+
+    return daybook.AgentLoop(
+        llm=daybook.ScriptedLLM(reply),
+        tools={"book_leg": book_leg},
+        observe=lambda: {"price": WORLD["price"]},
+        prompt=lambda goal, obs, history: f"{goal} {json.dumps(obs)} steps={len(history)}",
+        judge=judge,
+        policy=daybook.Policy(review_timeout=0.3),
+        estimate={"usd": 0.01},
+        cost=lambda completion: {"usd": 0.01, "tokens": float(completion["output_tokens"])},
+    )
+
+
+@daybook.workflow
+def looped(ctx: Context, bank: str, scenario: str) -> dict[str, Any]:
+    ctx.budget.cap(usd=1.0)
+    return _loop(bank, scenario).run(ctx, "hedge the exposure").as_dict()

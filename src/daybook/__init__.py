@@ -9,6 +9,7 @@ import logging as _logging
 from .book import Daybook
 from .budget import Budget
 from .context import Compensation, Context, Decision, Signal, Verdict
+from .entity import Entity, EntityEntry, EntityView, Lease
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -33,6 +34,7 @@ from .errors import (
     Suspended,
 )
 from .llm import Completion, LLMClient, ScriptedLLM
+from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
 from .tool import (
     Confirmed,
@@ -53,6 +55,8 @@ _logging.getLogger("daybook").addHandler(_logging.NullHandler())
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Action",
+    "AgentLoop",
     "Budget",
     "BudgetExceeded",
     "Compensation",
@@ -67,16 +71,23 @@ __all__ = [
     "DedupWindowExpired",
     "DuplicateKey",
     "EffectFailed",
+    "Entity",
+    "EntityEntry",
+    "EntityView",
     "Event",
+    "Judgement",
     "Kind",
     "LLMClient",
+    "Lease",
     "LeaseLost",
+    "LoopResult",
     "NeedsAttention",
     "NonDeterminismError",
     "NotAuthorized",
     "NotFound",
     "NotSerializable",
     "OutcomeUnknown",
+    "Policy",
     "Retry",
     "RunConflict",
     "RunFailed",

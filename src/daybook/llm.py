@@ -38,7 +38,10 @@ class LLMClient(Protocol):
 class ScriptedLLM:
     """Answers from a script: a list of replies in order, or a function of the prompt.
 
-    `calls` counts real invocations, so a test can show that replay made none.
+    `calls` counts real invocations, so a test can show that replay made none. A list is read
+    in order within one process: a process that resumes a run after recorded model calls starts
+    the list from the top again. For crash tests give a function of the prompt, which, like a
+    real model, depends only on what it is asked.
     """
 
     def __init__(self, replies: Sequence[str] | Callable[[str], str], model: str = "scripted-1") -> None:

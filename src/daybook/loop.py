@@ -1,0 +1,191 @@
+"""The durable agent loop: observe, decide, gate, verify, act, fold, judge, compensate.
+
+A reusable building block over the journal. Each iteration reads the world fresh (a recorded
+observation), asks the model once (budget admitted before, charged after, the completion
+recorded), passes gated actions through an approval gate addressed to that decision, re-checks
+the precondition against the world right before acting, and acts under the decision's key.
+At the end a judge grades the outcome (recorded, so replay never grades again); a failure, an
+exhausted budget or a rejected goal unwinds the effects. Every run ends in one of
+`ok | needs_review | compensated | stuck`, and replay never samples the model again, never
+re-fires a confirmed effect and never spends budget again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .context import Context, Decision
+from .errors import BudgetExceeded, EffectFailed
+from .llm import LLMClient
+from .tool import Tool
+
+JSONDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the model chose: a tool name (or "stop") and its arguments, with its reason."""
+
+    tool: str
+    args: JSONDict = field(default_factory=dict)
+    why: str = ""
+
+    @staticmethod
+    def parse(text: str) -> Action:
+        """Read `{"tool": ..., "args": {...}, "why": ...}` from the model's reply."""
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            return Action("stop", {}, f"unparseable reply: {text[:200]}")
+        return Action(str(raw.get("tool", "stop")), dict(raw.get("args") or {}), str(raw.get("why", "")))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A judge's verdict. `deterministic`: an oracle (tests, an invariant, an API said ok) rather
+    than a model's opinion; only a deterministic fail or a person's reject unwinds effects."""
+
+    passed: bool
+    confidence: float = 1.0
+    deterministic: bool = True
+    note: str = ""
+
+
+@dataclass
+class Policy:
+    """Which actions wait for a person, for how long, and who may approve them."""
+
+    gated: Sequence[str] = ()
+    approvers: Sequence[str] | None = None
+    gate_timeout: float = 8 * 3600
+    review_timeout: float = 8 * 3600
+    confident: float = 0.9  # a model judge at or above this is accepted without review
+
+    def is_gated(self, action: Action) -> bool:
+        return action.tool in self.gated
+
+
+@dataclass
+class LoopResult:
+    outcome: str  # ok | needs_review | compensated | stuck
+    history: list[JSONDict]
+    judgement: JSONDict | None = None
+    reason: str = ""
+
+    def as_dict(self) -> JSONDict:
+        return {
+            "outcome": self.outcome,
+            "history": self.history,
+            "judgement": self.judgement,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class AgentLoop:
+    """Configure once, then `run(ctx, goal)` inside a workflow.
+
+    `observe()` reads the world; `prompt(goal, observation, history)` builds the model prompt;
+    `verify(action, observation)` re-checks the precondition right before acting (None: no
+    check); `judge(goal, history)` grades the outcome; `cost(completion)` turns a completion into
+    `{"usd": ..., "tokens": ...}` to charge; `estimate` is admitted before each model call."""
+
+    llm: LLMClient
+    tools: Mapping[str, Tool[Any]]
+    observe: Callable[[], Any]
+    prompt: Callable[[str, Any, list[JSONDict]], str]
+    judge: Callable[[str, list[JSONDict]], Judgement]
+    policy: Policy = field(default_factory=Policy)
+    verify: Callable[[Action, Any], bool] | None = None
+    estimate: Mapping[str, float] = field(default_factory=dict)
+    cost: Callable[[JSONDict], Mapping[str, float]] | None = None
+    max_iterations: int = 20
+
+    def run(self, ctx: Context, goal: str) -> LoopResult:
+        history: list[JSONDict] = []
+        try:
+            for _ in range(self.max_iterations):
+                observation = ctx.decide("observe", self.observe).value
+                decision = self._decide(ctx, goal, observation, history)
+                action = Action.parse(decision.value["text"])
+                if action.tool == "stop":
+                    break
+                entry: JSONDict = {
+                    "decision": decision.id,
+                    "tool": action.tool,
+                    "args": action.args,
+                    "why": action.why,
+                }
+                history.append(entry)
+                tool = self.tools.get(action.tool)
+                if tool is None:
+                    entry["state"] = "unknown_tool"
+                    continue
+                if self.policy.is_gated(action):
+                    verdict = ctx.gate(
+                        action.tool,
+                        decision=decision,
+                        approvers=self.policy.approvers,
+                        timeout=self.policy.gate_timeout,
+                    )
+                    entry["gate"] = verdict.outcome
+                    if not verdict.approved:
+                        entry["state"] = verdict.outcome
+                        continue
+                if self.verify is not None:
+                    fresh = ctx.decide("observe", self.observe).value
+                    holds = _bind(self.verify, action, fresh)
+                    if not ctx.decide("verify", holds).value:
+                        entry["state"] = "stale"
+                        continue
+                entry["result"] = ctx.effect(tool, decision=decision, **action.args)
+                entry["state"] = "done"
+        except (BudgetExceeded, EffectFailed) as exc:
+            return self._unwind(ctx, history, f"{type(exc).__name__}: {exc}")
+        return self._judge(ctx, goal, history)
+
+    def _decide(
+        self, ctx: Context, goal: str, observation: Any, history: list[JSONDict]
+    ) -> Decision[JSONDict]:
+        if self.estimate:
+            ctx.budget.admit(**self.estimate)
+        decision = ctx.llm(self.llm, self.prompt(goal, observation, history))
+        if self.cost is not None:
+            ctx.budget.charge(**self.cost(decision.value))
+        return decision
+
+    def _judge(self, ctx: Context, goal: str, history: list[JSONDict]) -> LoopResult:
+        judge = self.judge
+        raw = ctx.decide("judge", lambda: _judgement_dict(judge(goal, history))).value
+        verdict = Judgement(raw["passed"], raw["confidence"], raw["deterministic"], raw["note"])
+        if verdict.passed and (verdict.deterministic or verdict.confidence >= self.policy.confident):
+            return LoopResult("ok", history, raw)
+        if not verdict.passed and verdict.deterministic:
+            return self._unwind(ctx, history, f"the goal was not met: {verdict.note}", raw)
+        # A model's weak or negative opinion never starts an unwind by itself: a person decides.
+        review = ctx.gate("review", approvers=self.policy.approvers, timeout=self.policy.review_timeout)
+        if review.approved:
+            return LoopResult("ok", history, raw, f"accepted by {review.approver}")
+        if review.outcome == "declined":
+            return self._unwind(ctx, history, f"rejected by {review.approver}: {review.reason}", raw)
+        return LoopResult("needs_review", history, raw, "no reviewer verdict in time")
+
+    @staticmethod
+    def _unwind(
+        ctx: Context, history: list[JSONDict], reason: str, raw: JSONDict | None = None
+    ) -> LoopResult:
+        # An unwind that cannot finish stops the run as `stuck` (RunStuck), listing what remains:
+        # that outcome is the run's status, not a return value.
+        ctx.compensate()
+        return LoopResult("compensated", history, raw, reason)
+
+
+def _bind(check: Callable[[Action, Any], bool], action: Action, fresh: Any) -> Callable[[], bool]:
+    return lambda: bool(check(action, fresh))
+
+
+def _judgement_dict(j: Judgement) -> JSONDict:
+    return {"passed": j.passed, "confidence": j.confidence, "deterministic": j.deterministic, "note": j.note}
