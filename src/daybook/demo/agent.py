@@ -39,10 +39,13 @@ def http_json(method: str, url: str, body: Any = None, key: str | None = None) -
         raise
 
 
-def status_of(collection: str) -> Any:
+def status_of(collection: str, url_arg: str = "bank") -> Any:
+    """A reconcile hook: ask the counterparty (whose URL is the call's `url_arg` argument) about
+    a key in `collection`."""
+
     def reconcile(key: str, args: dict[str, Any]) -> ReconcileResult:
         try:
-            return Confirmed(http_json("GET", f"{args['bank']}/{collection}/{key}"))
+            return Confirmed(http_json("GET", f"{args[url_arg]}/{collection}/{key}"))
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return NotFound()

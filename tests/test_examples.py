@@ -1,0 +1,43 @@
+"""The shipped examples run, and survive a SIGKILL at their effect boundary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import killed, run_child
+
+from daybook import Daybook, Kind, Suspended
+from daybook.demo.bank import Bank
+from daybook.workflow import load, load_app
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def test_the_sre_example_runs_end_to_end() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "sre_agent.py")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "restarts executed by the ops API: 1" in proc.stdout
+
+
+def test_the_sre_agent_killed_after_approval_restarts_once(db_url: str) -> None:
+    load_app(str(EXAMPLES / "sre_agent.py"))
+    sre = load("sre_incident", "")
+    with Bank() as ops, Daybook(db_url, inline_wait=0.1) as book:
+        token = book.add_approver("oncall")
+        with pytest.raises(Suspended):
+            book.run(sre, ops.url, run_id="inc")
+        book.approve("inc", "inc/2", approver="oncall", token=token)
+        # Another process resumes it and dies right after the restart's intent is journaled.
+        proc = run_child(db_url, "resume", "inc", "--kill-after", "intent:1")
+        assert killed(proc), proc.stdout + proc.stderr
+        result = book.resume("inc", wait=10)
+        assert result["outcome"] == "ok"
+        assert ops.stats()["executed"] == {"restarts": 1}
+        gate_checks = [e for e in book.journal("inc") if e.name == "verify"]
+        assert len(gate_checks) == 1  # the precondition was checked once, after approval
+        assert [e.kind for e in book.journal("inc")].count(Kind.INTENT) == 1
