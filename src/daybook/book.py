@@ -22,6 +22,7 @@ from typing import Any
 
 from .budget import summary as budget_summary
 from .context import Context, Execution, Stop, Suspend, error_info
+from .entity import Entity, Lease, list_leases
 from .errors import (
     ConfigError,
     DaybookError,
@@ -698,6 +699,17 @@ class Daybook:
             return ev
         finally:
             self._let_go(run_id)
+
+    # -- coordination entities ----------------------------------------------------------------
+
+    def entity(self, name: str) -> Entity:
+        """The coordination entity `name`: a lease (`claim`, `release`) and an append-only log
+        (`record`, `view`) shared by every process on this store. It exists once first claimed."""
+        return Entity(self.store, name)
+
+    def leases(self) -> list[Lease]:
+        """Every coordination entity with its holder, deadline and lease state (a read)."""
+        return list_leases(self.store)
 
 
 def _hash_token(token: str) -> str:

@@ -487,3 +487,55 @@ def resolve(
         f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "
         f"continue it with `daybook resume {run_id}`"
     )
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def leases(book: Daybook, as_json: bool) -> None:
+    """Coordination entities with their lease: holder, deadline, state (held, expired, free)."""
+    found = book.leases()
+    if as_json:
+        _json_out([lease.as_dict() for lease in found])
+        return
+    if not found:
+        click.echo(f"no entities in {book.url}")
+        return
+    rows = [[lease.name, lease.holder or "-", render.when(lease.deadline), lease.state] for lease in found]
+    click.echo(render.table(["entity", "holder", "deadline", "state"], rows))
+
+
+@main.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def entity(book: Daybook, name: str, as_json: bool) -> None:
+    """Show coordination entity NAME: its lease and its log (time, agent, action, data)."""
+    view = book.entity(name).view()
+    if not view.log and view.holder is None:
+        click.echo(
+            f"error: no entity {name!r} in {book.url} (an entity exists once claimed); "
+            "list entities with `daybook leases`",
+            err=True,
+        )
+        sys.exit(1)
+    if as_json:
+        _json_out(view.as_dict())
+        return
+    lease = f"lease {view.state}"
+    if view.holder is not None:
+        lease += f" ({view.holder} until {render.when(view.deadline)})"
+    start = view.log[0].at if view.log else view.read_at
+    rows = [
+        [
+            str(e.id),
+            render.when(e.at),
+            f"+{e.at - start:.3f}s",
+            e.agent,
+            e.action,
+            "" if e.data is None else render.brief(e.data),
+        ]
+        for e in view.log
+    ]
+    click.echo(f"entity {view.name}  {lease}\n")
+    click.echo(render.table(["id", "time", "at", "agent", "action", "data"], rows))

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 JSON = Any
 

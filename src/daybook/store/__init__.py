@@ -77,6 +77,32 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    # -- coordination entities (daybook.entity) ----------------------------------------------
+
+    def entity_claim(self, name: str, agent: str, ttl: float, now: float) -> bool:
+        """Compare-and-set the entity's lease to (agent, now + ttl) if it is free, expired
+        (deadline < now) or already `agent`'s (a renewal), logging a `claim` entry in the same
+        transaction; creates the entity on its first claim. True if `agent` won.
+
+        Each entity write takes effect at max(now, the time of the entity's last entry), so a
+        call that waited behind a later one never logs a time before it."""
+
+    def entity_release(self, name: str, agent: str, now: float) -> bool:
+        """Free the lease if `agent` holds it live at `now`, logging a `release` entry with it."""
+
+    def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
+        """Append (now, agent, action, data) to the entity's log, only if `agent` holds a live
+        lease at `now` (checked and written atomically); False, writing nothing, otherwise."""
+
+    def entity_view(
+        self, name: str
+    ) -> tuple[str | None, float | None, list[tuple[int, float, str, str, str]]] | None:
+        """The entity's (holder, deadline, log) from one consistent read, the log as
+        (id, at, agent, action, data JSON text) rows in order; None if it was never claimed."""
+
+    def entity_list(self) -> list[tuple[str, str | None, float | None]]:
+        """Every entity as (name, holder, deadline), by name."""
+
 
 def resolve_url(url: str | None) -> str:
     """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db."""

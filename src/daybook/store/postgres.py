@@ -101,6 +101,30 @@ _MIGRATIONS: list[list[str]] = [
             token_hash TEXT NOT NULL,
             created_at DOUBLE PRECISION NOT NULL)""",
     ],
+    # v5: coordination entities. One row per shared resource holds its lease; the log of every
+    # claim, release and record is append-only, like the journal.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_entities (
+            name TEXT PRIMARY KEY,
+            holder TEXT,
+            deadline DOUBLE PRECISION,
+            updated_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS daybook_entity_log (
+            id BIGSERIAL PRIMARY KEY,
+            name TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            agent TEXT NOT NULL,
+            action TEXT NOT NULL,
+            data JSON NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS daybook_entity_log_name ON daybook_entity_log (name, id)",
+        """CREATE OR REPLACE FUNCTION daybook_entity_log_append_only() RETURNS trigger AS $$
+            BEGIN RAISE EXCEPTION 'daybook entity log is append-only: rows are never %', lower(TG_OP);
+            END $$ LANGUAGE plpgsql""",
+        # Re-running the upgrade (a store stamped with an older version) must not fail.
+        "DROP TRIGGER IF EXISTS daybook_entity_log_append_only ON daybook_entity_log",
+        """CREATE TRIGGER daybook_entity_log_append_only BEFORE UPDATE OR DELETE ON daybook_entity_log
+            FOR EACH ROW EXECUTE FUNCTION daybook_entity_log_append_only()""",
+    ],
 ]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
@@ -333,6 +357,74 @@ class PostgresStore:
 
     def now(self) -> float:
         return time.time()
+
+    # -- coordination entities ----------------------------------------------------------------
+
+    def entity_claim(self, name: str, agent: str, ttl: float, now: float) -> bool:
+        # One round trip: the upsert is the compare-and-set (the conflicting row is locked, so
+        # racing claims queue and each re-checks the lease it then finds); the log row is
+        # inserted only if the upsert wrote. A claim that waited behind a later entry takes
+        # effect at that entry's time, so the log's times never go backwards.
+        cur = self._db.execute(
+            "WITH c AS (INSERT INTO daybook_entities AS e (name, holder, deadline, updated_at) "
+            "VALUES (%(name)s, %(agent)s, %(now)s + %(ttl)s, %(now)s) "
+            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+            "deadline = GREATEST(%(now)s, e.updated_at) + %(ttl)s, "
+            "updated_at = GREATEST(%(now)s, e.updated_at) "
+            "WHERE e.holder IS NULL OR e.deadline < GREATEST(%(now)s, e.updated_at) "
+            "OR e.holder = excluded.holder RETURNING name, updated_at, deadline) "
+            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
+            "SELECT name, updated_at, %(agent)s, 'claim', "
+            "json_build_object('ttl', %(ttl)s, 'deadline', deadline) FROM c",
+            {"name": name, "agent": agent, "now": now, "ttl": ttl},
+        )
+        return cur.rowcount == 1
+
+    def entity_release(self, name: str, agent: str, now: float) -> bool:
+        cur = self._db.execute(
+            "WITH r AS (UPDATE daybook_entities SET holder = NULL, deadline = NULL, "
+            "updated_at = GREATEST(%(now)s, updated_at) WHERE name = %(name)s AND holder = %(agent)s "
+            "AND deadline >= GREATEST(%(now)s, updated_at) RETURNING name, updated_at) "
+            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
+            "SELECT name, updated_at, %(agent)s, 'release', 'null'::json FROM r",
+            {"name": name, "agent": agent, "now": now},
+        )
+        return cur.rowcount == 1
+
+    def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
+        # The UPDATE locks the entity row: a claim racing this record waits for it (or it for
+        # the claim, then re-checks and finds the new holder), so the log never shows a record
+        # after its writer lost the lease.
+        cur = self._db.execute(
+            "WITH h AS (UPDATE daybook_entities SET updated_at = GREATEST(%(now)s, updated_at) "
+            "WHERE name = %(name)s AND holder = %(agent)s "
+            "AND deadline >= GREATEST(%(now)s, updated_at) RETURNING name, updated_at) "
+            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
+            "SELECT name, updated_at, %(agent)s, %(action)s, %(data)s::json FROM h",
+            {"name": name, "agent": agent, "now": now, "action": action, "data": data_json},
+        )
+        return cur.rowcount == 1
+
+    def entity_view(
+        self, name: str
+    ) -> tuple[str | None, float | None, list[tuple[int, float, str, str, str]]] | None:
+        # One statement, so the lease and the log come from the same snapshot.
+        rows = self._db.execute(
+            "SELECT e.holder, e.deadline, l.id, l.at, l.agent, l.action, l.data::text "
+            "FROM daybook_entities e LEFT JOIN daybook_entity_log l ON l.name = e.name "
+            "WHERE e.name = %s ORDER BY l.id",
+            (name,),
+        ).fetchall()
+        if not rows:
+            return None
+        holder, deadline = rows[0][0], rows[0][1]
+        log = [(int(r[2]), float(r[3]), str(r[4]), str(r[5]), str(r[6])) for r in rows if r[2] is not None]
+        return holder, None if deadline is None else float(deadline), log
+
+    def entity_list(self) -> list[tuple[str, str | None, float | None]]:
+        sql = "SELECT name, holder, deadline FROM daybook_entities ORDER BY name"
+        rows = self._db.execute(sql).fetchall()
+        return [(str(r[0]), r[1], None if r[2] is None else float(r[2])) for r in rows]
 
 
 def _conflict(event: Event, exc: Exception) -> Exception:
