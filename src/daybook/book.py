@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from . import strict as strict_mode
 from .budget import summary as budget_summary
 from .context import Context, Execution, Stop, Suspend, error_info
 from .entity import Entity, Lease, list_leases
@@ -27,6 +28,7 @@ from .errors import (
     ConfigError,
     DaybookError,
     NeedsAttention,
+    NonDeterminismError,
     NotAuthorized,
     RunConflict,
     RunFailed,
@@ -65,12 +67,22 @@ class Daybook:
     dies on this machine releases its runs at once, one on another host after `lease_ttl`.
     """
 
-    def __init__(self, url: str | None = None, *, lease_ttl: float = 15.0, inline_wait: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        lease_ttl: float = 15.0,
+        inline_wait: float = 2.0,
+        strict: bool = False,
+    ) -> None:
         if lease_ttl <= 0:
             raise ConfigError("lease_ttl must be > 0 seconds")
         if inline_wait < 0:
             raise ConfigError("inline_wait must be >= 0 seconds")
         self.inline_wait = inline_wait
+        self.strict = strict
+        if strict:
+            strict_mode.install()
         self.store: Store = open_store(url)
         self.url = self.store.url
         self.lease_ttl = lease_ttl
@@ -178,7 +190,8 @@ class Daybook:
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
-            result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+            with strict_mode.body(exe.run_id if self.strict else None):
+                result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
@@ -187,7 +200,8 @@ class Daybook:
         if not wf.is_async:
             return self._body(exe, wf, info)
         try:
-            result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+            with strict_mode.body(exe.run_id if self.strict else None):
+                result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
@@ -364,6 +378,10 @@ class Daybook:
     def _fail_inner(self, exe: Execution, exc: BaseException) -> BaseException:
         self._stop_beat(exe)
         now = time.time()
+        if isinstance(exc, NonDeterminismError):
+            # The code is wrong for this run (strict mode, a changed body): not the run's
+            # failure. Park it for a person, journal untouched, resumable after the fix.
+            exc = Stop(exc, True)
         if isinstance(exc, Suspend):
             self.store.suspend(exe.run_id, self.owner, exc.wake_at, now)
             return exc.error

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
+from . import strict
 from .budget import Budget
 from .errors import (
     DaybookError,
@@ -49,6 +50,7 @@ from .tool import lookup as lookup_tool
 
 T = TypeVar("T")
 log = logging.getLogger("daybook")
+_SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
 # What the effect state machine asks its driver to do, and what it gets back.
 _Op = tuple[str, float]
@@ -177,7 +179,7 @@ class Execution:
         self.keys: dict[str, int] = {}
         self.per_decision: dict[str, int] = {}
         self.clock: Callable[[], float] = time.time
-        self.sleep: Callable[[float], None] = time.sleep
+        self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
         self.inline_wait = 2.0
         self.consumed: set[int] = {
@@ -594,7 +596,8 @@ class Context:
         if inspect.iscoroutinefunction(fn):
             return self._decide_async(step, name, fp, fn, args, kwargs)
         try:
-            value = fn(*args, **kwargs)
+            with strict.step():
+                value = fn(*args, **kwargs)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
         return self._record(step, name, fp, value)
@@ -609,7 +612,8 @@ class Context:
         kwargs: dict[str, Any],
     ) -> Decision[Any]:
         try:
-            value = await fn(*args, **kwargs)
+            with strict.step():
+                value = await fn(*args, **kwargs)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
         return self._record(step, name, fp, value)
@@ -1017,11 +1021,12 @@ class Context:
                 self._exe.sleep(arg)
                 continue
             try:
-                if op == "call":
-                    reply = ("ok", _call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
-                else:
-                    assert tool.reconcile is not None
-                    reply = ("ok", tool.reconcile(key, args))
+                with strict.step():
+                    if op == "call":
+                        reply = ("ok", _call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
+                    else:
+                        assert tool.reconcile is not None
+                        reply = ("ok", tool.reconcile(key, args))
             except Exception as exc:
                 reply = ("err", exc)
 
@@ -1040,18 +1045,22 @@ class Context:
                     await asyncio.sleep(arg)
                 continue
             try:
-                if op == "call":
-                    pending = tool.fn(**args, idempotency_key=key)
-                    result = await (asyncio.wait_for(pending, arg) if arg else pending)
-                    reply = ("ok", result)
-                else:
-                    assert tool.reconcile is not None
-                    answer: Any = tool.reconcile(key, args)
-                    if inspect.isawaitable(answer):
-                        answer = await answer
-                    reply = ("ok", answer)
+                with strict.step():
+                    result = await self._call_async(op, arg, tool, key, args)
+                reply = ("ok", result)
             except Exception as exc:
                 reply = ("err", exc)
+
+    @staticmethod
+    async def _call_async(op: str, timeout: float, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
+        if op == "call":
+            pending = tool.fn(**args, idempotency_key=key)
+            return await (asyncio.wait_for(pending, timeout) if timeout else pending)
+        assert tool.reconcile is not None
+        answer: Any = tool.reconcile(key, args)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
 
 
 async def _ready(value: T) -> T:
