@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from . import strict
 from .budget import Budget
+from .entity import Entity
 from .errors import (
     DaybookError,
     DedupWindowExpired,
@@ -891,6 +892,12 @@ class Context:
             journal=True,
             status="stuck",
         )
+
+    def entity(self, name: str) -> Entity:
+        """The coordination entity `name` on this run's store. Its operations act on shared
+        state now; make a claim or a record part of the run's history by wrapping it in a step:
+        `ctx.decide("claim", lambda: ctx.entity(name).claim(agent, ttl)).value`."""
+        return Entity(self._exe.store, name)
 
     def patched(self, name: str) -> bool:
         """A versioning marker: True where new code runs (a fresh execution, or a history that
