@@ -32,6 +32,7 @@ from .errors import (
     StepFailed,
     StoreUnavailable,
     Suspended,
+    UpdateTimeout,
 )
 from .llm import Completion, LLMClient, ScriptedLLM
 from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
@@ -106,6 +107,7 @@ __all__ = [
     "Suspended",
     "Tool",
     "TransientError",
+    "UpdateTimeout",
     "Verdict",
     "Workflow",
     "__version__",

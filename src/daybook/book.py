@@ -34,6 +34,8 @@ from .errors import (
     RunFailed,
     RunLeased,
     RunNotFound,
+    StepFailed,
+    UpdateTimeout,
 )
 from .lease import Heartbeat, is_dead_here, new_owner
 from .records import (
@@ -563,6 +565,38 @@ class Daybook:
         return out
 
     # -- operator actions ---------------------------------------------------------------------
+
+    def update(
+        self,
+        run_id: str,
+        name: str,
+        args: JSON = None,
+        *,
+        timeout: float = 30.0,
+        sender: str | None = None,
+    ) -> JSON:
+        """Send update `name` to a run and wait for its answer (the run serves it with
+        `ctx.handle_update`). The request is durable and applied once; if no answer comes within
+        `timeout` seconds, `UpdateTimeout` is raised and the request stays queued for the run."""
+        update_id = uuid.uuid4().hex
+        self.signal(run_id, f"update:{name}", {"id": update_id, "args": args}, sender=sender)
+        label = f"answer:{update_id}"
+        deadline = time.monotonic() + timeout
+        while True:
+            for ev in self.store.load(run_id):
+                if ev.kind == Kind.DECISION and ev.name == label:
+                    if ev.status == "failed":
+                        raise StepFailed(
+                            f"update {name!r} failed in run {run_id!r}", ev.data.get("error") or {}
+                        )
+                    return ev.data.get("value")
+            if time.monotonic() >= deadline:
+                raise UpdateTimeout(
+                    f"run {run_id!r} did not answer update {name!r} within {timeout:g}s; the "
+                    "request stays queued and is answered when the run next serves it (is a "
+                    "worker running? `daybook runs` shows the run's status)"
+                )
+            time.sleep(0.05)
 
     def budget(self, run_id: str) -> dict[str, dict[str, float]]:
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""

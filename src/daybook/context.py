@@ -893,6 +893,21 @@ class Context:
             status="stuck",
         )
 
+    def handle_update(
+        self, name: str, fn: Callable[[Any], Any], timeout: float | None = None
+    ) -> tuple[Any, Any] | None:
+        """Serve the next update `name` sent with `book.update(run_id, name, args)`: a request
+        with an answer, applied once. Waits like `wait_for` (durably), computes `fn(args)` as a
+        recorded step whose value is the answer the caller receives, and returns (args, answer);
+        None if `timeout` passed first."""
+        request = self.wait_for(f"update:{name}", timeout)
+        if request is None:
+            return None
+        body = request.payload if isinstance(request.payload, dict) else {}
+        args = body.get("args")
+        answer = self.decide(f"answer:{body.get('id')}", lambda: fn(args)).value
+        return args, answer
+
     def entity(self, name: str) -> Entity:
         """The coordination entity `name` on this run's store. Its operations act on shared
         state now; make a claim or a record part of the run's history by wrapping it in a step:

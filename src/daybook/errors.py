@@ -136,3 +136,7 @@ class BudgetExceeded(DaybookError):
 
 class RunStuck(NeedsAttention):
     """Compensation could not undo every effect; the run is `stuck` with the list of what remains."""
+
+
+class UpdateTimeout(DaybookError):
+    """A run did not answer an update in time (the request stays queued)."""
