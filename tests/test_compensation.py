@@ -50,3 +50,58 @@ def test_a_failed_inverse_leaves_the_run_stuck_listing_what_remains(
             book.resume("stuck")  # replay: nothing re-sent, the hook does not fire again
         assert agents.STUCK_ALERTS == [["stuck/2"]]
     assert all(v == 1 for v in bank.stats()["executions_by_key"].values())
+
+
+NOTES: list[str] = []
+
+
+@daybook.tool
+def note_add(*, text: str, idempotency_key: str) -> str:
+    NOTES.append(text)
+    return text
+
+
+@daybook.tool
+def note_delete(*, text: str, idempotency_key: str) -> str:
+    NOTES.remove(text)
+    return text
+
+
+@daybook.tool(irreversible=True)
+def announce(*, text: str, idempotency_key: str) -> str:
+    return text
+
+
+def test_a_model_proposed_undo_is_validated_and_gated_and_never_tried_for_irreversible_acts(
+    book: Daybook,
+) -> None:
+    NOTES.clear()
+    asked: list[str] = []
+
+    def propose(effect: dict[str, object]) -> dict[str, object]:
+        asked.append(str(effect["name"]))
+        return {"tool": "note_delete", "args": {"text": effect["args"]["text"]}}  # type: ignore[index]
+
+    @daybook.workflow
+    def undo_me(ctx: daybook.Context, loud: bool) -> dict[str, object]:
+        ctx.effect(note_add, text="draft")
+        if loud:
+            ctx.effect(announce, text="we shipped")
+        report = ctx.compensate(propose=propose, validate=lambda effect, plan: True)
+        return {"compensated": report.compensated}
+
+    token = book.add_approver("lead")
+    book.inline_wait = 0.05
+    with pytest.raises(daybook.Suspended, match="verdict"):
+        book.run(undo_me, False, run_id="proposed")
+    gate = str(book.approvals()[0]["gate_id"])
+    book.approve("proposed", gate, approver="lead", token=token)
+    assert book.resume("proposed") == {"compensated": ["proposed/1"]}
+    assert NOTES == [] and asked == ["note_add"]
+
+    with pytest.raises(daybook.Suspended):
+        book.run(undo_me, True, run_id="loud")
+    book.approve("loud", str(book.approvals()[0]["gate_id"]), approver="lead", token=token)
+    with pytest.raises(daybook.RunStuck, match="no inverse for \\['loud/2'\\]"):
+        book.resume("loud")
+    assert asked == ["note_add", "note_add"]  # never asked to improvise an undo of `announce`

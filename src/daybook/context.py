@@ -841,13 +841,27 @@ class Context:
             return Verdict(gate_id, "stale", signal.sender, reason)
         return Verdict(gate_id, "approved", signal.sender, reason)
 
-    def compensate(self, *, on_stuck: Callable[[Compensation], None] | None = None) -> Compensation:
+    def compensate(
+        self,
+        *,
+        on_stuck: Callable[[Compensation], None] | None = None,
+        propose: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+        approvers: Sequence[str] | None = None,
+        gate_timeout: float = 8 * 3600,
+    ) -> Compensation:
         """Undo this run's confirmed effects, newest first, each with its tool's registered inverse
         under its own key `comp/<key>`, once (a kill mid-unwind resumes it without repeats).
 
         If an inverse fails after its retries, or an effect has no inverse, the rest are still
         unwound, `on_stuck(report)` fires (once: it is a recorded step) and the run stops as
-        `stuck`, listing exactly what remains. It is never reported compensated when it is not."""
+        `stuck`, listing exactly what remains. It is never reported compensated when it is not.
+
+        Where no inverse is registered, `propose(effect)` (e.g. a model; recorded) may suggest
+        `{"tool": NAME, "args": {...}}`: it must name a registered tool that is not irreversible,
+        pass `validate(effect, plan)` (recorded) and an approval gate like any forward act
+        (`approvers`, `gate_timeout`); the effect itself must not be irreversible. Otherwise the
+        effect stays listed as having no inverse."""
         exe = self._exe
         upto = exe.next_step
         events = exe.store.load(exe.run_id)
@@ -867,7 +881,10 @@ class Context:
                 continue
             tool = lookup_tool(eff["name"])
             if tool is None or tool.inverse is None:
-                report.no_inverse.append(str(eff["key"]))
+                if self._proposed_undo(eff, tool, propose, validate, approvers, gate_timeout):
+                    report.compensated.append(str(eff["key"]))
+                else:
+                    report.no_inverse.append(str(eff["key"]))
                 continue
             try:
                 self.effect(
@@ -927,6 +944,42 @@ class Context:
         if exe.next_step <= exe.recorded_steps:
             return False  # a history from before the marker: keep the old path, use no step
         return bool(self.decide(label, lambda: True).value)
+
+    def _proposed_undo(
+        self,
+        eff: dict[str, Any],
+        tool: Tool[Any] | None,
+        propose: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
+        validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None,
+        approvers: Sequence[str] | None,
+        gate_timeout: float,
+    ) -> bool:
+        # A model must never improvise the undo of an irreversible act (a sent email, a wire).
+        if propose is None or tool is None or tool.irreversible:
+            return False
+        effect = {k: eff.get(k) for k in ("name", "key", "args", "result")}
+        plan = self.decide(f"propose_compensation:{eff['key']}", lambda: propose(effect)).value
+        if not isinstance(plan, dict):
+            return False
+        undo = lookup_tool(str(plan.get("tool")))
+        if undo is None or undo.irreversible:
+            return False
+        checker = validate
+        if (
+            checker is None
+            or not self.decide(
+                f"validate_compensation:{eff['key']}", lambda: bool(checker(effect, plan))
+            ).value
+        ):
+            return False
+        verdict = self.gate(f"compensate:{undo.name}", approvers=approvers, timeout=gate_timeout)
+        if not verdict.approved:
+            return False
+        try:
+            self.effect(undo, key=f"comp/{eff['key']}", **dict(plan.get("args") or {}))
+        except EffectFailed:
+            return False
+        return True
 
     def now(self) -> float:
         """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""

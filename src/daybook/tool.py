@@ -86,6 +86,7 @@ class Tool(Generic[R]):
     dedup_window: float | None = None
     retry: Retry = field(default_factory=Retry)
     inverse: Tool[Any] | None = None
+    irreversible: bool = False
 
     is_async: bool = field(init=False)
 
@@ -111,6 +112,7 @@ def tool(
     dedup_window: float | None = None,
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
+    irreversible: bool = False,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -124,11 +126,14 @@ def tool(
     dedup_window: float | None = None,
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
+    irreversible: bool = False,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
     `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
-    `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`."""
+    `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it
+    cannot be undone (an email, a payment out): no model-proposed undo is ever tried for it, and
+    it is never used as one."""
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
         params = inspect.signature(f).parameters
@@ -152,6 +157,7 @@ def tool(
             dedup_window=dedup_window,
             retry=retry or Retry(),
             inverse=inverse,
+            irreversible=irreversible,
         )
         _TOOLS[made.name] = made
         return made
