@@ -54,3 +54,37 @@ def test_budget_cli_shows_spent_against_caps(db_url: str) -> None:
     assert out.returncode == 0 and "usd" in out.stdout and "0.04" in out.stdout and "0.1" in out.stdout
     with pytest.raises(daybook.ConfigError):
         Daybook(db_url).raise_budget("cli-budget", usd=1)  # finished runs take no raise
+
+
+def test_two_runs_drawing_on_one_pool_never_spend_past_its_cap(db_url: str) -> None:
+    import threading
+
+    @daybook.workflow
+    def drawer(ctx: daybook.Context) -> int:
+        draws = 0
+        while ctx.budget.draw("research", usd=0.1):
+            draws += 1
+        return draws
+
+    with Daybook(db_url) as admin:
+        admin.budget_pool("research").set_cap(usd=1.0)
+    results: dict[str, int] = {}
+
+    def run(rid: str) -> None:
+        with Daybook(db_url) as book:
+            results[rid] = book.run(drawer, run_id=rid)
+
+    threads = [threading.Thread(target=run, args=(f"pool-{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with Daybook(db_url) as book:
+        caps, spent = book.budget_pool("research").totals()
+        assert caps == {"usd": 1.0}
+        assert spent["usd"] == pytest.approx(1.0)  # $1 cap, never more
+        assert sum(results.values()) == 10
+        per_run = [book.budget(r)["spent"].get("usd", 0.0) for r in results]
+        assert sum(per_run) == pytest.approx(1.0)
+        assert book.replay("pool-0") == results["pool-0"]  # replay draws nothing
+        assert book.budget_pool("research").totals()[1]["usd"] == pytest.approx(1.0)

@@ -85,3 +85,31 @@ def test_a_kill_anywhere_changes_no_model_call_execution_or_spend(
         assert (_llm_calls(book, rid), book.budget(rid)["spent"]) == want
         mine = {k: v for k, v in bank.stats()["executions_by_key"].items() if rid in k}
         assert len(mine) == executed and set(mine.values()) == {1}
+
+
+def test_an_irreversible_tool_is_gated_even_when_the_policy_names_nothing(book: Daybook) -> None:
+    published: list[str] = []
+
+    @daybook.tool(irreversible=True)
+    def publish(*, text: str, idempotency_key: str) -> str:
+        published.append(text)
+        return text
+
+    loop = daybook.AgentLoop(
+        llm=daybook.ScriptedLLM(
+            lambda p: '{"tool": "publish", "args": {"text": "hi"}}' if "steps=0" in p else '{"tool": "stop"}'
+        ),
+        tools={"publish": publish},
+        observe=lambda: {},
+        prompt=lambda goal, obs, history: f"steps={len(history)}",
+        judge=lambda goal, history: daybook.Judgement(True),
+    )
+
+    @daybook.workflow
+    def announce(ctx: daybook.Context) -> dict[str, object]:
+        return loop.run(ctx, "announce").as_dict()
+
+    book.inline_wait = 0.05
+    with pytest.raises(daybook.Suspended, match="verdict"):
+        book.run(announce, run_id="pub")
+    assert published == []

@@ -36,6 +36,7 @@ from .errors import (
 )
 from .llm import Completion, LLMClient, ScriptedLLM
 from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
+from .pool import BudgetPool
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
 from .tool import (
     Confirmed,
@@ -60,6 +61,7 @@ __all__ = [
     "AgentLoop",
     "Budget",
     "BudgetExceeded",
+    "BudgetPool",
     "Compensation",
     "Completion",
     "ConfigError",

@@ -38,6 +38,7 @@ from .errors import (
     UpdateTimeout,
 )
 from .lease import Heartbeat, is_dead_here, new_owner
+from .pool import BudgetPool
 from .records import (
     JSON,
     SCHEMA_VERSION,
@@ -597,6 +598,10 @@ class Daybook:
                     "worker running? `daybook runs` shows the run's status)"
                 )
             time.sleep(0.05)
+
+    def budget_pool(self, name: str) -> BudgetPool:
+        """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""
+        return BudgetPool(self.store, name)
 
     def budget(self, run_id: str) -> dict[str, dict[str, float]]:
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""

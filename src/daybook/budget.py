@@ -58,6 +58,25 @@ class Budget:
         for name, value in recorded.items():
             self.spent[name] = self.spent.get(name, 0.0) + float(value)
 
+    def draw(self, pool: str, **amounts: float) -> bool:
+        """Spend from the shared pool `pool` (a coordination entity across runs and processes):
+        True if it fit under the pool's cap and was recorded there, False if not (nothing spent).
+        Recorded, so replay never draws twice; also counted in this run's `spent`."""
+        from .pool import BudgetPool
+
+        store = self._ctx._exe.store
+        agent = self._ctx.run_id
+        pool_ = BudgetPool(store, pool)
+        drawn = self._ctx.decide(
+            f"budget:draw:{pool}",
+            lambda: {"ok": pool_.draw(agent, **amounts), "amounts": dict(amounts)},
+        ).value
+        ok = bool(drawn["ok"])
+        if ok:
+            for name, value in amounts.items():
+                self.spent[name] = self.spent.get(name, 0.0) + float(value)
+        return ok
+
     def remaining(self) -> dict[str, float]:
         return {k: cap - self.spent.get(k, 0.0) for k, cap in self.caps.items()}
 
@@ -85,6 +104,9 @@ def summary(events: list[Any]) -> dict[str, dict[str, float]]:
                 caps.update({k: float(v) for k, v in (ev.data.get("value") or {}).items()})
             elif ev.name == "budget:charge":
                 for k, v in (ev.data.get("value") or {}).items():
+                    spent[k] = spent.get(k, 0.0) + float(v)
+            elif ev.name.startswith("budget:draw:") and (ev.data.get("value") or {}).get("ok"):
+                for k, v in ev.data["value"].get("amounts", {}).items():
                     spent[k] = spent.get(k, 0.0) + float(v)
         elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
             for k, v in (ev.data.get("payload") or {}).items():

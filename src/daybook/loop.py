@@ -56,7 +56,8 @@ class Judgement:
 
 @dataclass
 class Policy:
-    """Which actions wait for a person, for how long, and who may approve them."""
+    """Which actions wait for a person (every irreversible tool, plus `gated`), for how long,
+    and who may approve them."""
 
     gated: Sequence[str] = ()
     approvers: Sequence[str] | None = None
@@ -124,7 +125,8 @@ class AgentLoop:
                 if tool is None:
                     entry["state"] = "unknown_tool"
                     continue
-                if self.policy.is_gated(action):
+                # Irreversible acts are gated by default, as are the policy's named ones.
+                if tool.irreversible or self.policy.is_gated(action):
                     verdict = ctx.gate(
                         action.tool,
                         decision=decision,
