@@ -122,3 +122,25 @@ def test_versions_and_replay_check_commands(db_url: str, tmp_path) -> None:  # t
         timeout=60,
     )
     assert versions.returncode == 0
+
+
+def test_a_pinned_worker_takes_only_runs_that_started_on_its_version(db_url: str) -> None:
+    from daybook import RunStatus
+    from daybook.worker import Worker
+
+    @daybook.workflow(name="pinned", version="1")
+    def v1(ctx: daybook.Context) -> str:
+        return "v1"
+
+    with Daybook(db_url) as book:
+        book.submit(v1, run_id="on-v1")
+
+        @daybook.workflow(name="pinned", version="2")
+        def v2(ctx: daybook.Context) -> str:
+            return "v2"
+
+        book.submit(v2, run_id="on-v2")
+        assert book.get_run("on-v1").code_version == "1"
+        assert Worker(db_url, version="2", poll=0.01).run(until_idle=True).completed == 1
+        assert book.get_run("on-v2").result == "v2"
+        assert book.get_run("on-v1").status == RunStatus.PENDING  # left for a v1 worker

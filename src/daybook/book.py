@@ -236,6 +236,7 @@ class Daybook:
             lease_owner=None if pending else self.owner,
             lease_expires=None if pending else now + self.lease_ttl,
             schema_version=SCHEMA_VERSION,
+            code_version=wf.version,
         )
         first = Event(
             run_id=rid,

@@ -164,6 +164,13 @@ def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
 )
 @click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
 @click.option("--quiet", is_flag=True, help="Do not print a line per run.")
+@click.option(
+    "--version",
+    "pin",
+    default=None,
+    metavar="VERSION",
+    help="Take only runs that started on this workflow code version (pinning).",
+)
 def worker(
     db: str | None,
     apps: tuple[str, ...],
@@ -172,6 +179,7 @@ def worker(
     lease_ttl: float,
     until_idle: bool,
     quiet: bool,
+    pin: str | None,
 ) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import signal
@@ -186,6 +194,7 @@ def worker(
             poll=poll,
             lease_ttl=lease_ttl,
             echo=None if quiet else click.echo,
+            version=pin,
         )
     except DaybookError as exc:
         click.echo(f"error: {exc}", err=True)

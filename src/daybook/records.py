@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 JSON = Any
 
@@ -111,6 +111,7 @@ class RunInfo:
     lease_expires: float | None
     schema_version: int
     wake_at: float | None = None
+    code_version: str = ""
 
     def as_dict(self) -> dict[str, JSON]:
         return {
@@ -127,6 +128,7 @@ class RunInfo:
             "lease_expires": self.lease_expires,
             "schema_version": self.schema_version,
             "wake_at": self.wake_at,
+            "code_version": self.code_version,
         }
 
 

@@ -45,6 +45,7 @@ class Worker:
         poll: float = 0.5,
         lease_ttl: float = 15.0,
         echo: Callable[[str], None] | None = None,
+        version: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
@@ -59,6 +60,8 @@ class Worker:
         self.lease_ttl = lease_ttl
         self.echo = echo or (lambda _line: None)
         self.stats = WorkerStats()
+        # Pinning: take only runs that started on this code version (None: any).
+        self.version = version
         self.stop = threading.Event()
 
     def run(self, until_idle: bool = False) -> WorkerStats:
@@ -76,7 +79,7 @@ class Worker:
             try:
                 while not self.stop.is_set():
                     try:
-                        run_id = self._next(book)
+                        run_id = self._next(book, self.version)
                     except Exception as exc:  # the store is down: keep trying, do not die
                         self.stats.add("errors")
                         self.echo(f"worker: cannot reach the store ({type(exc).__name__}: {exc})")
@@ -84,7 +87,7 @@ class Worker:
                         continue
                     if run_id is None:
                         idle[i] = True
-                        if until_idle and all(idle) and not _unfinished(book):
+                        if until_idle and all(idle) and not _unfinished(book, self.version):
                             return
                         self.stop.wait(self.poll)
                         continue
@@ -106,15 +109,16 @@ class Worker:
         return self.stats
 
     @staticmethod
-    def _next(book: Daybook) -> str | None:
-        run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time())
+    def _next(book: Daybook, version: str | None) -> str | None:
+        run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time(), version)
         if run_id is not None:
             return run_id
         # Runs whose owner died on this machine need not wait for their leases to lapse.
         for info in book.runs("running", 50):
             holder = info.lease_owner
             if (
-                holder
+                (version is None or info.code_version == version)
+                and holder
                 and holder != book.owner
                 and is_dead_here(holder)
                 and book.store.claim(info.run_id, book.owner, book.lease_ttl, time.time(), holder)
@@ -152,5 +156,9 @@ class Worker:
             self.echo(f"run {run_id} completed in {time.monotonic() - start:.3f}s")
 
 
-def _unfinished(book: Daybook) -> bool:
-    return bool(book.runs("pending", 1) or book.runs("running", 1))
+def _unfinished(book: Daybook, version: str | None) -> bool:
+    return any(
+        version is None or info.code_version == version
+        for status in ("pending", "running")
+        for info in book.runs(status, 1000)
+    )

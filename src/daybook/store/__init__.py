@@ -29,7 +29,7 @@ class Store(Protocol):
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
 
-    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+    def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         """Lease the oldest runnable run (pending; running with a lapsed lease; suspended and due)."""
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...

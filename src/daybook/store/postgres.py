@@ -125,6 +125,8 @@ _MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_entity_log_append_only BEFORE UPDATE OR DELETE ON daybook_entity_log
             FOR EACH ROW EXECUTE FUNCTION daybook_entity_log_append_only()""",
     ],
+    # v6: runs remember the code version they started on, so workers can be pinned to one.
+    ["ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS code_version TEXT"],
 ]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
@@ -186,7 +188,7 @@ class PostgresStore:
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         # One round trip: the CTE inserts the header, the event insert runs only if it did.
-        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 6)
+        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 7)
         ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         sql = (
             f"WITH r AS (INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({marks}) "
@@ -223,7 +225,7 @@ class PostgresStore:
         )
         return cur.rowcount == 1
 
-    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+    def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, status = 'running' "
@@ -231,8 +233,9 @@ class PostgresStore:
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
+            "AND (%s::text IS NULL OR code_version = %s) "
             "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING run_id",
-            (owner, now + ttl, now, now, now),
+            (owner, now + ttl, now, now, now, version, version),
         ).fetchone()
         return None if row is None else str(row[0])
 

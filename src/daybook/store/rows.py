@@ -14,7 +14,7 @@ _KIND_SET = frozenset(k.value for k in Kind)
 EVENT_COLUMNS = "run_id, seq, step, kind, name, key, status, attempt, fp, data, at, parent"
 RUN_COLUMNS = (
     "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
-    "lease_owner, lease_expires, schema_version, wake_at"
+    "lease_owner, lease_expires, schema_version, wake_at, code_version"
 )
 
 
@@ -101,6 +101,7 @@ def run_params(info: RunInfo) -> tuple[Any, ...]:
         info.lease_expires,
         info.schema_version,
         info.wake_at,
+        info.code_version,
     )
 
 
@@ -124,6 +125,7 @@ def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
         lease_expires=None if row[10] is None else float(row[10]),
         schema_version=int(row[11]),
         wake_at=None if row[12] is None else float(row[12]),
+        code_version=row[13] or "",
     )
 
 

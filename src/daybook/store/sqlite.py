@@ -119,6 +119,8 @@ _MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never updated'); END;
     CREATE TRIGGER IF NOT EXISTS daybook_entity_log_no_delete BEFORE DELETE ON daybook_entity_log
     BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never deleted'); END;""",
+    # v6: runs remember the code version they started on, so workers can be pinned to one.
+    """ALTER TABLE daybook_runs ADD COLUMN code_version TEXT;""",
 ]
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
@@ -200,7 +202,7 @@ class SQLiteStore:
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         run_sql = (
-            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 13)}) "
+            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 14)}) "
             "ON CONFLICT (run_id) DO NOTHING"
         )
         run_row, event_row = run_params(info), event_params(first)
@@ -237,16 +239,16 @@ class SQLiteStore:
         params = (owner, now + ttl, run_id, now, owner, expect)
         return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
 
-    def claim_next(self, owner: str, ttl: float, now: float) -> str | None:
+    def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, status = 'running' "
             "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
             "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
-            "ORDER BY created_at LIMIT 1) RETURNING run_id"
+            "AND (? IS NULL OR code_version = ?) ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
-        params = (owner, now + ttl, now, now, now)
+        params = (owner, now + ttl, now, now, now, version, version)
         row = self._group.write(lambda db: db.execute(sql, params).fetchone())
         return None if row is None else str(row[0])
 
