@@ -57,10 +57,10 @@ def test_a_live_lease_is_honoured_and_an_expired_one_is_taken_over(db_url: str) 
 
 def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     proc = start_child(db_url, "start", "long", "slow_payments", json.dumps([bank.url, 1, 2.5]))
-    time.sleep(1.0)
+    intent_at = _wait_for_intent(db_url, "long")
     with Daybook(db_url, lease_ttl=2.0) as other:
-        # Child lease_ttl is 2 s; after 2.5 s of one step it is still renewed, so still refused.
-        time.sleep(1.5)
+        # Child lease_ttl is 2 s; 2.2 s into a 2.5 s step it is still renewed, so still refused.
+        time.sleep(max(0.0, intent_at + 2.2 - time.time()))
         with pytest.raises(RunLeased):
             other.resume("long")
     _, err = proc.communicate(timeout=30)
@@ -73,7 +73,8 @@ def test_worker_killed_mid_step_leaves_the_step_unknown_for_the_next_owner(
     bank,  # type: ignore[no-untyped-def]
 ) -> None:
     proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 5.0]))
-    time.sleep(1.0)
+    _wait_for_intent(db_url, "midstep")
+    time.sleep(0.5)
     proc.kill()
     proc.wait()
     with Daybook(db_url) as book:
@@ -106,3 +107,16 @@ def test_resume_without_waiting_reports_who_holds_the_run(db_url: str) -> None:
         with pytest.raises(RunLeased, match=r"elsewhere.*--wait"):
             book.resume("held")
     assert agents  # the child processes import the same workflows
+
+
+def _wait_for_intent(db_url: str, run_id: str) -> float:
+    """When the child's first intent was journaled (children start slowly on a loaded machine)."""
+    with Daybook(db_url) as book:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if book.store.get_run(run_id) is not None:
+                for event in book.journal(run_id):
+                    if event.kind == "intent":
+                        return event.at
+            time.sleep(0.02)
+    raise AssertionError(f"run {run_id} never journaled an intent")

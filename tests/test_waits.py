@@ -25,13 +25,21 @@ def test_a_3s_timer_killed_at_1s_and_restarted_at_5s_fires_once(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
 ) -> None:
-    started = time.monotonic()
     proc = start_child(db_url, "start", "timer", "timed", json.dumps([bank.url, 3.0]), "--inline-wait", "10")
-    time.sleep(1.0)
+    # The clock starts when the timer is set (the child may take a while to start under load).
+    set_at = None
+    with Daybook(db_url) as book:
+        deadline = time.monotonic() + 30
+        while set_at is None and time.monotonic() < deadline:
+            if book.store.get_run("timer") is not None:
+                set_at = next((e.at for e in book.journal("timer") if e.kind == Kind.TIMER), None)
+            time.sleep(0.02)
+    assert set_at is not None, "the child never set its timer"
+    time.sleep(max(0.0, set_at + 1.0 - time.time()))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert killed(proc)
-    time.sleep(max(0.0, 5.0 - (time.monotonic() - started)))
+    time.sleep(max(0.0, set_at + 5.0 - time.time()))
     with Daybook(db_url) as book:
         assert _timer_rows(book, "timer") == ["set"]
         book.resume("timer", wait=5)
