@@ -114,3 +114,17 @@ def test_a_verdict_after_the_timeout_is_recorded_as_late_and_does_nothing(
         late = [row for row in book.store.inbox("slow") if row[1] == "late-verdict:slow/1"]
         assert len(late) == 1 and late[0][3] == "oncall"
     assert bank.stats()["executions_by_key"] == {}
+
+
+def test_the_approvers_are_notified_once_when_a_gate_opens(book: Daybook) -> None:
+    sent: list[dict[str, object]] = []
+
+    @daybook.workflow
+    def notified(ctx: daybook.Context) -> str:
+        verdict = ctx.gate("delete_pv", approvers=["oncall"], timeout=0.2, notify=sent.append)
+        return verdict.outcome
+
+    book.inline_wait = 5
+    assert book.run(notified, run_id="notified") == "timed_out"
+    assert book.replay("notified") == "timed_out"
+    assert len(sent) == 1 and sent[0]["action"] == "delete_pv" and sent[0]["gate_id"] == "notified/1"

@@ -289,3 +289,35 @@ def test_replayed_values_keep_their_key_order(book: Daybook) -> None:
     with pytest.raises(Crash):
         book.run(ordered, run_id="order")
     assert book.resume("order") == ["zeta", "alpha", "mid", "y", "b"]
+
+
+def test_continue_as_new_keeps_each_segment_short_and_resumes_from_the_latest(
+    book: Daybook,
+) -> None:
+    COUNTER.clear()
+    crash = {"at": 2500}
+
+    class Crash(BaseException):
+        pass
+
+    @daybook.workflow
+    def segmented(ctx: daybook.Context, start: int, total: int) -> int:
+        end = min(start + 1000, total)
+        for i in range(start, end):
+            if i == crash["at"]:
+                crash["at"] = -1
+                raise Crash()
+            ctx.effect(record_call, label=f"item-{i}")
+        if end < total:
+            ctx.continue_as_new(end, total)
+        return total
+
+    with pytest.raises(Crash):
+        book.run(segmented, 0, 3000, run_id="seg")
+    assert book.get_run("seg").result == {"daybook.continued_as": "seg~2"}
+    assert book.get_run("seg~2").status == RunStatus.COMPLETED
+    # Resuming reads only the latest segment's journal (about 1,000 rows, not 6,000).
+    assert len(book.journal("seg~3")) < 1100
+    assert book.resume("seg~3") == 3000
+    assert book.run(segmented, 0, 3000, run_id="seg") == 3000  # the chain is followed
+    assert all(n == 1 for n in COUNTER.values()) and len(COUNTER) == 3000

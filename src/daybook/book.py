@@ -22,7 +22,7 @@ from typing import Any
 
 from . import strict as strict_mode
 from .budget import summary as budget_summary
-from .context import Context, Execution, Stop, Suspend, error_info
+from .context import Context, ContinueAsNew, Execution, Stop, Suspend, error_info, next_segment
 from .entity import Entity, Lease, list_leases
 from .errors import (
     ConfigError,
@@ -55,6 +55,7 @@ from .store import Store, open_store
 from .workflow import Workflow, as_workflow, load
 
 _MISSING: Any = object()
+CONTINUED = "daybook.continued_as"  # the result of a run segment that continued as a new run
 log = logging.getLogger("daybook")
 
 
@@ -117,7 +118,7 @@ class Daybook:
             return asyncio.run(self.run_async(wf, *args, run_id=run_id, **kwargs))
         begun = self._begin(wf, run_id, args, kwargs)
         if isinstance(begun, _Done):
-            return begun.result
+            return self._follow(begun.result)
         return self._body(*begun)
 
     def submit(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> str:
@@ -153,7 +154,7 @@ class Daybook:
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, 0.0, claimed=True)
         if isinstance(begun, _Done):
-            return begun.result
+            return self._follow(begun.result)
         if wf.is_async:
             return asyncio.run(self._body_async(*begun))
         return self._body(*begun)
@@ -163,7 +164,7 @@ class Daybook:
         wf = as_workflow(workflow)
         begun = self._begin(wf, run_id, args, kwargs)
         if isinstance(begun, _Done):
-            return begun.result
+            return await self._follow_async(begun.result)
         return await self._body_async(*begun)
 
     def resume(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
@@ -174,13 +175,13 @@ class Daybook:
         """
         info = self.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
-            return info.result  # nothing to run: do not even import the workflow's code
+            return self._follow(info.result)  # nothing to run: do not even import its code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
             return asyncio.run(self.resume_async(run_id, wait=wait, app=app))
         begun = self._claim(run_id, wf, wait)
         if isinstance(begun, _Done):
-            return begun.result
+            return self._follow(begun.result)
         return self._body(*begun)
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
@@ -188,16 +189,52 @@ class Daybook:
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, wait)
         if isinstance(begun, _Done):
-            return begun.result
+            return await self._follow_async(begun.result)
         return await self._body_async(*begun)
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
             with strict_mode.body(exe.run_id if self.strict else None):
                 result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except ContinueAsNew as cont:
+            return self.resume(self._continue(exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
+
+    def _follow(self, result: Any) -> Any:
+        """A finished segment that continued as a new run answers with that run's result."""
+        if isinstance(result, dict) and set(result) == {CONTINUED}:
+            return self.resume(str(result[CONTINUED]))
+        return result
+
+    async def _follow_async(self, result: Any) -> Any:
+        if isinstance(result, dict) and set(result) == {CONTINUED}:
+            return await self.resume_async(str(result[CONTINUED]))
+        return result
+
+    def _continue(self, exe: Execution, wf: Workflow[Any], cont: ContinueAsNew) -> str:
+        """Close this segment and create the next; safe to repeat after a crash in between
+        (the next run is created first, and creating it twice is a no-op)."""
+        new_id = next_segment(exe.run_id)
+        info, first = self._new_run(wf, new_id, cont.args, cont.kwargs, pending=True)
+        self.store.create_run(info, first)
+        result = {CONTINUED: new_id}
+        done = Event(
+            run_id=exe.run_id,
+            seq=exe.next_seq,
+            kind=Kind.RUN_COMPLETED.value,
+            data={"result": result},
+            at=time.time(),
+        )
+        try:
+            self._stop_beat(exe)
+            self.store.finish(
+                exe.run_id, self.owner, RunStatus.COMPLETED.value, result, None, done, time.time()
+            )
+        finally:
+            self._done(exe)
+        return new_id
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         if not wf.is_async:
@@ -205,6 +242,8 @@ class Daybook:
         try:
             with strict_mode.body(exe.run_id if self.strict else None):
                 result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
+        except ContinueAsNew as cont:
+            return await self.resume_async(self._continue(exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)

@@ -24,7 +24,7 @@ import traceback
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NoReturn, TypeVar, overload
 
 from . import strict
 from .budget import Budget
@@ -135,6 +135,21 @@ class _Pending:
 
 
 _PENDING = _Pending()
+
+
+class ContinueAsNew(Stop):
+    """Internal: end this run's segment and go on as a new run with fresh input."""
+
+    def __init__(self, run_id: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        super().__init__(DaybookError(f"run {run_id!r} continues as a new run"), False)
+        self.args = args
+        self.kwargs = kwargs
+
+
+def next_segment(run_id: str) -> str:
+    """`R` -> `R~2` -> `R~3`: the id of the run that continues `run_id`."""
+    base, sep, n = run_id.rpartition("~")
+    return f"{base}~{int(n) + 1}" if sep and n.isdigit() else f"{run_id}~2"
 
 
 @dataclass(frozen=True)
@@ -796,6 +811,7 @@ class Context:
         timeout: float = 8 * 3600,
         on_timeout: str = "decline",
         precondition: Callable[[], bool] | None = None,
+        notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> Verdict:
         """Park the run until a person approves or declines `action` (durable: days are fine).
 
@@ -805,7 +821,8 @@ class Context:
         `precondition` is re-checked, as a recorded step, because the world moves while a run
         waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
         `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
-        nothing."""
+        nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
+        called once when the gate opens, to tell the approvers."""
         if on_timeout not in ("decline", "escalate"):
             raise ValueError("on_timeout must be 'decline' or 'escalate'")
         proposal = self.decide(
@@ -818,6 +835,10 @@ class Context:
             },
         )
         gate_id = decision.id if decision else proposal.id
+        if notify is not None:
+            # Tell the approvers (Slack, email, pager) once: a recorded step, never repeated.
+            info = {"run_id": self.run_id, "gate_id": gate_id, **proposal.value}
+            self.decide(f"notify:{gate_id}", lambda: notify(info))
         signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
         if signal is None:
             if on_timeout == "escalate":
@@ -924,6 +945,14 @@ class Context:
         args = body.get("args")
         answer = self.decide(f"answer:{body.get('id')}", lambda: fn(args)).value
         return args, answer
+
+    def continue_as_new(self, *args: JSON, **kwargs: JSON) -> NoReturn:
+        """End this run here and go on as a new run of the same workflow with this input, so
+        history does not grow without bound: the new run (id `<run id>~2`, then `~3`, ...) starts
+        with an empty journal, and resuming it reads only its own. Carry forward whatever state
+        the next segment needs as its arguments."""
+        check_json({"args": list(args), "kwargs": kwargs}, "continue_as_new input")
+        raise ContinueAsNew(self.run_id, args, kwargs)
 
     def entity(self, name: str) -> Entity:
         """The coordination entity `name` on this run's store. Its operations act on shared

@@ -64,6 +64,7 @@ class Policy:
     gate_timeout: float = 8 * 3600
     review_timeout: float = 8 * 3600
     confident: float = 0.9  # a model judge at or above this is accepted without review
+    notify: Callable[[JSONDict], None] | None = None  # tells approvers a gate opened (once)
 
     def is_gated(self, action: Action) -> bool:
         return action.tool in self.gated
@@ -132,6 +133,7 @@ class AgentLoop:
                         decision=decision,
                         approvers=self.policy.approvers,
                         timeout=self.policy.gate_timeout,
+                        notify=self.policy.notify,
                     )
                     entry["gate"] = verdict.outcome
                     if not verdict.approved:
