@@ -719,22 +719,27 @@ class Context:
         Returns the `Signal`, or None once `timeout` seconds have passed without one. The wait is
         durable: past a couple of seconds the run is suspended until the signal or the deadline.
         Signals queue: each wait consumes the oldest unconsumed one of that name, once."""
-        step, deadline, done = self._wait_step(name, timeout)
-        if not isinstance(done, _Pending):
-            return done
-        waited = 0.0
-        while True:
-            got = self._take(step, name, deadline)
-            if not isinstance(got, _Pending):
-                return got
-            if waited >= self._exe.inline_wait:
-                raise Suspend(self.run_id, deadline, f"signal {name!r} (step {step})")
-            pause = 0.05 if waited < 0.5 else 0.2
-            self._exe.sleep(pause)
-            waited += pause
+        polls = self._polls(name, timeout)
+        try:
+            while True:
+                self._exe.sleep(next(polls))
+        except StopIteration as done:
+            result: Signal | None = done.value
+            return result
 
     async def wait_for_async(self, name: str, timeout: float | None = None) -> Signal | None:
         """`wait_for` for async workflows."""
+        polls = self._polls(name, timeout)
+        try:
+            while True:
+                await asyncio.sleep(next(polls))
+        except StopIteration as done:
+            result: Signal | None = done.value
+            return result
+
+    def _polls(self, name: str, timeout: float | None) -> Generator[float, None, Signal | None]:
+        """The wait itself, shared by the sync and async forms: yields how long to pause before
+        looking again; returns the signal (or None on timeout); suspends past `inline_wait`."""
         step, deadline, done = self._wait_step(name, timeout)
         if not isinstance(done, _Pending):
             return done
@@ -746,7 +751,7 @@ class Context:
             if waited >= self._exe.inline_wait:
                 raise Suspend(self.run_id, deadline, f"signal {name!r} (step {step})")
             pause = 0.05 if waited < 0.5 else 0.2
-            await asyncio.sleep(pause)
+            yield pause
             waited += pause
 
     def _wait_step(
