@@ -84,3 +84,26 @@ def killed(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str]) -> bo
 def last_json(text: str) -> object:
     lines = [ln for ln in text.strip().splitlines() if ln.startswith(("{", "[", '"'))]
     return json.loads(lines[-1])
+
+
+def run_worker(db_url: str, *extra: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`daybook worker` in a new process over the tests' workflows, until no run is left."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daybook",
+            "worker",
+            "--db",
+            db_url,
+            "--app",
+            str(HERE / "agents.py"),
+            "--until-idle",
+            "--poll",
+            "0.05",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

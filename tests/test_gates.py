@@ -8,7 +8,7 @@ import time
 
 import agents
 import pytest
-from conftest import HERE
+from conftest import run_worker
 
 import daybook
 from daybook import Daybook, Kind, RunStatus, Suspended
@@ -52,24 +52,7 @@ def test_a_gated_action_waits_for_its_own_verdict_then_runs_once(
     # Approve through the CLI; a new worker process picks the run up.
     done = cli(db_url, "approve", "sre", gate, "--as", "oncall", "--reason", "ok", token=token)
     assert done.returncode == 0 and "delivered" in done.stdout, done.stderr
-    worker = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daybook",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            str(HERE / "agents.py"),
-            "--until-idle",
-            "--poll",
-            "0.05",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    worker = run_worker(db_url)
     assert worker.returncode == 0, worker.stderr
     with Daybook(db_url) as book:
         info = book.get_run("sre")

@@ -10,7 +10,7 @@ import time
 
 import agents
 import pytest
-from conftest import HERE, killed, start_child
+from conftest import killed, run_worker, start_child
 
 import daybook
 from daybook import Daybook, Kind, RunStatus, Suspended
@@ -98,24 +98,7 @@ def test_a_run_waiting_for_a_signal_holds_no_process_and_continues_when_signalle
         timeout=60,
     )
     assert sent.returncode == 0, sent.stderr
-    worker = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daybook",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            str(HERE / "agents.py"),
-            "--until-idle",
-            "--poll",
-            "0.05",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    worker = run_worker(db_url)
     assert worker.returncode == 0, worker.stderr
     with Daybook(db_url) as book:
         info = book.get_run("gate")
