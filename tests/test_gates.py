@@ -111,3 +111,19 @@ def test_the_approvers_are_notified_once_when_a_gate_opens(book: Daybook) -> Non
     assert book.run(notified, run_id="notified") == "timed_out"
     assert book.replay("notified") == "timed_out"
     assert len(sent) == 1 and sent[0]["action"] == "delete_pv" and sent[0]["gate_id"] == "notified/1"
+
+
+def test_a_second_verdict_while_the_first_is_unread_is_late(book: Daybook) -> None:
+    @daybook.workflow
+    def deploy(ctx: daybook.Context) -> list[object]:
+        verdict = ctx.gate("deploy", timeout=None)
+        return [verdict.outcome, verdict.approver]
+
+    alice, bob = book.add_approver("alice"), book.add_approver("bob")
+    book.inline_wait = 0.05
+    with pytest.raises(Suspended):
+        book.run(deploy, run_id="twice")
+    assert book.approve("twice", "twice/1", approver="alice", token=alice) == "delivered"
+    assert book.approvals() == []  # a verdict is already on its way
+    assert book.approve("twice", "twice/1", approver="bob", token=bob, approve=False) == "late"
+    assert book.resume("twice") == ["approved", "alice"]

@@ -321,3 +321,19 @@ def test_continue_as_new_keeps_each_segment_short_and_resumes_from_the_latest(
     assert book.resume("seg~3") == 3000
     assert book.run(segmented, 0, 3000, run_id="seg") == 3000  # the chain is followed
     assert all(n == 1 for n in COUNTER.values()) and len(COUNTER) == 3000
+
+
+def test_a_long_continue_as_new_chain_neither_recurses_nor_loses_signals(book: Daybook) -> None:
+    @daybook.workflow
+    def hopper(ctx: daybook.Context, left: int) -> object:
+        if left > 0:
+            ctx.continue_as_new(left - 1)
+        got = ctx.wait_for("note", timeout=0)
+        return None if got is None else got.payload
+
+    book.submit(hopper, 600, run_id="hop")
+    book.signal("hop", "note", "kept")  # unread by the first segment: carried along the chain
+    assert book.resume("hop") == "kept"  # 601 segments, followed in a loop
+    assert book.run(hopper, 600, run_id="hop") == "kept"  # attaching follows the chain too
+    report = book.replay_check(["hop", "hop~2", "hop~601"])
+    assert [r["state"] for r in report] == ["ok", "ok", "ok"]

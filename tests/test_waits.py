@@ -152,3 +152,19 @@ def test_signals_to_missing_or_finished_runs_are_refused(book: Daybook) -> None:
         book.signal("nope", "x")
     with pytest.raises(daybook.NotSerializable):
         book.signal("done", "x", {1, 2})
+
+
+def test_a_signal_sent_while_the_run_executes_wakes_it_after_it_suspends(book: Daybook) -> None:
+    @daybook.workflow
+    def racer(ctx: daybook.Context) -> object:
+        # The signal lands after the run's last look at its inbox but before it suspends.
+        book.signal(ctx.run_id, "go", 42)
+        got = ctx.wait_for("other")
+        return None if got is None else got.payload
+
+    book.inline_wait = 0
+    with pytest.raises(Suspended):
+        book.run(racer, run_id="race-signal")
+    info = book.get_run("race-signal")
+    assert info.status == RunStatus.SUSPENDED and info.wake_at is not None  # a worker will look
+    assert book.store.claim_next(book.owner, 5, time.time()) == "race-signal"

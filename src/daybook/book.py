@@ -64,6 +64,21 @@ class _Done:
     result: Any
 
 
+@dataclass
+class _Next:
+    """A segment ended with continue_as_new; the chain goes on at `run_id`."""
+
+    run_id: str
+
+
+def _next_id(result: Any) -> str | None:
+    if isinstance(result, _Next):
+        return result.run_id
+    if isinstance(result, dict) and set(result) == {CONTINUED}:
+        return str(result[CONTINUED])
+    return None
+
+
 class Daybook:
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
@@ -117,9 +132,7 @@ class Daybook:
         if wf.is_async:
             return asyncio.run(self.run_async(wf, *args, run_id=run_id, **kwargs))
         begun = self._begin(wf, run_id, args, kwargs)
-        if isinstance(begun, _Done):
-            return self._follow(begun.result)
-        return self._body(*begun)
+        return self._follow(begun.result if isinstance(begun, _Done) else self._body(*begun))
 
     def submit(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> str:
         """Record a run as `pending` for a worker (`daybook worker`) to execute; returns its id.
@@ -156,8 +169,8 @@ class Daybook:
         if isinstance(begun, _Done):
             return self._follow(begun.result)
         if wf.is_async:
-            return asyncio.run(self._body_async(*begun))
-        return self._body(*begun)
+            return self._follow(asyncio.run(self._body_async(*begun)))
+        return self._follow(self._body(*begun))
 
     async def run_async(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """`run` for `async def` workflows (store writes are short and made inline)."""
@@ -165,7 +178,7 @@ class Daybook:
         begun = self._begin(wf, run_id, args, kwargs)
         if isinstance(begun, _Done):
             return await self._follow_async(begun.result)
-        return await self._body_async(*begun)
+        return await self._follow_async(await self._body_async(*begun))
 
     def resume(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
         """Continue a stopped run from its journal, in this process. Completed runs just return.
@@ -180,45 +193,76 @@ class Daybook:
         if wf.is_async:
             return asyncio.run(self.resume_async(run_id, wait=wait, app=app))
         begun = self._claim(run_id, wf, wait)
-        if isinstance(begun, _Done):
-            return self._follow(begun.result)
-        return self._body(*begun)
+        return self._follow(begun.result if isinstance(begun, _Done) else self._body(*begun))
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
         info = self.get_run(run_id)
+        if info.status == RunStatus.COMPLETED:
+            return await self._follow_async(info.result)
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, wait)
         if isinstance(begun, _Done):
             return await self._follow_async(begun.result)
-        return await self._body_async(*begun)
+        return await self._follow_async(await self._body_async(*begun))
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
             with strict_mode.body(exe.run_id if self.strict else None):
                 result = wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
         except ContinueAsNew as cont:
-            return self.resume(self._continue(exe, wf, cont))
+            return _Next(self._continue(exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
 
     def _follow(self, result: Any) -> Any:
-        """A finished segment that continued as a new run answers with that run's result."""
-        if isinstance(result, dict) and set(result) == {CONTINUED}:
-            return self.resume(str(result[CONTINUED]))
+        """Walk a chain of segments (continue_as_new) to its end, one segment at a time (a loop,
+        so a chain of any length neither recurses nor re-reads earlier segments' journals)."""
+        while (next_id := _next_id(result)) is not None:
+            info = self.get_run(next_id)
+            if info.status == RunStatus.COMPLETED:
+                result = info.result
+                continue
+            wf = load(info.workflow, info.ref)
+            begun = self._claim(next_id, wf, 0.0)
+            if isinstance(begun, _Done):
+                result = begun.result
+            elif wf.is_async:
+                result = asyncio.run(self._body_async(*begun))
+            else:
+                result = self._body(*begun)
         return result
 
     async def _follow_async(self, result: Any) -> Any:
-        if isinstance(result, dict) and set(result) == {CONTINUED}:
-            return await self.resume_async(str(result[CONTINUED]))
+        while (next_id := _next_id(result)) is not None:
+            info = self.get_run(next_id)
+            if info.status == RunStatus.COMPLETED:
+                result = info.result
+                continue
+            wf = load(info.workflow, info.ref)
+            begun = self._claim(next_id, wf, 0.0)
+            result = begun.result if isinstance(begun, _Done) else await self._body_async(*begun)
         return result
+
+    def _live(self, run_id: str) -> str:
+        """The segment of a continue_as_new chain that is current (the run itself otherwise)."""
+        while True:
+            info = self.get_run(run_id)
+            next_id = _next_id(info.result) if info.status == RunStatus.COMPLETED else None
+            if next_id is None:
+                return run_id
+            run_id = next_id
 
     def _continue(self, exe: Execution, wf: Workflow[Any], cont: ContinueAsNew) -> str:
         """Close this segment and create the next; safe to repeat after a crash in between
         (the next run is created first, and creating it twice is a no-op)."""
         new_id = next_segment(exe.run_id)
         info, first = self._new_run(wf, new_id, cont.args, cont.kwargs, pending=True)
-        self.store.create_run(info, first)
+        if self.store.create_run(info, first):
+            # Signals this segment never read (updates, raises, verdicts) go on to the next.
+            for inbox_id, name, payload, sender, _at in self.store.inbox(exe.run_id):
+                if inbox_id not in exe.consumed:
+                    self.store.signal(new_id, name, payload, sender, time.time())
         result = {CONTINUED: new_id}
         done = Event(
             run_id=exe.run_id,
@@ -243,7 +287,7 @@ class Daybook:
             with strict_mode.body(exe.run_id if self.strict else None):
                 result = await wf.fn(Context(exe), *info.input["args"], **info.input["kwargs"])
         except ContinueAsNew as cont:
-            return await self.resume_async(self._continue(exe, wf, cont))
+            return _Next(self._continue(exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc) from _cause(exc)
         return self._complete(exe, result)
@@ -493,6 +537,8 @@ class Daybook:
             else:
                 result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
             exe.check_complete()
+        except ContinueAsNew:
+            return {CONTINUED: next_segment(run_id)}
         except Stop as stop:
             raise stop.error from None
         return result
@@ -620,6 +666,7 @@ class Daybook:
         `ctx.handle_update`). The request is durable and applied once; if no answer comes within
         `timeout` seconds, `UpdateTimeout` is raised and the request stays queued for the run."""
         update_id = uuid.uuid4().hex
+        run_id = self._live(run_id)
         self.signal(run_id, f"update:{name}", {"id": update_id, "args": args}, sender=sender)
         label = f"answer:{update_id}"
         deadline = time.monotonic() + timeout
@@ -670,8 +717,11 @@ class Daybook:
         pending: list[dict[str, JSON]] = []
         for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
             for info in self.runs(status, 1000):
+                queued = {row[1] for row in self.store.inbox(info.run_id)}
                 pending.extend(
-                    g for g in _gates(info.run_id, self.store.load(info.run_id)) if g["state"] == "waiting"
+                    g
+                    for g in _gates(info.run_id, self.store.load(info.run_id))
+                    if g["state"] == "waiting" and f"verdict:{g['gate_id']}" not in queued
                 )
         return pending
 
@@ -707,7 +757,12 @@ class Daybook:
             raise NotAuthorized(f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})")
         payload = {"outcome": "approve" if approve else "decline", "reason": reason}
         deadline = gate["deadline"]
-        late = gate["state"] != "waiting" or (isinstance(deadline, float) and time.time() > deadline)
+        queued = any(row[1] == f"verdict:{gate_id}" for row in self.store.inbox(run_id))
+        late = (
+            queued  # a verdict is already waiting to be read: the first one decides
+            or gate["state"] != "waiting"
+            or (isinstance(deadline, float) and time.time() > deadline)
+        )
         name = f"{'late-' if late else ''}verdict:{gate_id}"
         if (
             self.store.signal(run_id, name, dumps(payload, "verdict"), approver, time.time(), any_status=late)
@@ -722,6 +777,7 @@ class Daybook:
         if not name:
             raise ConfigError("a signal needs a name")
         text = dumps(_plain(payload, f"signal {name!r} payload"), f"signal {name!r} payload")
+        run_id = self._live(run_id)
         inbox_id = self.store.signal(run_id, name, text, sender or getpass.getuser(), time.time())
         if inbox_id is None:
             info = self.get_run(run_id)  # raises RunNotFound for an unknown id
@@ -827,7 +883,7 @@ def _gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
                 "approvers": value.get("approvers"),
                 "since": ev.at,
                 "state": "waiting",
-                "deadline": ev.at + float(value.get("timeout") or 0),
+                "deadline": None if value.get("timeout") is None else ev.at + float(value["timeout"]),
             }
         elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:"):
             gate = gates.get(ev.name.removeprefix("signal:verdict:"))

@@ -851,7 +851,7 @@ class Context:
                     NeedsAttention(
                         self.run_id,
                         f"run {self.run_id!r}: gate {gate_id!r} ({action}) got no verdict within "
-                        f"{timeout:g}s and is configured to escalate; approve or deny it with "
+                        f"{timeout}s and is configured to escalate; approve or deny it with "
                         f"`daybook approve|deny {self.run_id} {gate_id}` (a late verdict is "
                         "recorded but does not act), or cancel the run",
                     ),

@@ -126,6 +126,10 @@ class AgentLoop:
                 if tool is None:
                     entry["state"] = "unknown_tool"
                     continue
+                if {"key", "decision"} & set(action.args):
+                    # The key names the decision; a model never gets to choose it.
+                    entry["state"] = "invalid_args"
+                    continue
                 # Irreversible acts are gated by default, as are the policy's named ones.
                 if tool.irreversible or self.policy.is_gated(action):
                     verdict = ctx.gate(

@@ -217,8 +217,9 @@ class PostgresStore:
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         cur = self._db.execute(
-            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, status = CASE WHEN "
-            "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
+            "status = CASE WHEN status IN ('pending', 'suspended', 'needs_attention') "
+            "THEN 'running' ELSE status END "
             "WHERE run_id = %s AND "
             "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
             (owner, now + ttl, run_id, now, owner, expect),
@@ -228,8 +229,8 @@ class PostgresStore:
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(
-            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, status = 'running' "
-            "WHERE run_id = ("
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
+            "status = 'running' WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
@@ -299,9 +300,11 @@ class PostgresStore:
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         self._db.execute(
-            "UPDATE daybook_runs SET status = 'suspended', wake_at = %s, updated_at = %s, "
+            # A signal that arrived while the run executed already set wake_at: keep the earlier.
+            "UPDATE daybook_runs SET status = 'suspended', wake_at = CASE WHEN wake_at IS NOT NULL "
+            "AND (%s::float8 IS NULL OR wake_at < %s) THEN wake_at ELSE %s END, updated_at = %s, "
             "lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND lease_owner = %s",
-            (wake_at, now, run_id, owner),
+            (wake_at, wake_at, wake_at, now, run_id, owner),
         )
 
     def signal(
@@ -312,7 +315,7 @@ class PostgresStore:
             "WITH r AS (SELECT run_id FROM daybook_runs WHERE run_id = %s AND "
             "(%s OR status NOT IN ('completed', 'failed'))), "
             "w AS (UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM r) "
-            "AND status = 'suspended') "
+            "AND status NOT IN ('completed', 'failed')) "
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
             (run_id, any_status, now, name, payload, sender, now),

@@ -231,7 +231,7 @@ class SQLiteStore:
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         sql = (
-            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, status = CASE WHEN "
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = CASE WHEN "
             "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
             "WHERE run_id = ? AND "
             "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
@@ -241,7 +241,7 @@ class SQLiteStore:
 
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         sql = (
-            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, status = 'running' "
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = 'running' "
             "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
             "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
@@ -306,10 +306,13 @@ class SQLiteStore:
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         sql = (
-            "UPDATE daybook_runs SET status = 'suspended', wake_at = ?, updated_at = ?, "
+            # A signal that arrived while the run executed already set wake_at: keep the earlier.
+            "UPDATE daybook_runs SET status = 'suspended', wake_at = CASE WHEN wake_at IS NOT NULL "
+            "AND (? IS NULL OR wake_at < ?) THEN wake_at ELSE ? END, updated_at = ?, "
             "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND lease_owner = ?"
         )
-        self._group.write(lambda db: db.execute(sql, (wake_at, now, run_id, owner)))
+        params = (wake_at, wake_at, wake_at, now, run_id, owner)
+        self._group.write(lambda db: db.execute(sql, params))
 
     def signal(
         self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
@@ -323,7 +326,10 @@ class SQLiteStore:
                 (run_id, name, payload, sender, now),
             )
             db.execute(
-                "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND status = 'suspended'",
+                # Also for a run executing now: if it suspends before reading this signal, the
+                # wake time survives the suspend and a worker picks the run up again.
+                "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND "
+                "status NOT IN ('completed', 'failed')",
                 (now, run_id),
             )
             return cur.lastrowid
