@@ -627,6 +627,66 @@ class Daybook:
             "events": [e.as_dict() for e in self.store.load(run_id)],
         }
 
+    def obligations(self, status: str | None = None) -> list[dict[str, JSON]]:
+        """Every obligation across runs with its state: open, fulfilled, cancelled, or breached
+        (open past its due time). `status` filters on that state."""
+        if status not in (None, "open", "fulfilled", "cancelled", "breached"):
+            raise ConfigError("status must be open, fulfilled, cancelled or breached")
+        found: dict[str, dict[str, JSON]] = {}
+        now = time.time()
+        for ev in self.store.events_of_kind(Kind.OBLIGATION.value):
+            if ev.status == "open":
+                found[f"{ev.run_id}/{ev.step}"] = {
+                    "id": f"{ev.run_id}/{ev.step}",
+                    "run_id": ev.run_id,
+                    **ev.data,
+                    "state": "open",
+                    "opened": ev.at,
+                }
+            else:
+                target = found.get(str(ev.data.get("obligation")))
+                if target is not None:
+                    target["state"] = ev.status
+                    target["settled"] = ev.at
+        rows = list(found.values())
+        for row in rows:
+            due = row.get("due")
+            if row["state"] == "open" and isinstance(due, float) and due < now:
+                row["state"] = "breached"
+        return [r for r in rows if status is None or r["state"] == status]
+
+    def why(self, run_id: str, step: int) -> dict[str, JSON]:
+        """The decision behind the effect at `step` of a run: the effect, and the recorded
+        decision it was derived from (its value, and for a model call the model and tokens)."""
+        events = self.journal(run_id)
+        intent = next((e for e in events if e.step == step and e.kind == Kind.INTENT), None)
+        if intent is None:
+            raise ConfigError(f"run {run_id!r} has no effect at step {step}; see `daybook show {run_id}`")
+        outcome = [e for e in events if e.step == step and e.kind == Kind.OUTCOME]
+        decision_id = intent.data.get("decision")
+        decision = None
+        if decision_id:
+            dstep = int(str(decision_id).rsplit("/", 1)[1])
+            decision = next((e for e in events if e.step == dstep and e.kind == Kind.DECISION), None)
+        return {
+            "effect": {
+                "step": step,
+                "tool": intent.name,
+                "key": intent.key,
+                "args": intent.data.get("args"),
+                "status": outcome[-1].status if outcome else "in flight",
+                "result": outcome[-1].data.get("result") if outcome else None,
+            },
+            "decision": None
+            if decision is None
+            else {
+                "id": decision_id,
+                "name": decision.name,
+                "at": decision.at,
+                "value": decision.data.get("value"),
+            },
+        }
+
     def unknowns(self) -> list[dict[str, JSON]]:
         """Effects whose outcome is not settled: unknown, in flight, or waiting to retry."""
         out: list[dict[str, JSON]] = []

@@ -317,6 +317,61 @@ def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_js
     click.echo(f"{len(report)} histories replay cleanly", err=True)
 
 
+@main.command()
+@click.option(
+    "--status",
+    type=click.Choice(["open", "fulfilled", "cancelled", "breached"]),
+    default=None,
+    help="Only obligations in this state.",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
+    """What runs owe: promises, expiries, approvals pending; breached when past due and open."""
+    found = book.obligations(status)
+    if as_json:
+        _json_out(found)
+        return
+    if not found:
+        click.echo("no obligations" + (f" {status}" if status else ""))
+        return
+    rows = [
+        [
+            str(o["id"]),
+            str(o.get("kind")),
+            str(o.get("owner")),
+            str(o["state"]),
+            render.when(o.get("due")),
+            render.brief(o.get("about"), 40),
+        ]
+        for o in found
+    ]
+    click.echo(render.table(["obligation", "kind", "owner", "state", "due", "about"], rows))
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("step", type=int)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@_with_book
+def why(book: Daybook, run_id: str, step: int, as_json: bool) -> None:
+    """The decision behind the effect at STEP of RUN_ID."""
+    found = book.why(run_id, step)
+    if as_json:
+        _json_out(found)
+        return
+    eff = found["effect"]
+    assert isinstance(eff, dict)
+    click.echo(f"effect  step {eff['step']} {eff['tool']} key {eff['key']} ({eff['status']})")
+    click.echo(f"        args {render.brief(eff['args'], 100)}")
+    dec = found["decision"]
+    if not isinstance(dec, dict):
+        click.echo("why     no decision is linked to this effect (pass decision= to ctx.effect)")
+        return
+    click.echo(f"why     decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
+    click.echo(f"        {render.brief(dec['value'], 200)}")
+
+
 @main.group()
 def approvers() -> None:
     """Approvers who may decide approval gates (each authenticated by a token)."""

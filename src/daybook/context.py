@@ -959,6 +959,64 @@ class Context:
         check_json({"args": list(args), "kwargs": kwargs}, "continue_as_new input")
         raise ContinueAsNew(self.run_id, args, kwargs)
 
+    def obligation(
+        self,
+        kind: str,
+        *,
+        owner: str,
+        due_in: float,
+        about: JSON = None,
+        decision: Decision[Any] | None = None,
+    ) -> str:
+        """Record something this run owes (a refund promised, a quote that expires, an approval
+        pending): open until `fulfil`/`cancel`, shown as `breached` by `daybook obligations` once
+        `due_in` seconds have passed. It outlives a suspend of days, and the run itself. Returns
+        its id (`<run id>/<step>`)."""
+        exe = self._exe
+        step = exe.alloc()
+        label = f"obligation:{kind}"
+        fp = _fingerprint({"kind": kind, "owner": owner, "due_in": due_in, "about": about}, step, label)
+        recs = exe.expect(step, Kind.OBLIGATION, label, fp)
+        if recs is None:
+            exe.append(
+                Kind.OBLIGATION,
+                step,
+                label,
+                status="open",
+                fp=fp,
+                data={
+                    "kind": kind,
+                    "owner": owner,
+                    "due": exe.clock() + due_in,
+                    "about": about,
+                    "decision": decision.id if decision else None,
+                },
+            )
+        return f"{self.run_id}/{step}"
+
+    def fulfil(self, obligation_id: str, note: str = "") -> None:
+        """Mark an obligation fulfilled (a new row; the open one stays as history)."""
+        self._settle(obligation_id, "fulfilled", note)
+
+    def cancel(self, obligation_id: str, note: str = "") -> None:
+        """Mark an obligation cancelled (nothing is owed any more)."""
+        self._settle(obligation_id, "cancelled", note)
+
+    def _settle(self, obligation_id: str, status: str, note: str) -> None:
+        exe = self._exe
+        step = exe.alloc()
+        label = f"obligation:{status}"
+        fp = _fingerprint({"id": obligation_id, "note": note}, step, label)
+        if exe.expect(step, Kind.OBLIGATION, label, fp) is None:
+            exe.append(
+                Kind.OBLIGATION,
+                step,
+                label,
+                status=status,
+                fp=fp,
+                data={"obligation": obligation_id, "note": note},
+            )
+
     def entity(self, name: str) -> Entity:
         """The coordination entity `name` on this run's store. Its operations act on shared
         state now; make a claim or a record part of the run's history by wrapping it in a step:

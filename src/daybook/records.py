@@ -33,6 +33,7 @@ class Kind(StrEnum):
     RUN_ATTENTION = "run_attention"
     TIMER = "timer"  # status `set` (data: fire_at), then `fired`
     SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
+    OBLIGATION = "obligation"  # status `open` (data: kind, owner, due, ...), `fulfilled`, `cancelled`
 
 
 class Status(StrEnum):
@@ -56,7 +57,16 @@ class RunStatus(StrEnum):
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
 STEPPED = frozenset(
-    k.value for k in (Kind.DECISION, Kind.INTENT, Kind.ATTEMPT, Kind.OUTCOME, Kind.TIMER, Kind.SIGNAL)
+    k.value
+    for k in (
+        Kind.DECISION,
+        Kind.INTENT,
+        Kind.ATTEMPT,
+        Kind.OUTCOME,
+        Kind.TIMER,
+        Kind.SIGNAL,
+        Kind.OBLIGATION,
+    )
 )
 _KINDS = frozenset(k.value for k in Kind)
 

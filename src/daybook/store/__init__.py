@@ -75,6 +75,9 @@ class Store(Protocol):
     def open_effects(self) -> list[Event]:
         """The latest row of every effect whose outcome is not settled (in flight or unknown)."""
 
+    def events_of_kind(self, kind: str) -> list[Event]:
+        """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations)."""
+
     def close(self) -> None: ...
 
     # -- coordination entities (daybook.entity) ----------------------------------------------

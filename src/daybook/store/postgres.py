@@ -348,6 +348,13 @@ class PostgresStore:
         ).fetchall()
         return events_from_rows(rows, parsed=True)
 
+    def events_of_kind(self, kind: str) -> list[Event]:
+        rows = self._db.execute(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq",
+            (kind,),
+        ).fetchall()
+        return events_from_rows(rows, parsed=True)
+
     def open_effects(self) -> list[Event]:
         cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
         rows = self._db.execute(

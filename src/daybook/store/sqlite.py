@@ -361,6 +361,12 @@ class SQLiteStore:
         )
         return events_from_rows(rows)
 
+    def events_of_kind(self, kind: str) -> list[Event]:
+        rows = self._read(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = ? ORDER BY run_id, seq", (kind,)
+        )
+        return events_from_rows(rows)
+
     def open_effects(self) -> list[Event]:
         rows = self._read(
             f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
