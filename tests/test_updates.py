@@ -44,3 +44,27 @@ def test_an_unanswered_update_times_out_and_stays_queued(book: Daybook) -> None:
     with pytest.raises(daybook.UpdateTimeout, match="stays queued"):
         book.update("later", "ping", 1, timeout=0.2)
     assert book.resume("later") == "pong 1"  # served when the run next ran
+
+
+def test_an_update_answered_by_a_later_segment_reaches_the_caller(db_url: str) -> None:
+    @daybook.workflow
+    def hands_off(ctx: daybook.Context, n: int) -> object:
+        if n == 1:
+            ctx.wait_for("go", timeout=20)
+            ctx.continue_as_new(2)
+        served = ctx.handle_update("ping", lambda x: {"pong": x}, timeout=20)
+        return None if served is None else served[1]
+
+    with Daybook(db_url, inline_wait=20) as runner, Daybook(db_url) as client:
+        worker = threading.Thread(target=runner.run, args=(hands_off, 1), kwargs={"run_id": "hop-u"})
+        worker.start()
+        while client.store.get_run("hop-u") is None:
+            pass
+        answers: list[object] = []
+        asker = threading.Thread(target=lambda: answers.append(client.update("hop-u", "ping", 7)))
+        asker.start()
+        client.signal("hop-u", "go")
+        asker.join(timeout=30)
+        worker.join(timeout=30)
+        assert answers == [{"pong": 7}]
+        assert client.resume("hop-u") == {"pong": 7}

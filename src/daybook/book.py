@@ -224,7 +224,7 @@ class Daybook:
                 result = info.result
                 continue
             wf = load(info.workflow, info.ref)
-            begun = self._claim(next_id, wf, 0.0)
+            begun = self._claim(next_id, wf, self.lease_ttl)
             if isinstance(begun, _Done):
                 result = begun.result
             elif wf.is_async:
@@ -240,9 +240,19 @@ class Daybook:
                 result = info.result
                 continue
             wf = load(info.workflow, info.ref)
-            begun = self._claim(next_id, wf, 0.0)
+            begun = self._claim(next_id, wf, self.lease_ttl)
             result = begun.result if isinstance(begun, _Done) else await self._body_async(*begun)
         return result
+
+    def _chain_events(self, run_id: str) -> list[Event]:
+        """The journals of `run_id` and of every later segment of its chain, in order."""
+        events: list[Event] = []
+        current: str | None = run_id
+        while current is not None:
+            info = self.get_run(current)
+            events.extend(self.store.load(current))
+            current = _next_id(info.result) if info.status == RunStatus.COMPLETED else None
+        return events
 
     def _live(self, run_id: str) -> str:
         """The segment of a continue_as_new chain that is current (the run itself otherwise)."""
@@ -257,12 +267,11 @@ class Daybook:
         """Close this segment and create the next; safe to repeat after a crash in between
         (the next run is created first, and creating it twice is a no-op)."""
         new_id = next_segment(exe.run_id)
-        info, first = self._new_run(wf, new_id, cont.args, cont.kwargs, pending=True)
-        if self.store.create_run(info, first):
-            # Signals this segment never read (updates, raises, verdicts) go on to the next.
-            for inbox_id, name, payload, sender, _at in self.store.inbox(exe.run_id):
-                if inbox_id not in exe.consumed:
-                    self.store.signal(new_id, name, payload, sender, time.time())
+        # Created already leased to this process, so no worker takes it before we go on.
+        info, first = self._new_run(wf, new_id, cont.args, cont.kwargs)
+        if not self.store.create_run(info, first):
+            self._check_same(self.get_run(new_id), wf, info.input)  # a retry after a crash
+        self._carry_signals(exe, new_id)
         result = {CONTINUED: new_id}
         done = Event(
             run_id=exe.run_id,
@@ -276,9 +285,18 @@ class Daybook:
             self.store.finish(
                 exe.run_id, self.owner, RunStatus.COMPLETED.value, result, None, done, time.time()
             )
+            self._carry_signals(exe, new_id)  # any that arrived while this segment was closing
         finally:
             self._done(exe)
         return new_id
+
+    def _carry_signals(self, exe: Execution, new_id: str) -> None:
+        """Copy the signals this segment never read (updates, raises, verdicts) to the next one.
+        Idempotent: a copy keeps the original's time, so a repeat (after a crash) skips it."""
+        there = {(n, p, s, a) for _, n, p, s, a in self.store.inbox(new_id)}
+        for inbox_id, name, payload, sender, at in self.store.inbox(exe.run_id):
+            if inbox_id not in exe.consumed and (name, payload, sender, at) not in there:
+                self.store.signal(new_id, name, payload, sender, at)
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         if not wf.is_async:
@@ -731,7 +749,8 @@ class Daybook:
         label = f"answer:{update_id}"
         deadline = time.monotonic() + timeout
         while True:
-            for ev in self.store.load(run_id):
+            # The request moves on with the chain if the segment hands off before serving it.
+            for ev in self._chain_events(run_id):
                 if ev.kind == Kind.DECISION and ev.name == label:
                     if ev.status == "failed":
                         raise StepFailed(

@@ -39,6 +39,8 @@ class Action:
         try:
             raw = json.loads(text)
         except ValueError:
+            raw = None
+        if not isinstance(raw, dict) or not isinstance(raw.get("args", {}), dict | None):
             return Action("stop", {}, f"unparseable reply: {text[:200]}")
         return Action(str(raw.get("tool", "stop")), dict(raw.get("args") or {}), str(raw.get("why", "")))
 
@@ -126,7 +128,7 @@ class AgentLoop:
                 if tool is None:
                     entry["state"] = "unknown_tool"
                     continue
-                if {"key", "decision"} & set(action.args):
+                if {"key", "decision", "idempotency_key"} & set(action.args):
                     # The key names the decision; a model never gets to choose it.
                     entry["state"] = "invalid_args"
                     continue
