@@ -48,6 +48,7 @@ from .tool import (
     TransientError,
     tool,
 )
+from .transaction import InvariantViolated, Transaction, TxResult
 from .workflow import Workflow, workflow
 
 __version__ = "0.1.0"
@@ -78,6 +79,7 @@ __all__ = [
     "EntityEntry",
     "EntityView",
     "Event",
+    "InvariantViolated",
     "Judgement",
     "Kind",
     "LLMClient",
@@ -108,7 +110,9 @@ __all__ = [
     "StoreUnavailable",
     "Suspended",
     "Tool",
+    "Transaction",
     "TransientError",
+    "TxResult",
     "UpdateTimeout",
     "Verdict",
     "Workflow",

@@ -12,11 +12,13 @@ import contextlib
 import getpass
 import hashlib
 import hmac
+import json
 import logging
 import secrets
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,7 @@ from .records import (
     dumps,
 )
 from .store import Store, open_store
+from .transaction import Transaction, TxResult, run_transaction
 from .workflow import Workflow, as_workflow, load
 
 _MISSING: Any = object()
@@ -704,6 +707,58 @@ class Daybook:
                 "value": decision.data.get("value"),
             },
         }
+
+    def transaction(
+        self,
+        message: str,
+        fn: Callable[[Transaction], Any],
+        *,
+        author: str | None = None,
+        key: str | None = None,
+        invariants: Sequence[Callable[[dict[tuple[str, str], JSON]], None]] = (),
+    ) -> TxResult:
+        """Several record writes as one change with one audit entry: `fn(tx)` stages records
+        with `tx.put(collection, id, data)`; if it returns and every invariant holds, all of
+        them become visible at once, else none. With `key` (e.g. a tool's idempotency key) a
+        second call returns the first commit instead of committing again."""
+        return run_transaction(
+            self.store,
+            message,
+            fn,
+            author=author or getpass.getuser(),
+            key=key,
+            invariants=invariants,
+        )
+
+    def record(self, collection: str, record_id: str) -> JSON:
+        """A committed record (None if there is none)."""
+        found = self.store.get_record(collection, record_id)
+        return None if found is None else json.loads(found[0])
+
+    def commits(self) -> list[dict[str, JSON]]:
+        """The audit log of transactions, oldest first."""
+        return [
+            {"commit_id": c, "key": k, "message": m, "author": a, "at": at, "records": json.loads(r)}
+            for c, k, m, a, at, r in self.store.commits()
+        ]
+
+    def orphans(self, older_than: float = 0.0) -> list[dict[str, JSON]]:
+        """Staged records of transactions that never committed (their process died), older
+        than `older_than` seconds."""
+        cutoff = time.time() - older_than
+        return [
+            {"txid": t, "collection": c, "record_id": r, "at": at}
+            for t, c, r, at in self.store.staging()
+            if at <= cutoff
+        ]
+
+    def sweep_orphans(self, older_than: float = 3600.0) -> int:
+        """Delete orphaned staging areas older than `older_than` seconds; returns how many
+        transactions were swept. (An open transaction younger than that is left alone.)"""
+        txids = {str(o["txid"]) for o in self.orphans(older_than)}
+        for txid in txids:
+            self.store.abandon_tx(txid)
+        return len(txids)
 
     def unknowns(self) -> list[dict[str, JSON]]:
         """Effects whose outcome is not settled: unknown, in flight, or waiting to retry."""

@@ -372,6 +372,29 @@ def why(book: Daybook, run_id: str, step: int, as_json: bool) -> None:
     click.echo(f"        {render.brief(dec['value'], 200)}")
 
 
+@main.command()
+@click.option(
+    "--sweep",
+    "sweep",
+    default=None,
+    type=float,
+    metavar="SECONDS",
+    help="Delete orphaned staging areas older than this.",
+)
+@_with_book
+def orphans(book: Daybook, sweep: float | None) -> None:
+    """Staged records of transactions that never committed; --sweep deletes old ones."""
+    if sweep is not None:
+        click.echo(f"swept {book.sweep_orphans(sweep)} abandoned transaction(s)")
+        return
+    found = book.orphans()
+    if not found:
+        click.echo("no orphans")
+        return
+    rows = [[str(o["txid"]), str(o["collection"]), str(o["record_id"]), render.when(o["at"])] for o in found]
+    click.echo(render.table(["transaction", "collection", "record", "staged"], rows))
+
+
 @main.group()
 def approvers() -> None:
     """Approvers who may decide approval gates (each authenticated by a token)."""

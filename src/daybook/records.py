@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 JSON = Any
 

@@ -75,6 +75,27 @@ class Store(Protocol):
     def open_effects(self) -> list[Event]:
         """The latest row of every effect whose outcome is not settled (in flight or unknown)."""
 
+    def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
+        """Write one record of an open transaction durably, invisible until `commit_tx`."""
+
+    def commit_tx(
+        self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
+    ) -> tuple[str, list[list[str]]]:
+        """Make a transaction's staged records visible with one audit row, atomically; with a
+        `key` already committed, return that commit instead. Returns (commit id, records)."""
+
+    def abandon_tx(self, txid: str) -> None:
+        """Drop a transaction's staged records (nothing of it ever became visible)."""
+
+    def staging(self) -> list[tuple[str, str, str, float]]:
+        """Staged records of open or abandoned transactions: (txid, collection, record_id, at)."""
+
+    def get_record(self, collection: str, record_id: str) -> tuple[str, str] | None:
+        """A committed record's JSON and the commit that wrote it."""
+
+    def commits(self) -> list[tuple[str, str | None, str, str, float, str]]:
+        """The audit log: (commit_id, key, message, author, at, records JSON), oldest first."""
+
     def events_of_kind(self, kind: str) -> list[Event]:
         """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations)."""
 

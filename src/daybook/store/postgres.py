@@ -7,6 +7,7 @@ their own schema (created if missing), so one database can hold several isolated
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -127,6 +128,21 @@ _MIGRATIONS: list[list[str]] = [
     ],
     # v6: runs remember the code version they started on, so workers can be pinned to one.
     ["ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS code_version TEXT"],
+    # v7: multi-record transactions: staged writes, the visible records, one audit row per commit.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_staging (
+            txid TEXT NOT NULL, collection TEXT NOT NULL, record_id TEXT NOT NULL,
+            data JSON NOT NULL, at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (txid, collection, record_id))""",
+        """CREATE TABLE IF NOT EXISTS daybook_records (
+            collection TEXT NOT NULL, record_id TEXT NOT NULL, data JSON NOT NULL,
+            commit_id TEXT NOT NULL, PRIMARY KEY (collection, record_id))""",
+        """CREATE TABLE IF NOT EXISTS daybook_commits (
+            commit_id TEXT PRIMARY KEY, key TEXT UNIQUE, message TEXT NOT NULL,
+            author TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, records JSON NOT NULL)""",
+        """CREATE OR REPLACE TRIGGER daybook_commits_append_only BEFORE UPDATE OR DELETE
+            ON daybook_commits FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+    ],
 ]
 
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
@@ -347,6 +363,68 @@ class PostgresStore:
             (run_id,),
         ).fetchall()
         return events_from_rows(rows, parsed=True)
+
+    def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
+        self._db.execute(
+            "INSERT INTO daybook_staging (txid, collection, record_id, data, at) "
+            "VALUES (%s, %s, %s, %s::json, %s) ON CONFLICT (txid, collection, record_id) "
+            "DO UPDATE SET data = excluded.data",
+            (txid, collection, record_id, data, now),
+        )
+
+    def commit_tx(
+        self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
+    ) -> tuple[str, list[list[str]]]:
+        with self._db.transaction():
+            if key is not None:
+                row = self._db.execute(
+                    "SELECT commit_id, records FROM daybook_commits WHERE key = %s", (key,)
+                ).fetchone()
+                if row is not None:
+                    self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+                    return str(row[0]), list(row[1])
+            staged = self._db.execute(
+                "SELECT collection, record_id, data::text FROM daybook_staging WHERE txid = %s "
+                "ORDER BY collection, record_id",
+                (txid,),
+            ).fetchall()
+            records = [[c, r] for c, r, _ in staged]
+            self._db.execute(
+                "INSERT INTO daybook_commits (commit_id, key, message, author, at, records) "
+                "VALUES (%s, %s, %s, %s, %s, %s::json)",
+                (commit_id, key, message, author, now, json.dumps(records)),
+            )
+            for c, r, d in staged:
+                self._db.execute(
+                    "INSERT INTO daybook_records (collection, record_id, data, commit_id) "
+                    "VALUES (%s, %s, %s::json, %s) ON CONFLICT (collection, record_id) DO UPDATE "
+                    "SET data = excluded.data, commit_id = excluded.commit_id",
+                    (c, r, d, commit_id),
+                )
+            self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+            return commit_id, records
+
+    def abandon_tx(self, txid: str) -> None:
+        self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+
+    def staging(self) -> list[tuple[str, str, str, float]]:
+        rows = self._db.execute(
+            "SELECT txid, collection, record_id, at FROM daybook_staging ORDER BY at"
+        ).fetchall()
+        return [(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+    def get_record(self, collection: str, record_id: str) -> tuple[str, str] | None:
+        row = self._db.execute(
+            "SELECT data::text, commit_id FROM daybook_records WHERE collection = %s AND record_id = %s",
+            (collection, record_id),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def commits(self) -> list[tuple[str, str | None, str, str, float, str]]:
+        rows = self._db.execute(
+            "SELECT commit_id, key, message, author, at, records::text FROM daybook_commits ORDER BY at"
+        ).fetchall()
+        return [(r[0], r[1], r[2], r[3], float(r[4]), r[5]) for r in rows]
 
     def events_of_kind(self, kind: str) -> list[Event]:
         rows = self._db.execute(

@@ -11,6 +11,7 @@ Durability (`?synchronous=` in the URL):
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -121,6 +122,18 @@ _MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never deleted'); END;""",
     # v6: runs remember the code version they started on, so workers can be pinned to one.
     """ALTER TABLE daybook_runs ADD COLUMN code_version TEXT;""",
+    # v7: multi-record transactions: staged writes, the visible records, one audit row per commit.
+    """CREATE TABLE IF NOT EXISTS daybook_staging (
+        txid TEXT NOT NULL, collection TEXT NOT NULL, record_id TEXT NOT NULL,
+        data TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (txid, collection, record_id));
+    CREATE TABLE IF NOT EXISTS daybook_records (
+        collection TEXT NOT NULL, record_id TEXT NOT NULL, data TEXT NOT NULL,
+        commit_id TEXT NOT NULL, PRIMARY KEY (collection, record_id));
+    CREATE TABLE IF NOT EXISTS daybook_commits (
+        commit_id TEXT PRIMARY KEY, key TEXT UNIQUE, message TEXT NOT NULL, author TEXT NOT NULL,
+        at REAL NOT NULL, records TEXT NOT NULL);
+    CREATE TRIGGER IF NOT EXISTS daybook_commits_no_update BEFORE UPDATE ON daybook_commits
+    BEGIN SELECT RAISE(ABORT, 'daybook commits are append-only'); END;""",
 ]
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
@@ -360,6 +373,67 @@ class SQLiteStore:
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = ? ORDER BY seq", (run_id,)
         )
         return events_from_rows(rows)
+
+    def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
+        sql = (
+            "INSERT INTO daybook_staging (txid, collection, record_id, data, at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (txid, collection, record_id) DO UPDATE SET data = excluded.data"
+        )
+        self._group.write(lambda db: db.execute(sql, (txid, collection, record_id, data, now)))
+
+    def commit_tx(
+        self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
+    ) -> tuple[str, list[list[str]]]:
+        def write(db: sqlite3.Connection) -> tuple[str, list[list[str]]]:
+            if key is not None:
+                row = db.execute(
+                    "SELECT commit_id, records FROM daybook_commits WHERE key = ?", (key,)
+                ).fetchone()
+                if row is not None:
+                    db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,))
+                    return str(row[0]), json.loads(row[1])
+            staged = db.execute(
+                "SELECT collection, record_id, data FROM daybook_staging WHERE txid = ? "
+                "ORDER BY collection, record_id",
+                (txid,),
+            ).fetchall()
+            records = [[c, r] for c, r, _ in staged]
+            db.execute(
+                "INSERT INTO daybook_commits (commit_id, key, message, author, at, records) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (commit_id, key, message, author, now, json.dumps(records)),
+            )
+            db.executemany(
+                "INSERT INTO daybook_records (collection, record_id, data, commit_id) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (collection, record_id) DO UPDATE SET data = excluded.data, "
+                "commit_id = excluded.commit_id",
+                [(c, r, d, commit_id) for c, r, d in staged],
+            )
+            db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,))
+            return commit_id, records
+
+        result: tuple[str, list[list[str]]] = self._group.write(write, atomic=True)
+        return result
+
+    def abandon_tx(self, txid: str) -> None:
+        self._group.write(lambda db: db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,)))
+
+    def staging(self) -> list[tuple[str, str, str, float]]:
+        rows = self._read("SELECT txid, collection, record_id, at FROM daybook_staging ORDER BY at", ())
+        return [(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+    def get_record(self, collection: str, record_id: str) -> tuple[str, str] | None:
+        rows = self._read(
+            "SELECT data, commit_id FROM daybook_records WHERE collection = ? AND record_id = ?",
+            (collection, record_id),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def commits(self) -> list[tuple[str, str | None, str, str, float, str]]:
+        rows = self._read(
+            "SELECT commit_id, key, message, author, at, records FROM daybook_commits ORDER BY at", ()
+        )
+        return [(r[0], r[1], r[2], r[3], float(r[4]), r[5]) for r in rows]
 
     def events_of_kind(self, kind: str) -> list[Event]:
         rows = self._read(
