@@ -68,3 +68,30 @@ def test_an_obligation_past_due_shows_as_breached(db_url: str) -> None:
         timeout=60,
     )
     assert out.returncode == 0 and "quote/1" in out.stdout and "breached" in out.stdout
+
+
+def test_reconcile_reports_both_kinds_of_mismatch(db_url: str) -> None:
+    import agents
+
+    from daybook.demo.agent import http_json
+    from daybook.demo.bank import Bank
+
+    with Bank() as bank:
+
+        @daybook.tool(reconcile=agents.status, list_keys=lambda: http_json("GET", f"{bank.url}/payments"))
+        def pay_listed(*, bank: str, n: int, idempotency_key: str) -> object:
+            return agents.post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+        @daybook.workflow
+        def two(ctx: daybook.Context, url: str) -> None:
+            ctx.effect(pay_listed, bank=url, n=1)
+            ctx.effect(pay_listed, bank=url, n=2)
+
+        with Daybook(db_url) as book:
+            book.run(two, bank.url, run_id="rec")
+            assert book.reconcile("rec") == []
+            agents.post(f"{bank.url}/payments", {"n": 9}, "rec/99")  # the bank has one we never sent
+            del bank.records["payments"]["rec/1"]  # and lost one we confirmed
+            found = {(m["kind"], m["key"]) for m in book.reconcile("rec")}
+            assert found == {("absent_there", "rec/1"), ("never_issued", "rec/99")}
+            assert book.reconcile(day="1999-01-01") == []

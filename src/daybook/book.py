@@ -54,6 +54,8 @@ from .records import (
     dumps,
 )
 from .store import Store, open_store
+from .tool import NotFound
+from .tool import lookup as lookup_tool
 from .transaction import Transaction, TxResult, run_transaction
 from .workflow import Workflow, as_workflow, load
 
@@ -759,6 +761,50 @@ class Daybook:
         for txid in txids:
             self.store.abandon_tx(txid)
         return len(txids)
+
+    def reconcile(self, run_id: str | None = None, day: str | None = None) -> list[dict[str, JSON]]:
+        """Compare the journal with the counterparties' own records (for one run, one day
+        (YYYY-MM-DD, local time), or everything) and list the mismatches: `absent_there`, an
+        effect confirmed in the journal that the counterparty has no record of (asked through the
+        tool's `reconcile`); `never_issued`, a key the counterparty holds that the journal never
+        issued (from the tool's `list_keys`, for keys that look like this store's). The tools
+        must be imported in this process (`--app` on the CLI)."""
+        ids = [run_id] if run_id else [r.run_id for r in self.runs(None, 100_000)]
+        confirmed: dict[str, list[Event]] = {}
+        issued: set[str] = set()
+        for rid in ids:
+            intents: dict[int, Event] = {}
+            for ev in self.store.load(rid):
+                if day and time.strftime("%Y-%m-%d", time.localtime(ev.at)) != day:
+                    continue
+                if ev.kind == Kind.INTENT and ev.step is not None:
+                    intents[ev.step] = ev
+                    issued.add(str(ev.key))
+                elif ev.kind == Kind.OUTCOME and ev.status == Status.CONFIRMED and ev.step in intents:
+                    confirmed.setdefault(ev.name, []).append(intents[ev.step])
+        mismatches: list[dict[str, JSON]] = []
+        for name, intents_of_tool in sorted(confirmed.items()):
+            tool = lookup_tool(name)
+            if tool is None or tool.reconcile is None:
+                continue
+            for intent in intents_of_tool:
+                answer = tool.reconcile(str(intent.key), dict(intent.data.get("args") or {}))
+                if isinstance(answer, NotFound):
+                    mismatches.append(
+                        {
+                            "kind": "absent_there",
+                            "tool": name,
+                            "key": intent.key,
+                            "run_id": intent.run_id,
+                            "step": intent.step,
+                        }
+                    )
+            if tool.list_keys is not None:
+                prefixes = tuple(f"{rid}/" for rid in ids)
+                for key in tool.list_keys():
+                    if key.startswith(prefixes) and key not in issued:
+                        mismatches.append({"kind": "never_issued", "tool": name, "key": key})
+        return mismatches
 
     def unknowns(self) -> list[dict[str, JSON]]:
         """Effects whose outcome is not settled: unknown, in flight, or waiting to retry."""

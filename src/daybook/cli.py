@@ -395,6 +395,35 @@ def orphans(book: Daybook, sweep: float | None) -> None:
     click.echo(render.table(["transaction", "collection", "record", "staged"], rows))
 
 
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("--day", default=None, metavar="YYYY-MM-DD", help="Only effects of that day.")
+@click.option(
+    "--app",
+    "apps",
+    multiple=True,
+    metavar="MODULE|FILE.py",
+    help="Import the tools' code first (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@_with_book
+def reconcile(
+    book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool
+) -> None:
+    """Compare the journal with the counterparties' records; exit 1 on any mismatch."""
+    for app in apps:
+        load_app(app)
+    found = book.reconcile(run_id, day)
+    if as_json:
+        _json_out(found)
+    else:
+        for m in found:
+            click.echo(f"{m['kind']:13} {m['tool']}  {m['key']}")
+        click.echo(f"{len(found)} mismatch(es)", err=True)
+    if found:
+        sys.exit(1)
+
+
 @main.group()
 def approvers() -> None:
     """Approvers who may decide approval gates (each authenticated by a token)."""

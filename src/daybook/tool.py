@@ -87,6 +87,8 @@ class Tool(Generic[R]):
     retry: Retry = field(default_factory=Retry)
     inverse: Tool[Any] | None = None
     irreversible: bool = False
+    # The counterparty's own list of keys (for `daybook reconcile`: keys the journal never issued).
+    list_keys: Callable[[], list[str]] | None = None
 
     is_async: bool = field(init=False)
 
@@ -113,6 +115,7 @@ def tool(
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
     irreversible: bool = False,
+    list_keys: Callable[[], list[str]] | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -127,6 +130,7 @@ def tool(
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
     irreversible: bool = False,
+    list_keys: Callable[[], list[str]] | None = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -158,6 +162,7 @@ def tool(
             retry=retry or Retry(),
             inverse=inverse,
             irreversible=irreversible,
+            list_keys=list_keys,
         )
         _TOOLS[made.name] = made
         return made

@@ -7,6 +7,7 @@ a hook between executing and replying (the demo kills the agent there).
 
     POST /<collection>        body JSON, header Idempotency-Key; 201 new, 200 replayed
     GET  /<collection>/<key>  200 the record, 404 never received
+    GET  /<collection>        the keys it holds
     GET  /balances            the day's balances (what the treasury agent reads)
     GET  /stats               executions and requests, per key
 """
@@ -78,6 +79,9 @@ class Bank:
                     self._send(200, bank.stats())
                 elif parts == ["balances"]:
                     self._send(200, bank.balances)
+                elif len(parts) == 1:  # the keys of a collection: what reconciliation compares
+                    with bank._lock:
+                        self._send(200, sorted(bank.records.get(parts[0], {})))
                 elif len(parts) >= 2:
                     coll, key = parts[0], "/".join(parts[1:])
                     with bank._lock:
