@@ -105,3 +105,23 @@ def test_a_model_proposed_undo_is_validated_and_gated_and_never_tried_for_irreve
     with pytest.raises(daybook.RunStuck, match="no inverse for \\['loud/2'\\]"):
         book.resume("loud")
     assert asked == ["note_add", "note_add"]  # never asked to improvise an undo of `announce`
+
+
+def test_the_outcome_row_carries_the_counterparty_reference_and_the_undo(
+    book: Daybook,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    @daybook.tool(reconcile=agents.status, inverse=agents.cancel_leg, reference=lambda result: result["id"])
+    def wire(*, bank: str, n: int, fail_inverse_of: int, idempotency_key: str) -> object:
+        return agents.post(f"{bank}/payments", {"n": n}, idempotency_key)
+
+    @daybook.workflow
+    def one_wire(ctx: daybook.Context, url: str) -> object:
+        return ctx.effect(wire, bank=url, n=1, fail_inverse_of=-1)["id"]
+
+    wire_id = book.run(one_wire, bank.url, run_id="ref")
+    [outcome] = [e for e in book.journal("ref") if e.kind == "outcome"]
+    # One row, so the outcome and its compensation handle are written atomically (J6, L2).
+    assert outcome.data["ref"] == wire_id
+    assert outcome.data["compensation"] == {"tool": "cancel_leg", "key": "comp/ref/1"}
+    assert book.why("ref", 1)["effect"]["ref"] == wire_id  # type: ignore[index]

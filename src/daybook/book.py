@@ -699,6 +699,7 @@ class Daybook:
                 "args": intent.data.get("args"),
                 "status": outcome[-1].status if outcome else "in flight",
                 "result": outcome[-1].data.get("result") if outcome else None,
+                "ref": outcome[-1].data.get("ref") if outcome else None,
             },
             "decision": None
             if decision is None

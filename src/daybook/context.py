@@ -14,6 +14,7 @@ work live and journals it. Effects follow one state machine, shared by the sync 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -465,7 +466,7 @@ class _Effect:
                             reason=f"the tool returned a value daybook cannot journal: {exc}",
                         )
                         raise Stop(exc, True) from None
-                    self._write(Kind.OUTCOME, attempt, Status.CONFIRMED, result=value)
+                    self._write(Kind.OUTCOME, attempt, Status.CONFIRMED, result=value, **self._books(value))
                     return value
                 verdict = classify(value)
                 if verdict == "failed":
@@ -511,6 +512,7 @@ class _Effect:
                                 Status.CONFIRMED,
                                 result=answer.result,
                                 resolved_by="reconcile",
+                                **self._books(answer.result),
                             )
                             return answer.result
                         if tag == "ok" and isinstance(answer, NotFound):
@@ -534,6 +536,17 @@ class _Effect:
                         "the tool has no reconcile() to ask the counterparty and is not declared "
                         "idempotent, so daybook will not send it again on a guess"
                     )
+
+    def _books(self, result: Any) -> dict[str, Any]:
+        """What the effect ledger keeps with a confirmed outcome, in the same row (so the two are
+        written atomically): the counterparty's own reference, and how to undo the effect."""
+        books: dict[str, Any] = {}
+        if self.tool.reference is not None:
+            with contextlib.suppress(Exception):  # a result without the reference keeps none
+                books["ref"] = self.tool.reference(result)
+        if self.tool.inverse is not None:
+            books["compensation"] = {"tool": self.tool.inverse.name, "key": f"comp/{self.key}"}
+        return books
 
     def _window_error(self, window: float, age: float) -> DedupWindowExpired:
         return DedupWindowExpired(

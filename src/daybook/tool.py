@@ -89,6 +89,8 @@ class Tool(Generic[R]):
     irreversible: bool = False
     # The counterparty's own list of keys (for `daybook reconcile`: keys the journal never issued).
     list_keys: Callable[[], list[str]] | None = None
+    # The counterparty's own id for the act (wire id, order id, commit sha), from the result.
+    reference: Callable[[Any], Any] | None = None
 
     is_async: bool = field(init=False)
 
@@ -116,6 +118,7 @@ def tool(
     inverse: Tool[Any] | None = None,
     irreversible: bool = False,
     list_keys: Callable[[], list[str]] | None = None,
+    reference: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -131,6 +134,7 @@ def tool(
     inverse: Tool[Any] | None = None,
     irreversible: bool = False,
     list_keys: Callable[[], list[str]] | None = None,
+    reference: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -163,6 +167,7 @@ def tool(
             inverse=inverse,
             irreversible=irreversible,
             list_keys=list_keys,
+            reference=reference,
         )
         _TOOLS[made.name] = made
         return made
