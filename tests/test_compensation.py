@@ -55,13 +55,13 @@ def test_a_failed_inverse_leaves_the_run_stuck_listing_what_remains(
 NOTES: list[str] = []
 
 
-@daybook.tool
+@daybook.tool(irreversible=False)  # undoable, though it declares no inverse
 def note_add(*, text: str, idempotency_key: str) -> str:
     NOTES.append(text)
     return text
 
 
-@daybook.tool
+@daybook.tool(irreversible=False)
 def note_delete(*, text: str, idempotency_key: str) -> str:
     NOTES.remove(text)
     return text

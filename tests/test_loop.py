@@ -87,6 +87,18 @@ def test_a_kill_anywhere_changes_no_model_call_execution_or_spend(
         assert len(mine) == executed and set(mine.values()) == {1}
 
 
+def test_a_tool_with_no_profile_counts_as_irreversible() -> None:
+    @daybook.tool
+    def bare(*, idempotency_key: str) -> None:
+        return None
+
+    @daybook.tool(idempotent=True)
+    def profiled(*, idempotency_key: str) -> None:
+        return None
+
+    assert bare.irreversible and not profiled.irreversible
+
+
 def test_an_irreversible_tool_is_gated_even_when_the_policy_names_nothing(book: Daybook) -> None:
     published: list[str] = []
 

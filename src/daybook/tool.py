@@ -116,7 +116,7 @@ def tool(
     dedup_window: float | None = None,
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
-    irreversible: bool = False,
+    irreversible: bool | None = None,
     list_keys: Callable[[], list[str]] | None = None,
     reference: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
@@ -132,7 +132,7 @@ def tool(
     dedup_window: float | None = None,
     retry: Retry | None = None,
     inverse: Tool[Any] | None = None,
-    irreversible: bool = False,
+    irreversible: bool | None = None,
     list_keys: Callable[[], list[str]] | None = None,
     reference: Callable[[Any], Any] | None = None,
 ) -> Any:
@@ -141,7 +141,8 @@ def tool(
     `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
     `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it
     cannot be undone (an email, a payment out): no model-proposed undo is ever tried for it, and
-    it is never used as one."""
+    it is never used as one. Left unset, a tool with no profile at all (none of idempotent,
+    reconcile, inverse, dedup_window, list_keys, reference) counts as irreversible."""
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
         params = inspect.signature(f).parameters
@@ -165,7 +166,14 @@ def tool(
             dedup_window=dedup_window,
             retry=retry or Retry(),
             inverse=inverse,
-            irreversible=irreversible,
+            # A tool declared with no counterparty profile at all is treated as irreversible and
+            # keyless: the most conservative reading (gated by the agent loop, never undone by a
+            # model-proposed plan). Say `irreversible=False` to opt out.
+            irreversible=(
+                irreversible
+                if irreversible is not None
+                else not (idempotent or reconcile or inverse or dedup_window or list_keys or reference)
+            ),
             list_keys=list_keys,
             reference=reference,
         )
