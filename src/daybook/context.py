@@ -677,29 +677,33 @@ class Context:
         """A durable timer: the deadline is journaled, so a crash or a stop does not lose it and
         it fires once. Waits of up to a couple of seconds happen in this process; longer ones
         suspend the run (no thread, socket or process held) until a worker resumes it when due."""
-        due = self._timer(seconds)
-        if due is None:
-            return
-        step, fire_at = due
-        left = fire_at - self._exe.clock()
-        if left > self._exe.inline_wait:
-            raise Suspend(self.run_id, fire_at, f"a timer (step {step})")
-        if left > 0:
-            self._exe.sleep(left)
-        self._fire(step)
+        due = self._due(seconds)
+        if due is not None:
+            step, left = due
+            if left > 0:
+                self._exe.sleep(left)
+            self._fire(step)
 
     async def sleep_async(self, seconds: float) -> None:
         """`sleep` for async workflows: the in-process part of the wait does not block the loop."""
+        due = self._due(seconds)
+        if due is not None:
+            step, left = due
+            if left > 0 and not self._exe.read_only:
+                await asyncio.sleep(left)
+            self._fire(step)
+
+    def _due(self, seconds: float) -> tuple[int, float] | None:
+        """None if the timer already fired; else its step and how long to wait in process
+        (suspends the run instead when that is longer than `inline_wait`)."""
         due = self._timer(seconds)
         if due is None:
-            return
+            return None
         step, fire_at = due
         left = fire_at - self._exe.clock()
         if left > self._exe.inline_wait:
             raise Suspend(self.run_id, fire_at, f"a timer (step {step})")
-        if left > 0 and not self._exe.read_only:
-            await asyncio.sleep(left)
-        self._fire(step)
+        return step, left
 
     def _timer(self, seconds: float) -> tuple[int, float] | None:
         if seconds < 0:
