@@ -86,24 +86,25 @@ def last_json(text: str) -> object:
     return json.loads(lines[-1])
 
 
+def worker_command(db_url: str, *extra: str) -> list[str]:
+    """`daybook worker` over the tests' workflows (tests/agents.py), polling fast."""
+    return [
+        sys.executable,
+        "-m",
+        "daybook",
+        "worker",
+        "--db",
+        db_url,
+        "--app",
+        str(HERE / "agents.py"),
+        "--poll",
+        "0.05",
+        *extra,
+    ]
+
+
 def run_worker(db_url: str, *extra: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """`daybook worker` in a new process over the tests' workflows, until no run is left."""
+    """A worker in a new process, until no run is left."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daybook",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            str(HERE / "agents.py"),
-            "--until-idle",
-            "--poll",
-            "0.05",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        worker_command(db_url, "--until-idle", *extra), capture_output=True, text=True, timeout=timeout
     )

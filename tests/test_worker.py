@@ -5,12 +5,11 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import agents
 import psycopg
-from conftest import HERE
+from conftest import worker_command
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -19,21 +18,7 @@ from daybook.worker import Worker
 
 def _worker_proc(db_url: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daybook",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            str(HERE / "agents.py"),
-            "--poll",
-            "0.05",
-            "--lease-ttl",
-            "1",
-            *extra,
-        ],
+        worker_command(db_url, "--lease-ttl", "1", *extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
