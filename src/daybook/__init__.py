@@ -39,9 +39,11 @@ from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .pool import BudgetPool
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
 from .tool import (
+    Absent,
     Confirmed,
     NotFound,
     OutcomeUnknown,
+    Pending,
     Retry,
     StillUnknown,
     Tool,
@@ -58,6 +60,7 @@ _logging.getLogger("daybook").addHandler(_logging.NullHandler())
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Absent",
     "Action",
     "AgentLoop",
     "Budget",
@@ -92,6 +95,7 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "OutcomeUnknown",
+    "Pending",
     "Policy",
     "Retry",
     "RunConflict",

@@ -1,9 +1,12 @@
-"""Tools: functions that change the world, with the profile daybook needs to call them safely.
+"""Tools: functions that change the world, with the counterparty profile daybook needs to call
+them safely.
 
 A tool is called as `fn(**args, idempotency_key=key)`; the key comes from the run, never from the
 tool. The profile says whether a re-send under the same key is safe (`idempotent`), how to ask
-the counterparty what happened (`reconcile`), how long the counterparty remembers keys
-(`dedup_window`) and how to retry transient failures (`retry`).
+the counterparty what happened (`status`, by key; `lookup`, by the counterparty's own reference;
+`verify`, by looking at the world, for keyless acts), how long the counterparty remembers keys
+(`dedup_window`), how often to ask while it says pending (`poll`), how to undo it (`inverse`) and
+its effect class. A tool with no profile at all is irreversible and keyless.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ class TransientError(Exception):
 
 @dataclass(frozen=True)
 class Confirmed:
-    """The counterparty did it; `result` is what the tool would have returned."""
+    """The counterparty did it; `result` is what the tool would have returned, `ref` its own id
+    for the act (else the tool's `reference(result)` supplies it)."""
 
     result: Any
+    ref: Any = None
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,20 @@ class NotFound:
 
 @dataclass(frozen=True)
 class StillUnknown:
-    """The counterparty cannot tell yet (pending, or its status endpoint is down): ask again later."""
+    """The counterparty cannot tell yet (pending, or its status endpoint is down): ask again later.
+    `ref`: the counterparty's own id for the act, if it gave one (kept for asking by reference)."""
 
+    ref: Any = None
+
+
+# The spec's names for the three answers of a status query: confirmed(ref) | absent | pending.
+Absent = NotFound
+Pending = StillUnknown
 
 ReconcileResult = Confirmed | NotFound | StillUnknown
+
+# Effect classes (O1): how an effect can be undone.
+EFFECT_CLASSES = ("idempotent", "reversible", "compensable", "irreversible")
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,17 @@ class Tool(Generic[R]):
     list_keys: Callable[[], list[str]] | None = None
     # The counterparty's own id for the act (wire id, order id, commit sha), from the result.
     reference: Callable[[Any], Any] | None = None
+    # Ask the counterparty by its own reference (past the dedup window the key proves nothing).
+    lookup: Callable[[Any], ReconcileResult] | None = None
+    # For keyless acts (a shell command, a click): look at the world to learn whether it happened.
+    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None
+    # Seconds between status queries while the counterparty says pending; the wait between
+    # rounds is a durable timer, and rounds are unlimited (a person can resolve by hand).
+    poll: float | None = None
+    effect_class: str = "irreversible"
+    # Held until commit (a staged file, a buffered SQL statement, an outbox) vs happening now.
+    bufferable: bool = False
+    accepts_keys: bool = True
 
     is_async: bool = field(init=False)
 
@@ -101,6 +127,31 @@ class Tool(Generic[R]):
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Calling a tool directly bypasses the journal; allowed (tests, scripts) but never keyed.
         return self.fn(*args, **kwargs)
+
+    @property
+    def status(self) -> Callable[[str, dict[str, Any]], ReconcileResult] | None:
+        """The status query by key (the spec's name for `reconcile`)."""
+        return self.reconcile
+
+    def profile(self) -> dict[str, Any]:
+        """The counterparty profile as data (`daybook tools`): what daybook may do with this tool."""
+        return {
+            "name": self.name,
+            "effect_class": self.effect_class,
+            "bufferable": self.bufferable,
+            "accepts_keys": self.accepts_keys,
+            "idempotent": self.idempotent,
+            "status_query": self.reconcile is not None,
+            "lookup_by_reference": self.lookup is not None,
+            "verify": self.verify is not None,
+            "dedup_window": self.dedup_window,
+            "poll": self.poll,
+            "inverse": self.inverse.name if self.inverse is not None else None,
+            "reference": self.reference is not None,
+            "list_keys": self.list_keys is not None,
+            "irreversible": self.irreversible,
+            "gated_by_default": self.irreversible,
+        }
 
 
 @overload
@@ -119,6 +170,13 @@ def tool(
     irreversible: bool | None = None,
     list_keys: Callable[[], list[str]] | None = None,
     reference: Callable[[Any], Any] | None = None,
+    status: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    lookup: Callable[[Any], ReconcileResult] | None = None,
+    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None,
+    poll: float | None = None,
+    effect_class: str | None = None,
+    bufferable: bool = False,
+    accepts_keys: bool = True,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -135,6 +193,13 @@ def tool(
     irreversible: bool | None = None,
     list_keys: Callable[[], list[str]] | None = None,
     reference: Callable[[Any], Any] | None = None,
+    status: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    lookup: Callable[[Any], ReconcileResult] | None = None,
+    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None,
+    poll: float | None = None,
+    effect_class: str | None = None,
+    bufferable: bool = False,
+    accepts_keys: bool = True,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -142,7 +207,15 @@ def tool(
     `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it
     cannot be undone (an email, a payment out): no model-proposed undo is ever tried for it, and
     it is never used as one. Left unset, a tool with no profile at all (none of idempotent,
-    reconcile, inverse, dedup_window, list_keys, reference) counts as irreversible."""
+    reconcile, inverse, dedup_window, list_keys, reference) counts as irreversible.
+
+    The rest of the counterparty profile: `status(key, args)` (alias of `reconcile`) answers
+    `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own
+    reference, used once the dedup window has passed; `verify(args)` looks at the world for a
+    keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
+    answer is pending (a durable timer, unlimited rounds); `effect_class` is one of idempotent,
+    reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
+    held until a commit step rather than happening now."""
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
         params = inspect.signature(f).parameters
@@ -158,24 +231,55 @@ def tool(
             raise ConfigError(f"tool {f.__qualname__}: dedup_window must be > 0 seconds or None")
         if inverse is not None and not isinstance(inverse, Tool):
             raise ConfigError(f"tool {f.__qualname__}: inverse= must be a @daybook.tool")
+        if status is not None and reconcile is not None and status is not reconcile:
+            raise ConfigError(f"tool {f.__qualname__}: give status= or reconcile= (the same hook), not both")
+        if poll is not None and poll <= 0:
+            raise ConfigError(f"tool {f.__qualname__}: poll must be > 0 seconds or None")
+        if effect_class is not None and effect_class not in EFFECT_CLASSES:
+            raise ConfigError(
+                f"tool {f.__qualname__}: effect_class={effect_class!r}; use one of "
+                + ", ".join(EFFECT_CLASSES)
+            )
+        asker = reconcile or status
+        profiled = bool(
+            idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
+        )
+        # A tool declared with no counterparty profile at all is treated as irreversible and
+        # keyless: the most conservative reading (gated by the agent loop, never undone by a
+        # model-proposed plan). Say `irreversible=False` to opt out.
+        final = (
+            irreversible
+            if irreversible is not None
+            else effect_class == "irreversible" or (effect_class is None and not profiled)
+        )
+        kind = effect_class or (
+            "irreversible"
+            if final
+            else "compensable"
+            if inverse is not None
+            else "idempotent"
+            if idempotent or asker
+            else "irreversible"
+            if not accepts_keys and verify is None
+            else "reversible"
+        )
         made = Tool(
             fn=f,
             name=name or f.__name__,
             idempotent=idempotent,
-            reconcile=reconcile,
+            reconcile=asker,
             dedup_window=dedup_window,
             retry=retry or Retry(),
             inverse=inverse,
-            # A tool declared with no counterparty profile at all is treated as irreversible and
-            # keyless: the most conservative reading (gated by the agent loop, never undone by a
-            # model-proposed plan). Say `irreversible=False` to opt out.
-            irreversible=(
-                irreversible
-                if irreversible is not None
-                else not (idempotent or reconcile or inverse or dedup_window or list_keys or reference)
-            ),
+            irreversible=final,
             list_keys=list_keys,
             reference=reference,
+            lookup=lookup,
+            verify=verify,
+            poll=poll,
+            effect_class=kind,
+            bufferable=bufferable,
+            accepts_keys=accepts_keys and (profiled or irreversible is False),
         )
         _TOOLS[made.name] = made
         return made
@@ -189,6 +293,11 @@ _TOOLS: dict[str, Tool[Any]] = {}
 def lookup(name: str) -> Tool[Any] | None:
     """The tool registered under `name` in this process (compensation finds inverses here)."""
     return _TOOLS.get(name)
+
+
+def registered() -> list[Tool[Any]]:
+    """Every tool registered in this process, by name."""
+    return [_TOOLS[name] for name in sorted(_TOOLS)]
 
 
 def classify(exc: BaseException) -> str:

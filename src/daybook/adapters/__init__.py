@@ -1,0 +1,7 @@
+"""Adapters: ready-made tools for the systems agents act on, each with its effect class declared.
+
+`http` (a JSON API behind Idempotency-Key), `files` (staged writes, atomic rename on commit),
+`sql` (statements buffered in one database transaction), `email` (a durable outbox released to
+SMTP) and `git` (commits on a working branch). Import the one you need; none is loaded by
+`import daybook`, so the core stays light.
+"""
