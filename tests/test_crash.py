@@ -97,7 +97,7 @@ def test_kill_after_bank_accepted_before_outcome_reconciles_without_resending(
 
     # Resolved by asking the bank: unknown, then confirmed with the bank's own wire id.
     assert [e.status for e in rows if e.kind == Kind.OUTCOME] == ["unknown", "confirmed"]
-    assert rows[-1].data["resolved_by"] == "reconcile"
+    assert rows[-1].data["resolved_by"] == "status"
     assert result[CRASH_STEP - 2] == rows[-1].data["result"]["id"]
     assert bank.stats()["requests_by_key"][crash_key] == 1  # asked, never re-sent
     _assert_once_each(bank, run_id)

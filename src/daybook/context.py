@@ -5,8 +5,11 @@ deterministic ids), then either returns what the journal holds for that position
 work live and journals it. Effects follow one state machine, shared by the sync and async paths:
 
     intent -> call -> outcome confirmed | failed | unknown
-    unknown -> reconcile -> confirmed | not found -> attempt (same key) -> call ...
-                         -> still unknown -> ask again with backoff -> needs attention
+    unknown -> status(key) | verify(args) | lookup(ref) -> confirmed(ref)
+                                      -> absent -> attempt (same key) -> call ...
+                                      -> pending -> durable timer (`poll`) -> ask again
+                                                    (no `poll`: backoff, then needs attention)
+    unknown, past the dedup window -> lookup(ref) if a reference is known, else needs attention
     unknown, tool idempotent -> attempt (same key) -> call ...
     unknown, otherwise -> needs attention (a person resolves it; nothing is guessed)
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import logging
@@ -45,7 +49,7 @@ from .errors import (
 )
 from .lease import Heartbeat
 from .llm import LLMClient
-from .records import JSON, Event, Kind, Status, check_json, fingerprint
+from .records import JSON, Event, Kind, Status, Why, check_json, fingerprint
 from .store import Store
 from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
 from .tool import lookup as lookup_tool
@@ -55,8 +59,9 @@ log = logging.getLogger("daybook")
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
 # What the effect state machine asks its driver to do, and what it gets back.
-_Op = tuple[str, float]
+_Op = tuple[str, Any]
 _Reply = tuple[str, Any] | None
+_NOT_REASONS = frozenset({"now", "random", "uuid", "barrier"})
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,8 @@ class Execution:
         self.next_step = 1
         self.keys: dict[str, int] = {}
         self.per_decision: dict[str, int] = {}
+        # The latest decision made or replayed: an effect with no explicit decision links to it.
+        self.last_decision: str | None = None
         self.clock: Callable[[], float] = time.time
         self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
@@ -397,6 +404,10 @@ class _Effect:
         # person, never a certain failure.
         doubtful = any(e.kind == Kind.OUTCOME and e.status == Status.UNKNOWN for e in recs)
         operator_absent = False
+        # The counterparty's own id for the act, once any answer carried one (asked by it past
+        # the dedup window); and when the next status round is due, if one was scheduled.
+        ref: Any = next((e.data["ref"] for e in reversed(recs) if "ref" in e.data), None)
+        poll_at: float | None = None
         if not recs:
             ev = self._write(Kind.INTENT, 1, args=self.args, decision=self.decision)
             intent_at, attempt, state = ev.at, 1, "call"
@@ -425,6 +436,8 @@ class _Effect:
                 # the dedup window, which exist to stop the runtime from guessing.
                 operator_absent = last.data.get("resolution") == "absent"
                 state = "resend" if operator_absent else "resolve"
+                if not operator_absent and "poll_at" in last.data:
+                    poll_at = float(last.data["poll_at"])
 
         while True:
             if state in ("retry", "resend"):
@@ -445,6 +458,8 @@ class _Effect:
                         if operator_absent
                         else "the counterparty has no record of it"
                         if self.tool.reconcile
+                        else "verify found no trace of it"
+                        if self.tool.verify
                         else "the tool is idempotent"
                     ),
                 }[state]
@@ -488,60 +503,113 @@ class _Effect:
                     self._write(Kind.OUTCOME, attempt, Status.FAILED, error=error_info(value), final=False)
                     state = "retry"
                     continue
+                carried = getattr(value, "ref", None)
+                if carried is not None:
+                    ref = carried
                 self._write(
                     Kind.OUTCOME,
                     attempt,
                     Status.UNKNOWN,
                     error=error_info(value),
                     reason="the request may have reached the counterparty but no answer came",
+                    **({"ref": ref} if ref is not None else {}),
                 )
                 doubtful = True
                 state = "resolve"
             elif state == "resolve":
-                if self.tool.reconcile is not None:
-                    rounds = 0
-                    while True:
-                        reply = yield ("reconcile", 0.0)
-                        assert reply is not None
-                        tag, answer = reply
-                        if tag == "ok" and isinstance(answer, Confirmed):
-                            _json(answer.result, f"step {self.step} reconciled result")
-                            self._write(
-                                Kind.OUTCOME,
-                                attempt,
-                                Status.CONFIRMED,
-                                result=answer.result,
-                                resolved_by="reconcile",
-                                **self._books(answer.result),
-                            )
-                            return answer.result
-                        if tag == "ok" and isinstance(answer, NotFound):
-                            state = "resend"
-                            break
-                        if tag == "ok" and not isinstance(answer, StillUnknown):
-                            raise self._attention(
-                                f"reconcile returned {answer!r}; expected Confirmed, NotFound or StillUnknown"
-                            )
-                        rounds += 1
-                        limit = retry.reconcile_rounds
-                        if limit is not None and rounds >= limit:
-                            raise self._attention(
-                                f"the counterparty still could not say after {rounds} queries"
-                            )
-                        yield ("sleep", retry.delay(rounds))
-                elif self.tool.idempotent:
+                tool = self.tool
+                expired = doubtful and self._expired(intent_at)
+                if expired and tool.lookup is not None and ref is not None:
+                    op = "lookup"  # past the window the key proves nothing: ask by its own id
+                elif tool.reconcile is not None:
+                    op = "status"
+                elif tool.verify is not None:
+                    op = "verify"
+                elif tool.lookup is not None and ref is not None:
+                    op = "lookup"
+                elif tool.idempotent:
                     state = "resend"
+                    continue
                 else:
                     raise self._attention(
-                        "the tool has no reconcile() to ask the counterparty and is not declared "
-                        "idempotent, so daybook will not send it again on a guess"
+                        "the tool has no status query or verify hook to ask the counterparty and is "
+                        "not declared idempotent, so daybook will not send it again on a guess"
                     )
+                rounds = 0
+                while True:
+                    if poll_at is not None:
+                        left = poll_at - self.exe.clock()
+                        if left > self.exe.inline_wait:
+                            # A durable timer: the next round's time is in the journal; the run
+                            # holds no process and a worker resumes it when due.
+                            raise Suspend(
+                                self.exe.run_id, poll_at, f"the counterparty's answer (step {self.step})"
+                            )
+                        if left > 0:
+                            yield ("sleep", left)
+                        poll_at = None
+                    reply = yield (op, ref)
+                    assert reply is not None
+                    tag, answer = reply
+                    if tag == "ok" and isinstance(answer, Confirmed):
+                        _json(answer.result, f"step {self.step} reconciled result")
+                        self._write(
+                            Kind.OUTCOME,
+                            attempt,
+                            Status.CONFIRMED,
+                            result=answer.result,
+                            resolved_by=op,
+                            **self._books(answer.result, answer.ref if answer.ref is not None else ref),
+                        )
+                        return answer.result
+                    if tag == "ok" and isinstance(answer, NotFound):
+                        if op == "lookup":
+                            raise self._attention(
+                                f"the counterparty has no record under its own reference {ref!r} "
+                                "and the dedup window has passed, so a re-send is unprotected"
+                            )
+                        state = "resend"
+                        break
+                    if tag == "ok" and not isinstance(answer, StillUnknown):
+                        raise self._attention(
+                            f"{op} returned {answer!r}; expected Confirmed, Absent (NotFound) or "
+                            "Pending (StillUnknown)"
+                        )
+                    if isinstance(answer, StillUnknown) and answer.ref is not None:
+                        ref = answer.ref
+                    if tool.poll is not None:
+                        # Declared polling: unlimited rounds, each answer a row in the effect's
+                        # status history, the wait between them a durable timer.
+                        poll_at = self.exe.clock() + tool.poll
+                        self._write(
+                            Kind.OUTCOME,
+                            attempt,
+                            Status.UNKNOWN,
+                            reason="the counterparty says pending"
+                            if tag == "ok"
+                            else f"the {op} query failed: {error_info(answer)['message']}",
+                            answer="pending" if tag == "ok" else "no answer",
+                            poll_at=poll_at,
+                            **({"ref": ref} if ref is not None else {}),
+                        )
+                        continue
+                    rounds += 1
+                    limit = retry.reconcile_rounds
+                    if limit is not None and rounds >= limit:
+                        raise self._attention(f"the counterparty still could not say after {rounds} queries")
+                    yield ("sleep", retry.delay(rounds))
 
-    def _books(self, result: Any) -> dict[str, Any]:
+    def _expired(self, intent_at: float) -> bool:
+        window = self.tool.dedup_window
+        return window is not None and self.exe.clock() - intent_at > window
+
+    def _books(self, result: Any, ref: Any = None) -> dict[str, Any]:
         """What the effect ledger keeps with a confirmed outcome, in the same row (so the two are
         written atomically): the counterparty's own reference, and how to undo the effect."""
         books: dict[str, Any] = {}
-        if self.tool.reference is not None:
+        if ref is not None:
+            books["ref"] = ref
+        elif self.tool.reference is not None:
             with contextlib.suppress(Exception):  # a result without the reference keeps none
                 books["ref"] = self.tool.reference(result)
         if self.tool.inverse is not None:
@@ -599,17 +667,39 @@ class Context:
 
     @overload
     def decide(
-        self, name: str, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any
+        self,
+        name: str,
+        fn: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
     ) -> Awaitable[Decision[T]]: ...
 
     @overload
-    def decide(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Decision[T]: ...
+    def decide(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
+    ) -> Decision[T]: ...
 
-    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def decide(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Run `fn(*args, **kwargs)` once and journal its value; replay returns the recorded value.
 
         Use it for anything non-deterministic: a model call, reading the world, a random choice.
-        An `async def` fn makes this return an awaitable.
+        An `async def` fn makes this return an awaitable. `why=Why(policy=, version=,
+        observation=, alternatives=)` (or a function of the value returning one) goes into the
+        decision ledger with the value (`daybook why`);
+        effects that follow link to this decision unless given another.
         """
         exe = self._exe
         step = exe.alloc()
@@ -623,13 +713,13 @@ class Context:
         if exe.read_only:
             exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
         if inspect.iscoroutinefunction(fn):
-            return self._decide_async(step, name, fp, fn, args, kwargs)
+            return self._decide_async(step, name, fp, fn, args, kwargs, why)
         try:
             with strict.step():
                 value = fn(*args, **kwargs)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
-        return self._record(step, name, fp, value)
+        return self._record(step, name, fp, value, why)
 
     async def _decide_async(
         self,
@@ -639,20 +729,32 @@ class Context:
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        why: Why | Callable[[Any], Why] | None,
     ) -> Decision[Any]:
         try:
             with strict.step():
                 value = await fn(*args, **kwargs)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
-        return self._record(step, name, fp, value)
+        return self._record(step, name, fp, value, why)
 
-    def _record(self, step: int, name: str, fp: str, value: Any) -> Decision[Any]:
+    def _record(
+        self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None
+    ) -> Decision[Any]:
         _json(value, f"step {step} decision {name!r} value")
-        self._exe.append(
-            Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data={"value": value}
-        )
-        return Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step)
+        data: dict[str, Any] = {"value": value}
+        if why is not None:
+            reasons = (why if isinstance(why, Why) else why(value)).as_dict()
+            _json(reasons, f"step {step} decision {name!r} why")
+            data["why"] = reasons
+        self._exe.append(Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data=data)
+        return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
+
+    def _made(self, decision: Decision[Any]) -> Decision[Any]:
+        # Clock, randomness and barrier reads are inputs, not decisions an effect follows from.
+        if decision.name not in _NOT_REASONS:
+            self._exe.last_decision = decision.id
+        return decision
 
     def _decision_failed(self, step: int, name: str, fp: str, exc: Exception) -> StepFailed:
         info = error_info(exc)
@@ -669,7 +771,9 @@ class Context:
                 f"step {step} decision {name!r} raised {info.get('type')}: {info.get('message')}",
                 info,
             )
-        return Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+        return self._made(
+            Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+        )
 
     # -- durable waits ------------------------------------------------------------------------
 
@@ -1103,13 +1207,20 @@ class Context:
         value: str = self.decide("uuid", lambda: str(_uuid.uuid4())).value
         return value
 
-    def llm(self, client: LLMClient, prompt: str, **params: JSON) -> Decision[dict[str, JSON]]:
-        """One recorded model call: replay returns the recorded completion, never re-samples."""
+    def llm(
+        self, client: LLMClient, prompt: str, *, why: Why | None = None, **params: JSON
+    ) -> Decision[dict[str, JSON]]:
+        """One recorded model call: replay returns the recorded completion, never re-samples.
+        The decision ledger gets the model id and tokens with `why`."""
 
         def call(prompt: str, **params: JSON) -> dict[str, JSON]:
             return client.complete(prompt, **params).as_dict()
 
-        return self.decide("llm", call, prompt, **params)
+        def reasons(reply: dict[str, JSON]) -> Why:
+            tokens = int(reply.get("input_tokens") or 0) + int(reply.get("output_tokens") or 0)
+            return dataclasses.replace(why or Why(), model=str(reply.get("model")), tokens=tokens)
+
+        return self.decide("llm", call, prompt, why=reasons, **params)
 
     # -- effects ------------------------------------------------------------------------------
 
@@ -1186,7 +1297,10 @@ class Context:
                 # The replay fast path: a settled effect is a dictionary lookup.
                 result = last.data.get("result")
                 return _ready(result) if tool.is_async else result
-        machine = _Effect(exe, step, tool, key, args, fp, decision.id if decision else None, recs).flow()
+        # An effect links to exactly one decision recorded before its intent (J7): the one given,
+        # else the latest made in this run.
+        source = decision.id if decision is not None else exe.last_decision
+        machine = _Effect(exe, step, tool, key, args, fp, source, recs).flow()
         if tool.is_async:
             return self._drive_async(machine, tool, key, args)
         return self._drive(machine, tool, key, args)
@@ -1209,8 +1323,7 @@ class Context:
                     if op == "call":
                         reply = ("ok", _call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
                     else:
-                        assert tool.reconcile is not None
-                        reply = ("ok", tool.reconcile(key, args))
+                        reply = ("ok", _ask(op, tool, key, args, arg))
             except Exception as exc:
                 reply = ("err", exc)
 
@@ -1236,15 +1349,26 @@ class Context:
                 reply = ("err", exc)
 
     @staticmethod
-    async def _call_async(op: str, timeout: float, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
+    async def _call_async(op: str, timeout: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
         if op == "call":
             pending = tool.fn(**args, idempotency_key=key)
             return await (asyncio.wait_for(pending, timeout) if timeout else pending)
-        assert tool.reconcile is not None
-        answer: Any = tool.reconcile(key, args)
+        answer: Any = _ask(op, tool, key, args, timeout)
         if inspect.isawaitable(answer):
             answer = await answer
         return answer
+
+
+def _ask(op: str, tool: Tool[Any], key: str, args: dict[str, Any], ref: Any) -> Any:
+    """Put the resolver's question to the counterparty: by key, by looking, or by its reference."""
+    if op == "status":
+        assert tool.reconcile is not None
+        return tool.reconcile(key, args)
+    if op == "verify":
+        assert tool.verify is not None
+        return tool.verify(args)
+    assert tool.lookup is not None
+    return tool.lookup(ref)
 
 
 async def _ready(value: T) -> T:

@@ -142,6 +142,37 @@ class RunInfo:
         }
 
 
+@dataclass(frozen=True)
+class Why:
+    """The decision ledger's reasons for a decision (L1), recorded in the decision's own row.
+
+    `policy`/`version`: the rule set and its version that allowed the choice; `observation`: what
+    it acted on (a snapshot id, or the data itself); `alternatives`: the options not taken;
+    `model`, `tokens`, `cost`: for a model's decision (filled in by `ctx.llm`)."""
+
+    policy: str | None = None
+    version: str | None = None
+    observation: JSON = None
+    alternatives: tuple[JSON, ...] = ()
+    model: str | None = None
+    tokens: int | None = None
+    cost: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "policy": self.policy,
+            "version": self.version,
+            "observation": self.observation,
+            "alternatives": list(self.alternatives),
+            "model": self.model,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "note": self.note,
+        }
+        return {k: v for k, v in out.items() if v not in (None, "", [])}
+
+
 # Built once: json.dumps with options constructs an encoder per call, which shows on the hot path.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode

@@ -25,7 +25,12 @@ R = TypeVar("R")
 
 
 class OutcomeUnknown(Exception):
-    """Raise from a tool when the request may have reached the counterparty but no answer came."""
+    """Raise from a tool when the request may have reached the counterparty but no answer came.
+    `ref`: the counterparty's own id for the act, if it gave one (e.g. 202 Accepted with an id)."""
+
+    def __init__(self, message: str = "", ref: Any = None) -> None:
+        super().__init__(message)
+        self.ref = ref
 
 
 class TransientError(Exception):

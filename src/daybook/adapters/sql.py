@@ -1,0 +1,471 @@
+"""The SQL adapter: statements against a user's own SQLite or PostgreSQL database (not the daybook
+store), buffered in the run and applied all together, once, in one database transaction.
+
+`Database(url)` buffers `execute(ctx, sql, params, inverse=...)` calls in memory (nothing touches
+the database), and `commit(ctx)` is one effect (`sql.commit`) whose journaled intent carries every
+buffered statement. The tool opens one transaction, records the effect's idempotency key in a
+marker table (`daybook_applied`), runs the statements and commits: the marker and the statements
+land together or not at all. Its status query looks the key up in the marker table, so an effect
+cut off by a crash resolves to confirmed (with the stored result) or absent (safe to send again),
+and a re-send of an applied key changes nothing. Compensation (`sql.undo`) runs the recorded
+inverse statements newest first in one transaction under the marker `comp/<key>`, also once.
+A commit holding a statement without an inverse is journaled as `sql.commit_irreversible`, which
+declares no inverse: `ctx.compensate()` reports it as having none instead of half-undoing it.
+
+Owns: the three tools, their status queries, the marker table, and `Database`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import re
+import sqlite3
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..context import Context, Decision
+from ..errors import ConfigError
+from ..tool import Confirmed, NotFound, OutcomeUnknown, ReconcileResult, Tool, TransientError, tool
+
+Param = str | int | float | bool | None
+Params = list[Param] | dict[str, Param]
+JSONDict = dict[str, Any]
+
+MARKER_TABLE = "daybook_applied"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# Transaction control inside a statement would end the one transaction everything relies on.
+_TX_CONTROL = re.compile(r"\s*(BEGIN|COMMIT|ROLLBACK|END|SAVEPOINT|RELEASE|START\s+TRANSACTION)\b", re.I)
+
+
+def _kind(url: str) -> str:
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql"
+    if url.startswith("sqlite:"):
+        return "sqlite"
+    raise ConfigError(
+        f"unsupported database URL {url!r}: use sqlite:///path/to/file.db or "
+        "postgresql://user@host:5432/dbname (optionally ?schema=NAME)"
+    )
+
+
+def _sqlite_path(url: str) -> str:
+    parts = urlsplit(url)
+    # sqlite:///rel.db -> "rel.db"; sqlite:////abs.db -> "/abs.db" (the daybook store's rule)
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.netloc:
+        path = parts.netloc + parts.path
+    if not path:
+        raise ConfigError(f"SQLite URL {url!r} names no file: use sqlite:///path/to/file.db")
+    return path
+
+
+def _pg_conninfo(url: str) -> tuple[str, str | None]:
+    parts = urlsplit(url)
+    schema = None
+    rest = []
+    for k, v in parse_qsl(parts.query):
+        if k == "schema":
+            schema = v
+        else:
+            rest.append((k, v))
+    if schema is not None and not _IDENT.fullmatch(schema):
+        raise ConfigError(f"schema={schema!r} in the database URL is not a plain SQL identifier")
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError(
+            "the sql adapter needs psycopg 3 for PostgreSQL: pip install 'daybook[postgres]'"
+        ) from None
+    return psycopg
+
+
+class _Session:
+    """One connection to the user's database, driven the same way on both drivers."""
+
+    def __init__(self, url: str) -> None:
+        self.kind = _kind(url)
+        self.ph = "?" if self.kind == "sqlite" else "%s"
+        try:
+            if self.kind == "sqlite":
+                # isolation_level=None: the transaction is ours (BEGIN IMMEDIATE), not the driver's.
+                self.raw: Any = sqlite3.connect(_sqlite_path(url), isolation_level=None, timeout=30.0)
+            else:
+                pg = _psycopg()
+                conninfo, schema = _pg_conninfo(url)
+                options = {"options": f"-csearch_path={schema}"} if schema else {}
+                self.raw = pg.connect(conninfo, autocommit=False, connect_timeout=10, **options)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise TransientError(f"cannot connect to {url}: {str(exc).strip()}") from exc
+
+    def begin(self) -> None:
+        if self.kind == "sqlite":
+            # Take the write lock now, so a concurrent re-send waits instead of interleaving.
+            self.raw.execute("BEGIN IMMEDIATE")
+        # psycopg opens the transaction implicitly at the first statement.
+
+    def run(self, sql: str, params: Params | None) -> int:
+        cur = self.raw.execute(sql, () if params is None and self.kind == "sqlite" else params)
+        return int(cur.rowcount)
+
+    def rows(self, sql: str, params: Params | None) -> list[tuple[Any, ...]]:
+        cur = self.raw.execute(sql, () if params is None and self.kind == "sqlite" else params)
+        return list(cur.fetchall())
+
+    def commit(self) -> None:
+        self.raw.commit() if self.kind == "postgresql" else self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        try:
+            self.raw.rollback() if self.kind == "postgresql" else self.raw.execute("ROLLBACK")
+        except Exception:  # noqa: S110 - no transaction open, or the connection is gone: nothing to undo
+            pass
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except Exception:  # noqa: S110 - closing a broken connection
+            pass
+
+    def marker_exists(self, table: str) -> bool:
+        if self.kind == "sqlite":
+            sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            return bool(self.rows(sql, [table]))
+        return self.rows("SELECT to_regclass(%s) IS NOT NULL", [table])[0][0] is True
+
+    def ensure_marker(self, table: str) -> None:
+        at = "REAL" if self.kind == "sqlite" else "DOUBLE PRECISION"
+        self.run(
+            f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, at {at} NOT NULL, "
+            "result TEXT NOT NULL)",
+            None,
+        )
+
+    def claim(self, table: str, key: str) -> bool:
+        """Insert the key's marker; False if it is already there. On PostgreSQL a concurrent
+        transaction holding the same key makes this wait for it, so two senders never both run."""
+        sql = f"INSERT INTO {table} (key, at, result) VALUES ({self.ph}, {self.ph}, '') ON CONFLICT (key) DO NOTHING"
+        return self.run(sql, [key, time.time()]) == 1
+
+    def stored(self, table: str, key: str) -> JSONDict | None:
+        found = self.rows(f"SELECT result FROM {table} WHERE key = {self.ph}", [key])
+        if not found:
+            return None
+        value: JSONDict = json.loads(found[0][0])
+        return value
+
+    def settle(self, table: str, key: str, result: JSONDict) -> None:
+        self.run(f"UPDATE {table} SET result = {self.ph} WHERE key = {self.ph}", [json.dumps(result), key])
+
+
+def _is_connection_loss(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return "locked" in text or "busy" in text
+    psycopg = _loaded_psycopg()
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def _loaded_psycopg() -> Any:
+    import sys
+
+    # Only an error from psycopg can be a psycopg error; never import it just to ask.
+    return sys.modules.get("psycopg")
+
+
+def _transaction(
+    url: str,
+    table: str,
+    key: str,
+    statements: list[tuple[str, Params | None]],
+    extra: JSONDict,
+    require: str | None = None,
+) -> JSONDict:
+    """Run `statements` and record `key` in one transaction; an applied key returns its stored
+    result and runs nothing. Raises TransientError where nothing was applied and may be retried,
+    OutcomeUnknown where the commit's answer was lost (the status query settles it)."""
+    session = _Session(url)
+    try:
+        try:
+            session.begin()
+            session.ensure_marker(table)
+            if require is not None and session.stored(table, require) is None:
+                raise ConfigError(
+                    f"{url}: nothing was applied under key {require!r} (no row in {table}), so "
+                    "there is nothing to undo; if it was recorded by hand as confirmed, resolve "
+                    "the compensation by hand too"
+                )
+            if not session.claim(table, key):
+                session.rollback()
+                done = session.stored(table, key)
+                assert done is not None
+                return done
+        except ConfigError:
+            session.rollback()
+            raise
+        except Exception as exc:
+            session.rollback()
+            # Before any statement ran: certainly nothing applied.
+            raise TransientError(f"{url}: could not open the transaction: {exc}") from exc
+        try:
+            rowcounts = [session.run(sql, params) for sql, params in statements]
+            result: JSONDict = {"key": key, "rowcounts": rowcounts, **extra}
+            session.settle(table, key, result)
+        except Exception as exc:
+            session.rollback()
+            if _is_connection_loss(exc):
+                raise TransientError(f"{url}: the transaction was cut off and rolled back: {exc}") from exc
+            raise
+        try:
+            session.commit()
+        except Exception as exc:
+            psycopg = _loaded_psycopg()
+            if psycopg is not None and isinstance(exc, psycopg.IntegrityError):
+                raise  # a deferred constraint refused the commit: the server answered no
+            session.rollback()
+            raise OutcomeUnknown(f"{url}: COMMIT of key {key!r} got no answer: {exc}") from exc
+        return result
+    finally:
+        session.close()
+
+
+def _applied(url: str, table: str, key: str) -> ReconcileResult:
+    session = _Session(url)
+    try:
+        found = session.stored(table, key) if session.marker_exists(table) else None
+    finally:
+        session.close()
+    # The marker commits with the statements, so absent means none of them were applied.
+    return NotFound() if found is None else Confirmed(found, ref=key)
+
+
+def _commit_status(key: str, args: dict[str, Any]) -> ReconcileResult:
+    return _applied(str(args["url"]), str(args["marker_table"]), key)
+
+
+def _undo_status(key: str, args: dict[str, Any]) -> ReconcileResult:
+    original = args["original"]
+    return _applied(str(original["url"]), str(original["marker_table"]), key)
+
+
+def _commit(
+    *, url: str, marker_table: str, statements: list[JSONDict], idempotency_key: str
+) -> JSONDict:
+    _check_marker(marker_table)
+    plan = [(str(s["sql"]), s.get("params")) for s in statements]
+    return _transaction(url, marker_table, idempotency_key, plan, {})
+
+
+def _reference(result: Any) -> Any:
+    return result["key"] if isinstance(result, dict) else None
+
+
+@tool(name="sql.undo", status=_undo_status, idempotent=True, effect_class="idempotent")
+def undo(*, original: JSONDict, result: JSONDict, idempotency_key: str) -> JSONDict:
+    """Run a committed batch's inverse statements, newest first, in one transaction, once
+    (marker `idempotency_key`, i.e. `comp/<key>`). Refuses, applying nothing, if any statement of
+    the batch has no inverse or the batch was never applied."""
+    statements: list[JSONDict] = list(original["statements"])
+    missing = [i for i, s in enumerate(statements) if not s.get("inverse")]
+    if missing:
+        raise ConfigError(
+            f"statements {missing} of {result.get('key')!r} have no inverse, so the batch cannot "
+            "be undone as a whole; nothing was changed. Undo it by hand, then `daybook resolve`"
+        )
+    table = str(original["marker_table"])
+    _check_marker(table)
+    plan = [(str(s["inverse"]["sql"]), s["inverse"].get("params")) for s in reversed(statements)]
+    return _transaction(
+        str(original["url"]),
+        table,
+        idempotency_key,
+        plan,
+        {"undoes": result.get("key")},
+        require=str(result["key"]),
+    )
+
+
+commit = tool(
+    name="sql.commit",
+    status=_commit_status,
+    idempotent=True,
+    inverse=undo,
+    reference=_reference,
+    effect_class="compensable",
+    bufferable=True,
+)(_commit)
+"""Apply a batch whose every statement has an inverse: compensable."""
+
+commit_irreversible = tool(
+    name="sql.commit_irreversible",
+    status=_commit_status,
+    idempotent=True,
+    reference=_reference,
+    effect_class="irreversible",
+    bufferable=True,
+)(_commit)
+"""Apply a batch in which some statement has no inverse: nothing registered can undo it."""
+
+
+def _check_marker(table: str) -> None:
+    if not _IDENT.fullmatch(table):
+        raise ConfigError(f"marker_table={table!r} is not a plain SQL identifier (letters, digits, _)")
+
+
+def _params(value: Any, what: str) -> Params | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        items = {str(k): v for k, v in value.items()}
+        bad = [k for k, v in items.items() if not _scalar(v)]
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items_l = list(value)
+        bad = [str(i) for i, v in enumerate(items_l) if not _scalar(v)]
+        if not bad:
+            return items_l
+    else:
+        raise ConfigError(f"{what}: params must be a list, a tuple or a dict, got {type(value).__name__}")
+    if bad:
+        raise ConfigError(
+            f"{what}: params {bad} are not str, int, float, bool or None; the journal keeps them "
+            "as JSON, so convert dates, decimals and bytes to strings first"
+        )
+    return items
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _statement(sql: Any, params: Any, what: str) -> JSONDict:
+    if not isinstance(sql, str) or not sql.strip():
+        raise ConfigError(f"{what}: give the SQL as a non-empty string, got {sql!r}")
+    if _TX_CONTROL.match(sql):
+        raise ConfigError(
+            f"{what}: {sql.strip().split()[0].upper()} is not allowed: Database.commit(ctx) opens "
+            "and commits the one transaction that holds the batch"
+        )
+    return {"sql": sql, "params": _params(params, what)}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return str(value)  # exact: a float would round money
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    return str(value)
+
+
+def _read(url: str, sql: str, params: Params | None) -> list[list[Any]]:
+    session = _Session(url)
+    try:
+        rows = session.rows(sql, params)
+        session.rollback()
+    finally:
+        session.close()
+    return [[_jsonable(v) for v in row] for row in rows]
+
+
+class Database:
+    """A user's SQLite (`sqlite:///path`) or PostgreSQL (`postgresql://...`, optional
+    `?schema=NAME`) database. The URL is journaled with every commit (any process must be able to
+    resume or compensate from the journal alone), so keep passwords out of it: use a trust rule,
+    `PGPASSWORD`, `~/.pgpass` or a service file.
+
+    Placeholders are the driver's own: `?` / `:name` on SQLite, `%s` / `%(name)s` on PostgreSQL
+    (`db.placeholder` gives the positional one).
+    """
+
+    def __init__(self, url: str, *, marker_table: str = MARKER_TABLE) -> None:
+        self.kind = _kind(url)
+        if self.kind == "sqlite":
+            _sqlite_path(url)
+        else:
+            _pg_conninfo(url)
+        _check_marker(marker_table)
+        self.url = url
+        self.marker_table = marker_table
+        # Per execution of a run: a resume in this same process starts from an empty buffer.
+        self._buffers: weakref.WeakKeyDictionary[Context, list[JSONDict]] = weakref.WeakKeyDictionary()
+
+    @property
+    def placeholder(self) -> str:
+        return "?" if self.kind == "sqlite" else "%s"
+
+    def execute(
+        self,
+        ctx: Context,
+        sql: str,
+        params: Sequence[Param] | Mapping[str, Param] | None = None,
+        *,
+        inverse: str | tuple[str, Sequence[Param] | Mapping[str, Param] | None] | None = None,
+    ) -> None:
+        """Buffer a statement for this run's next `commit`; nothing touches the database yet.
+        `inverse` undoes it at compensation: SQL, or (SQL, params). Without one, the batch it
+        joins cannot be compensated (it is committed as `sql.commit_irreversible`)."""
+        buffer = self._buffers.setdefault(ctx, [])
+        what = f"statement {len(buffer)} of the batch"
+        stmt = _statement(sql, params, what)
+        if inverse is None:
+            stmt["inverse"] = None
+        elif isinstance(inverse, str):
+            stmt["inverse"] = _statement(inverse, None, f"{what}, inverse")
+        elif isinstance(inverse, tuple) and len(inverse) == 2:
+            stmt["inverse"] = _statement(inverse[0], inverse[1], f"{what}, inverse")
+        else:
+            raise ConfigError(f"{what}: inverse must be SQL or a (SQL, params) tuple, got {inverse!r}")
+        buffer.append(stmt)
+
+    def pending(self, ctx: Context) -> list[JSONDict]:
+        """The statements buffered by this run since its last commit."""
+        return [dict(s) for s in self._buffers.get(ctx, [])]
+
+    def rollback(self, ctx: Context) -> int:
+        """Drop this run's buffered statements (they never reached the database); how many."""
+        return len(self._buffers.pop(ctx, []))
+
+    def commit(
+        self, ctx: Context, *, key: str | None = None, decision: Decision[Any] | None = None
+    ) -> JSONDict | None:
+        """Apply the buffered statements as one effect, in one database transaction, once.
+        Returns `{"key", "rowcounts"}` (None, and no step, when nothing is buffered). A statement
+        the database refuses rolls back all of them and raises `EffectFailed`."""
+        statements = self._buffers.pop(ctx, [])
+        if not statements:
+            return None
+        chosen: Tool[JSONDict] = (
+            commit if all(s["inverse"] is not None for s in statements) else commit_irreversible
+        )
+        result: JSONDict = ctx.effect(
+            chosen,
+            key=key,
+            decision=decision,
+            url=self.url,
+            marker_table=self.marker_table,
+            statements=statements,
+        )
+        return result
+
+    def query(
+        self, ctx: Context, sql: str, params: Sequence[Param] | Mapping[str, Param] | None = None
+    ) -> list[list[Any]]:
+        """Read committed rows as a recorded step (replay returns the same rows). It does not see
+        this run's buffered statements. Values that are not JSON come back as strings (decimals
+        exactly, dates as ISO 8601, bytes as hex)."""
+        stmt = _statement(sql, params, "query")
+        rows: list[list[Any]] = ctx.decide("sql.query", _read, self.url, stmt["sql"], stmt["params"]).value
+        return rows
