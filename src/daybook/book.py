@@ -678,9 +678,84 @@ class Daybook:
                 row["state"] = "breached"
         return [r for r in rows if status is None or r["state"] == status]
 
-    def why(self, run_id: str, step: int) -> dict[str, JSON]:
-        """The decision behind the effect at `step` of a run: the effect, and the recorded
-        decision it was derived from (its value, and for a model call the model and tokens)."""
+    def effects(
+        self, run_id: str | None = None, *, status: str | None = None, tool: str | None = None
+    ) -> list[dict[str, JSON]]:
+        """The effect ledger: every effect (of one run, or all) with its request, response, key,
+        the counterparty's reference, the decision it came from, its compensation handle and its
+        status history (one entry per journal row: intent, attempts, each outcome). `status`
+        filters on the current status (confirmed, failed, unknown, in flight)."""
+        if run_id is not None:
+            self.get_run(run_id)
+            events = [e for e in self.store.load(run_id) if e.kind in _EFFECT_KINDS]
+        else:
+            events = [e for kind in _EFFECT_KINDS for e in self.store.events_of_kind(kind)]
+            events.sort(key=lambda e: (e.run_id, e.seq))
+        found: dict[tuple[str, int], dict[str, JSON]] = {}
+        for ev in events:
+            if ev.step is None:
+                continue
+            at = (ev.run_id, ev.step)
+            if ev.kind == Kind.INTENT:
+                found[at] = {
+                    "run_id": ev.run_id,
+                    "step": ev.step,
+                    "tool": ev.name,
+                    "key": ev.key,
+                    "decision": ev.data.get("decision"),
+                    "request": ev.data.get("args"),
+                    "status": "in flight",
+                    "response": None,
+                    "ref": None,
+                    "compensation": None,
+                    "history": [],
+                }
+            row = found.get(at)
+            if row is None:
+                continue
+            entry: dict[str, JSON] = {"at": ev.at, "attempt": ev.attempt}
+            entry["status"] = ev.status if ev.kind == Kind.OUTCOME else ev.kind
+            for field in ("reason", "resolved_by", "by", "evidence", "answer", "ref"):
+                if field in ev.data:
+                    entry[field] = ev.data[field]
+            history = row["history"]
+            assert isinstance(history, list)
+            history.append(entry)
+            if ev.kind == Kind.OUTCOME:
+                row["status"] = ev.status
+                if ev.status == Status.CONFIRMED:
+                    row["response"] = ev.data.get("result")
+                    row["compensation"] = ev.data.get("compensation")
+                if ev.data.get("ref") is not None:
+                    row["ref"] = ev.data["ref"]
+            elif ev.kind == Kind.ATTEMPT:
+                row["status"] = "in flight"
+        rows = list(found.values())
+        return [
+            r
+            for r in rows
+            if (status is None or r["status"] == status) and (tool is None or r["tool"] == tool)
+        ]
+
+    def find_effect(self, effect: str, step: int | None = None) -> tuple[str, int]:
+        """(run id, step) of an effect named by its idempotency key, or by run id and step."""
+        if step is not None:
+            return effect, step
+        for ev in self.store.events_of_kind(Kind.INTENT.value):
+            if ev.key == effect and ev.step is not None:
+                return ev.run_id, ev.step
+        raise ConfigError(
+            f"no effect has key {effect!r}; name it by its key (see `daybook effects`) or by RUN STEP"
+        )
+
+    def why(self, effect: str, step: int | None = None) -> dict[str, JSON]:
+        """The decision behind an effect (named by its key, or by run id and step): the effect,
+        and the recorded decision its intent links to, with the decision ledger's reasons
+        (policy and version, observation, alternatives, model, tokens, cost) and the digest of
+        the context it was computed from. With no decision before it, the run's mandate (its
+        input) is what the effect came from."""
+        run_id, step = self.find_effect(effect, step)
+        info = self.get_run(run_id)
         events = self.journal(run_id)
         intent = next((e for e in events if e.step == step and e.kind == Kind.INTENT), None)
         if intent is None:
@@ -691,24 +766,31 @@ class Daybook:
         if decision_id:
             dstep = int(str(decision_id).rsplit("/", 1)[1])
             decision = next((e for e in events if e.step == dstep and e.kind == Kind.DECISION), None)
+        last = outcome[-1] if outcome else None
         return {
             "effect": {
+                "run_id": run_id,
                 "step": step,
+                "seq": intent.seq,
                 "tool": intent.name,
                 "key": intent.key,
                 "args": intent.data.get("args"),
-                "status": outcome[-1].status if outcome else "in flight",
-                "result": outcome[-1].data.get("result") if outcome else None,
-                "ref": outcome[-1].data.get("ref") if outcome else None,
+                "status": last.status if last else "in flight",
+                "result": last.data.get("result") if last else None,
+                "ref": last.data.get("ref") if last else None,
             },
             "decision": None
             if decision is None
             else {
                 "id": decision_id,
                 "name": decision.name,
+                "seq": decision.seq,
                 "at": decision.at,
+                "digest": decision.fp,
                 "value": decision.data.get("value"),
+                **(decision.data.get("why") or {}),
             },
+            "mandate": {"workflow": info.workflow, "input": info.input, "code_version": info.code_version},
         }
 
     def transaction(
@@ -968,8 +1050,9 @@ class Daybook:
     def resolve(
         self,
         run_id: str,
-        step: int,
+        step: int | None = None,
         *,
+        ref: JSON = None,
         confirmed: JSON = _MISSING,
         failed: str | None = None,
         absent: bool = False,
@@ -978,7 +1061,9 @@ class Daybook:
     ) -> Event:
         """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
 
-        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned);
+        The effect is named by run id and step, or by its idempotency key alone (`step=None`).
+        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or
+        RESULT itself when it is a string, is kept as the counterparty's reference);
         `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
         it, so resuming sends it again under the same key.
         """
@@ -986,6 +1071,7 @@ class Daybook:
         if sum(chosen) != 1:
             raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
         who = by or getpass.getuser()
+        run_id, step = self.find_effect(run_id, step)
         self.get_run(run_id)
         if not self._reserve(run_id):
             raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
@@ -1011,6 +1097,10 @@ class Daybook:
             if confirmed is not _MISSING:
                 check_json(confirmed, f"resolution of step {step}")
                 status, data = Status.CONFIRMED, {"result": confirmed, **base}
+                if ref is None and isinstance(confirmed, str | int):
+                    ref = confirmed
+                if ref is not None:
+                    data["ref"] = ref
             elif failed is not None:
                 status = Status.FAILED
                 data = {"error": {"type": "ResolvedFailed", "message": failed}, "final": True, **base}
@@ -1044,6 +1134,9 @@ class Daybook:
     def leases(self) -> list[Lease]:
         """Every coordination entity with its holder, deadline and lease state (a read)."""
         return list_leases(self.store)
+
+
+_EFFECT_KINDS = (Kind.INTENT.value, Kind.ATTEMPT.value, Kind.OUTCOME.value)
 
 
 def _hash_token(token: str) -> str:

@@ -14,6 +14,7 @@ from . import render
 from .book import Daybook
 from .errors import DaybookError, NeedsAttention, Suspended
 from .records import RunStatus
+from .tool import registered as registered_tools
 from .workflow import load_app
 
 _db_option = click.option(
@@ -350,26 +351,132 @@ def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("run_id")
-@click.argument("step", type=int)
+@click.argument("effect")
+@click.argument("step", type=int, required=False)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @_with_book
-def why(book: Daybook, run_id: str, step: int, as_json: bool) -> None:
-    """The decision behind the effect at STEP of RUN_ID."""
-    found = book.why(run_id, step)
+def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
+    """The decision behind an effect: EFFECT is its idempotency key, or RUN_ID STEP."""
+    found = book.why(effect, step)
     if as_json:
         _json_out(found)
         return
     eff = found["effect"]
     assert isinstance(eff, dict)
-    click.echo(f"effect  step {eff['step']} {eff['tool']} key {eff['key']} ({eff['status']})")
-    click.echo(f"        args {render.brief(eff['args'], 100)}")
+    click.echo(
+        f"effect    {eff['run_id']} step {eff['step']} {eff['tool']} key {eff['key']} ({eff['status']}"
+        + (f", ref {eff['ref']}" if eff.get("ref") is not None else "")
+        + ")"
+    )
+    click.echo(f"          args {render.brief(eff['args'], 100)}")
     dec = found["decision"]
+    mandate = found["mandate"]
+    assert isinstance(mandate, dict)
     if not isinstance(dec, dict):
-        click.echo("why     no decision is linked to this effect (pass decision= to ctx.effect)")
+        click.echo(
+            f"why       no decision before it: it follows from the run's mandate, "
+            f"{mandate['workflow']}({render.brief(mandate['input'], 80)})"
+        )
         return
-    click.echo(f"why     decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
-    click.echo(f"        {render.brief(dec['value'], 200)}")
+    click.echo(f"why       decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
+    click.echo(f"          chose {render.brief(dec['value'], 200)}")
+    for field in ("policy", "version", "observation", "alternatives", "model", "tokens", "cost", "note"):
+        if dec.get(field) is not None:
+            click.echo(f"          {field:<12} {render.brief(dec[field], 100)}")
+    click.echo(f"          context digest {dec['digest']}")
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.option(
+    "--status",
+    type=click.Choice(["confirmed", "failed", "unknown", "in flight"]),
+    default=None,
+    help="Only effects in this state.",
+)
+@click.option("--tool", default=None, help="Only this tool's effects.")
+@click.option("--history", is_flag=True, help="Show each effect's status history.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@_with_book
+def effects(
+    book: Daybook, run_id: str | None, status: str | None, tool: str | None, history: bool, as_json: bool
+) -> None:
+    """The effect ledger: what runs did (request, key, reference, status, compensation)."""
+    found = book.effects(run_id, status=status, tool=tool)
+    if as_json:
+        _json_out(found)
+        return
+    if not found:
+        click.echo("no effects" + (f" in run {run_id}" if run_id else ""))
+        return
+    rows = [
+        [
+            str(e["run_id"]),
+            str(e["step"]),
+            str(e["tool"]),
+            str(e["key"]),
+            str(e["status"]),
+            "-" if e["ref"] is None else render.brief(e["ref"], 24),
+            str(e["decision"] or "-"),
+            "yes" if e["compensation"] else "-",
+        ]
+        for e in found
+    ]
+    click.echo(render.table(["run", "step", "tool", "key", "status", "ref", "decision", "undo"], rows))
+    if history:
+        for e in found:
+            hist = e["history"]
+            assert isinstance(hist, list)
+            trail = " -> ".join(str(h["status"]) for h in hist if isinstance(h, dict))
+            click.echo(f"{e['key']}: {trail}")
+
+
+@main.command()
+@click.option(
+    "--app",
+    "apps",
+    multiple=True,
+    metavar="MODULE|FILE.py",
+    help="Import this module or script first so its tools are registered (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def tools(apps: tuple[str, ...], as_json: bool) -> None:
+    """Counterparty profiles of the registered tools: keys, dedup window, status query, inverse,
+    effect class, and whether the agent loop gates them by default."""
+    for app in apps:
+        load_app(app)
+    found = [t.profile() for t in registered_tools()]
+    if as_json:
+        _json_out(found)
+        return
+    if not found:
+        click.echo("no tools registered; pass --app MODULE to import the code that declares them")
+        return
+    rows = [
+        [
+            str(p["name"]),
+            str(p["effect_class"]),
+            "buffered" if p["bufferable"] else "now",
+            "yes" if p["accepts_keys"] else "no",
+            "-" if p["dedup_window"] is None else f"{p['dedup_window']:g}s",
+            ",".join(
+                n
+                for n, on in (
+                    ("status", p["status_query"]),
+                    ("lookup", p["lookup_by_reference"]),
+                    ("verify", p["verify"]),
+                )
+                if on
+            )
+            or "-",
+            str(p["inverse"] or "-"),
+            "gated" if p["gated_by_default"] else "-",
+        ]
+        for p in found
+    ]
+    click.echo(
+        render.table(["tool", "class", "when", "keys", "window", "asks by", "inverse", "default"], rows)
+    )
 
 
 @main.command()
@@ -562,14 +669,15 @@ def unknowns(book: Daybook, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("run_id")
-@click.argument("step", type=int)
+@click.argument("effect")
+@click.argument("step", type=int, required=False)
 @click.option(
     "--confirmed",
-    metavar="JSON",
+    metavar="REF|JSON",
     default=None,
-    help="It happened; JSON is the result the tool would have returned.",
+    help="It happened: the counterparty's reference, or (JSON) the result the tool would have returned.",
 )
+@click.option("--ref", default=None, help="The counterparty's reference, when --confirmed is a JSON result.")
 @click.option("--failed", metavar="MESSAGE", default=None, help="It did not happen and will not.")
 @click.option(
     "--absent", is_flag=True, help="The counterparty never received it: resume sends it again, same key."
@@ -579,29 +687,30 @@ def unknowns(book: Daybook, as_json: bool) -> None:
 @_with_book
 def resolve(
     book: Daybook,
-    run_id: str,
-    step: int,
+    effect: str,
+    step: int | None,
     confirmed: str | None,
+    ref: str | None,
     failed: str | None,
     absent: bool,
     by: str | None,
     evidence: str,
 ) -> None:
-    """Record by hand what happened to an effect whose outcome is unknown (journaled, with who)."""
+    """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
+    EFFECT is its idempotency key, or RUN_ID STEP."""
     if sum([confirmed is not None, failed is not None, absent]) != 1:
-        click.echo("error: give exactly one of --confirmed JSON, --failed MESSAGE, --absent", err=True)
+        click.echo("error: give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent", err=True)
         sys.exit(1)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"ref": ref}
     if confirmed is not None:
         try:
             kwargs["confirmed"] = json.loads(confirmed)
-        except ValueError as exc:
-            click.echo(f"error: --confirmed is not JSON: {exc}", err=True)
-            sys.exit(1)
-    ev = book.resolve(run_id, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
+        except ValueError:
+            kwargs["confirmed"] = confirmed  # a bare reference, e.g. a wire id
+    ev = book.resolve(effect, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
     click.echo(
-        f"step {step} of {run_id} resolved as {ev.status} (seq {ev.seq}); "
-        f"continue it with `daybook resume {run_id}`"
+        f"step {ev.step} of {ev.run_id} (key {ev.key}) resolved as {ev.status} (seq {ev.seq}); "
+        f"continue it with `daybook resume {ev.run_id}`"
     )
 
 

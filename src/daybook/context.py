@@ -1057,6 +1057,36 @@ class Context:
             status="stuck",
         )
 
+    def barrier(self, *, runs: Sequence[str] | None = None, poll: float = 5.0) -> None:
+        """Hold a closing step (post to the ledger, file the report) until no effect's outcome is
+        open: unknown, in flight or awaiting a retry, in `runs` (default: every other run in the
+        book; this run's own effects are settled before it gets here). Each check is a recorded
+        step, and the wait between checks a durable timer, so replay passes the same way."""
+        if poll <= 0:
+            raise ValueError(f"ctx.barrier(poll={poll}): poll must be > 0 seconds")
+        scope = None if runs is None else sorted(set(runs))
+        while True:
+            still: list[dict[str, Any]] = self.decide("barrier", self._open_unknowns, scope).value
+            if not still:
+                return
+            log.warning(
+                "run %s: barrier waits for %d open effect(s): %s",
+                self.run_id,
+                len(still),
+                ", ".join(str(u["key"]) for u in still[:5]),
+            )
+            self.sleep(poll)
+
+    def _open_unknowns(self, scope: list[str] | None) -> list[dict[str, Any]]:
+        found = []
+        for ev in self._exe.store.open_effects():
+            if ev.run_id == self.run_id or (scope is not None and ev.run_id not in scope):
+                continue
+            if ev.kind == Kind.OUTCOME and ev.status == Status.FAILED and ev.data.get("final", True):
+                continue
+            found.append({"run_id": ev.run_id, "step": ev.step, "key": ev.key, "tool": ev.name})
+        return found
+
     def handle_update(
         self, name: str, fn: Callable[[Any], Any], timeout: float | None = None
     ) -> tuple[Any, Any] | None:
@@ -1110,7 +1140,7 @@ class Context:
                     "owner": owner,
                     "due": exe.clock() + due_in,
                     "about": about,
-                    "decision": decision.id if decision else None,
+                    "decision": decision.id if decision else exe.last_decision,
                 },
             )
         return f"{self.run_id}/{step}"

@@ -6,7 +6,9 @@ refuse the first N requests (503), execute and then drop the connection without 
 a hook between executing and replying (the demo kills the agent there).
 
     POST /<collection>        body JSON, header Idempotency-Key; 201 new, 200 replayed
-    GET  /<collection>/<key>  200 the record, 404 never received
+    GET  /<collection>/<key>  200 the record, 202 still pending, 404 never received (or forgotten)
+    GET  /by-id/<id>          the record by the bank's own id (never forgotten)
+    POST /reversals           body {"original": {...}, "result": {"id": ...}}: undo a record
     GET  /<collection>        the keys it holds
     GET  /balances            the day's balances (what the treasury agent reads)
     GET  /stats               executions and requests, per key
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +32,7 @@ class Faults:
     refuse: int = 0  # answer 503 without executing, this many times
     drop_after_execute: int = 0  # execute, then close the socket without replying
     status_down: int = 0  # status queries answer 503 this many times
+    pending: int = 0  # status queries answer 202 (accepted, not settled) this many times
     on_execute: Callable[[str, str], None] | None = None  # (collection, key) before the reply
     collections: set[str] = field(default_factory=set)  # empty: faults apply to all
 
@@ -42,12 +46,17 @@ class _Server(ThreadingHTTPServer):
 
 
 class Bank:
-    def __init__(self, balances: dict[str, int] | None = None) -> None:
+    def __init__(self, balances: dict[str, int] | None = None, dedup_window: float | None = None) -> None:
+        # Like a real payment API, the bank forgets keys after a window: a key older than this
+        # is unknown to its status endpoint, and a POST under it executes again.
+        self.dedup_window = dedup_window
+        self.by_id: dict[str, dict[str, Any]] = {}
         self.balances = balances or {"USD-operating": 1_250_000, "AUD-operating": 310_000}
         self.records: dict[str, dict[str, dict[str, Any]]] = {}
         self.executions: dict[str, int] = {}
         self.requests: dict[str, int] = {}
         self.faults = Faults()
+        self._stamps: dict[str, float] = {}
         self._lock = threading.Lock()
         self._seq = 0
         bank = self
@@ -82,13 +91,20 @@ class Bank:
                 elif len(parts) == 1:  # the keys of a collection: what reconciliation compares
                     with bank._lock:
                         self._send(200, sorted(bank.records.get(parts[0], {})))
+                elif len(parts) == 2 and parts[0] == "by-id":
+                    with bank._lock:
+                        rec = bank.by_id.get(parts[1])
+                    self._send(200, rec) if rec else self._send(404, {"error": "no such id"})
                 elif len(parts) >= 2:
                     coll, key = parts[0], "/".join(parts[1:])
                     with bank._lock:
                         if bank._fault(coll, "status_down"):
                             self._send(503, {"error": "status service unavailable"})
                             return
-                        rec = bank.records.get(coll, {}).get(key)
+                        rec = bank._remembered(coll, key)
+                        if rec and bank._fault(coll, "pending"):
+                            self._send(202, {"id": rec["id"], "state": "pending"})
+                            return
                     self._send(200, rec) if rec else self._send(404, {"error": "no such key"})
                 else:
                     self._send(404, {"error": "not found"})
@@ -107,7 +123,7 @@ class Bank:
                     if bank._fault(coll, "refuse"):
                         self._send(503, {"error": "try again"})
                         return
-                    existing = bank.records.get(coll, {}).get(key)
+                    existing = bank._remembered(coll, key)
                     if existing is not None:
                         self._send(200, existing)
                         return
@@ -118,6 +134,8 @@ class Bank:
                         **body,
                     }
                     bank.records.setdefault(coll, {})[key] = rec
+                    bank.by_id[rec["id"]] = rec
+                    bank._stamps[key] = time.monotonic()
                     bank.executions[key] = bank.executions.get(key, 0) + 1
                     drop = bank._fault(coll, "drop_after_execute")
                     hook = bank.faults.on_execute
@@ -132,6 +150,12 @@ class Bank:
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _remembered(self, coll: str, key: str) -> dict[str, Any] | None:
+        rec = self.records.get(coll, {}).get(key)
+        if rec is None or self.dedup_window is None:
+            return rec
+        return rec if time.monotonic() - self._stamps.get(key, 0.0) <= self.dedup_window else None
 
     def _fault(self, coll: str, name: str) -> bool:
         f = self.faults
