@@ -209,3 +209,85 @@ def _loop(bank: str, scenario: str) -> daybook.AgentLoop:
 def looped(ctx: Context, bank: str, scenario: str) -> dict[str, Any]:
     ctx.budget.cap(usd=1.0)
     return _loop(bank, scenario).run(ctx, "hedge the exposure").as_dict()
+
+
+# -- the ledgers, the resolver and the HTTP adapter (issue 5) ------------------------------------
+
+BANK_API: dict[str, Any] = {
+    "name": "bankapi",
+    "base_url": "http://127.0.0.1:1",  # each test passes the bank's real address
+    "endpoints": {
+        "wire": {
+            "method": "POST",
+            "path": "/wires",
+            "status_path": "/wires/{key}",
+            "lookup_path": "/by-id/{ref}",
+            "reference": "id",
+            "inverse": {"method": "POST", "path": "/reversals"},
+        },
+        "gl": {"method": "POST", "path": "/gl", "status_path": "/gl/{key}", "reference": "id"},
+    },
+}
+
+
+def bank_api(bank: str, **wire: Any) -> Any:
+    from daybook.adapters.http import JsonApi
+
+    config = {**BANK_API, "endpoints": {**BANK_API["endpoints"]}}
+    config["endpoints"]["wire"] = {**config["endpoints"]["wire"], **wire}
+    return JsonApi.from_config(config, base_url=bank)
+
+
+@daybook.workflow
+def http_payout(ctx: Context, bank: str, amount: int, wire: dict[str, Any]) -> dict[str, Any]:
+    """Decide a payout under a versioned policy, wire it, post it to the GL (the HTTP adapter)."""
+    api = bank_api(bank, **wire)
+    plan = ctx.decide(
+        "plan",
+        lambda: {"to": "ACME", "amount": amount},
+        why=daybook.Why(
+            policy="payouts",
+            version="v3",
+            observation={"snapshot": "balances-2026-11-22"},
+            alternatives=["hold", "split in two"],
+        ),
+    )
+    sent = api.call(ctx, "wire", to=plan.value["to"], amount=plan.value["amount"])
+    gl = api.call(
+        ctx, "gl", lines=[{"account": "cash", "amount": -amount}, {"account": "payable", "amount": amount}]
+    )
+    return {"wire": sent["id"], "gl": gl["id"]}
+
+
+@daybook.workflow
+def close_day(ctx: Context, bank: str, poll: float) -> dict[str, Any]:
+    """The closing step: waits at the barrier while any effect in the book is unknown."""
+    ctx.barrier(poll=poll)
+    return dict(ctx.effect(pay, bank=bank, n=999))
+
+
+def _touched(args: dict[str, Any]) -> Any:
+    try:
+        lines = open(args["path"]).read().splitlines()
+    except FileNotFoundError:
+        return daybook.Absent()
+    return daybook.Confirmed({"lines": len(lines)}) if args["line"] in lines else daybook.Absent()
+
+
+@daybook.tool(accepts_keys=False, verify=_touched)
+def append_line(*, path: str, line: str, idempotency_key: str) -> Any:
+    """A keyless act (nobody to ask about a key): only looking at the file tells if it happened."""
+    with open(path, "a") as f:
+        f.write(line + "\n")
+    return {"lines": len(open(path).read().splitlines())}
+
+
+@daybook.workflow
+def keyless(ctx: Context, path: str) -> Any:
+    return ctx.effect(append_line, path=path, line="deployed v2")
+
+
+@daybook.workflow
+def blind(ctx: Context, bank: str) -> Any:
+    """One payment with no status query: a dropped reply leaves it unknown until a person says."""
+    return ctx.effect(pay_blind, bank=bank, n=1)

@@ -37,7 +37,7 @@ from .errors import (
 from .llm import Completion, LLMClient, ScriptedLLM
 from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .pool import BudgetPool
-from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status
+from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .tool import (
     Absent,
     Confirmed,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -83,7 +84,8 @@ class Bank:
                     self.close_connection = True
 
             def do_GET(self) -> None:
-                parts = [p for p in self.path.split("/") if p]
+                # Keys hold slashes; clients may send them raw or percent-encoded.
+                parts = [p for p in urllib.parse.unquote(self.path).split("/") if p]
                 if parts == ["stats"]:
                     self._send(200, bank.stats())
                 elif parts == ["balances"]:
