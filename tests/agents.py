@@ -268,7 +268,8 @@ def close_day(ctx: Context, bank: str, poll: float) -> dict[str, Any]:
 
 def _touched(args: dict[str, Any]) -> Any:
     try:
-        lines = open(args["path"]).read().splitlines()
+        with open(args["path"]) as f:
+            lines = f.read().splitlines()
     except FileNotFoundError:
         return daybook.Absent()
     return daybook.Confirmed({"lines": len(lines)}) if args["line"] in lines else daybook.Absent()
@@ -279,7 +280,8 @@ def append_line(*, path: str, line: str, idempotency_key: str) -> Any:
     """A keyless act (nobody to ask about a key): only looking at the file tells if it happened."""
     with open(path, "a") as f:
         f.write(line + "\n")
-    return {"lines": len(open(path).read().splitlines())}
+    with open(path) as f:
+        return {"lines": len(f.read().splitlines())}
 
 
 @daybook.workflow

@@ -3,6 +3,7 @@ agent processes: every unknown becomes known by asking, never by guessing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -78,7 +79,7 @@ def test_pending_answers_are_polled_on_a_durable_timer_that_survives_a_kill_duri
     assert history == ["intent", "unknown", "unknown", "unknown", "unknown", "confirmed"]
     # Rounds are spaced by the declared poll interval, across the kill too.
     polls = [e.at for e in rows if e.kind == Kind.OUTCOME][1:]
-    assert all(b - a >= 0.3 for a, b in zip(polls, polls[1:], strict=False))
+    assert all(b - a >= 0.3 for a, b in itertools.pairwise(polls))
     assert bank.stats()["executions_by_key"][rows[0].key] == 1
 
 

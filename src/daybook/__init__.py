@@ -119,6 +119,7 @@ __all__ = [
     "TxResult",
     "UpdateTimeout",
     "Verdict",
+    "Why",
     "Workflow",
     "__version__",
     "tool",
