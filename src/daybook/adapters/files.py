@@ -28,10 +28,9 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import tool
 from ..context import Context
 from ..errors import ConfigError, DaybookError
-from ..tool import Absent, Confirmed, ReconcileResult
+from ..tool import Absent, Confirmed, ReconcileResult, tool
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -52,9 +51,7 @@ def _clean(path: str) -> str:
         raise ConfigError(f"files: path {path!r} is empty; give a path relative to the workspace root")
     pure = PurePosixPath(path.replace(os.sep, "/"))
     if pure.is_absolute() or os.path.isabs(path) or re.match(r"^[A-Za-z]:", path):
-        raise ConfigError(
-            f"files: path {path!r} is absolute; give a path relative to the workspace root"
-        )
+        raise ConfigError(f"files: path {path!r} is absolute; give a path relative to the workspace root")
     parts = [p for p in pure.parts if p not in ("", ".")]
     if not parts or ".." in parts:
         raise ConfigError(
@@ -63,8 +60,7 @@ def _clean(path: str) -> str:
         )
     if parts[0] == SCRATCH:
         raise ConfigError(
-            f"files: path {path!r} is inside {SCRATCH}/, the adapter's scratch area; choose "
-            "another path"
+            f"files: path {path!r} is inside {SCRATCH}/, the adapter's scratch area; choose another path"
         )
     return "/".join(parts)
 
@@ -282,11 +278,9 @@ def _commit_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     base = _base(args["root"])
     backups = _backups(base, args["run"], key)
     final, superseded = _collapse(list(args["entries"]))
-    done = (
-        all(_backup_state(backups, i)[0] and _applied(base, e) for i, e in enumerate(final))
-        and not any((base / str(e["staged"])).exists() for e in superseded if e["op"] == "write")
-    )
-    if done:
+    published = all(_backup_state(backups, i)[0] and _applied(base, e) for i, e in enumerate(final))
+    dropped = not any((base / str(e["staged"])).exists() for e in superseded if e["op"] == "write")
+    if published and dropped:
         result = _commit_result(base, backups, final)
         return Confirmed(result, ref=result["backup"])
     # Not started, or stopped half-way: committing again under the same key finishes it.
@@ -309,9 +303,9 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
             continue  # restored already (a re-run after a crash), or the commit changed nothing
         if now != item["sha256"]:
             raise DaybookError(
-                f"files.restore: {item['path']} was changed after commit {idempotency_key[5:]!r} "
-                f"(it holds sha256 {now}, neither what the commit wrote nor what was there "
-                f"before); its previous content is in {backups / f'{i}.prev'} if it existed. "
+                f"files.restore: {item['path']} was changed after the commit (it holds sha256 "
+                f"{now}, neither what the commit wrote nor what was there before), so it is left "
+                f"as it is; its previous content is in {backups / f'{i}.prev'} if it existed. "
                 "Settle it by hand, then `daybook resolve` this step"
             )
         if before is None:
@@ -340,13 +334,23 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
     base = _base(root)
     backups = _backups(base, run, idempotency_key)
     final, superseded = _collapse(list(entries))
+    targets = [_target(base, str(e["path"])) for e in final]
+    # All or nothing: a staged file that is gone (swept) and not already published by this
+    # commit stops it before any file changes.
+    for i, entry in enumerate(final):
+        gone = entry["op"] == "write" and not (base / str(entry["staged"])).exists()
+        if gone and not (_backup_state(backups, i)[0] and _sha(targets[i]) == entry["sha256"]):
+            raise DaybookError(
+                f"files.commit: the staged file {entry['staged']} for {entry['path']} is gone: "
+                "it was swept or removed before the commit, so nothing was published. Write "
+                "the files again in a new run, and sweep only runs that are gone"
+            )
     backups.mkdir(parents=True, exist_ok=True)
     for entry in superseded:
         if entry["op"] == "write":
             with contextlib.suppress(FileNotFoundError):
                 (base / str(entry["staged"])).unlink()
-    for i, entry in enumerate(final):
-        target = _target(base, str(entry["path"]))
+    for i, (entry, target) in enumerate(zip(final, targets, strict=True)):
         _take_backup(backups, i, target)
         if entry["op"] == "delete":
             if target.exists():
@@ -360,12 +364,6 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
                 shutil.copymode(target, staged)  # a rewritten file keeps its permissions
             os.replace(staged, target)
             _fsync_dir(target.parent)
-        elif _sha(target) != entry["sha256"]:
-            raise DaybookError(
-                f"files.commit: the staged file {entry['staged']} for {entry['path']} is gone and "
-                f"{entry['path']} does not hold its content (sha256 {entry['sha256']}): it was "
-                "swept or removed before the commit. Write the file again in a new run"
-            )
     _prune(_staging(base, run), base / SCRATCH)
     return _commit_result(base, backups, final)
 
@@ -398,9 +396,7 @@ class Workspace:
         if not os.path.isdir(path):
             raise ConfigError(f"files: workspace root {path!r} is not a directory; create it first")
         self.root = path
-        self._pending: weakref.WeakKeyDictionary[Context, list[dict[str, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._pending: weakref.WeakKeyDictionary[Context, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
 
     def _staged(self, ctx: Context) -> list[dict[str, Any]]:
         return self._pending.setdefault(ctx, [])
@@ -410,7 +406,9 @@ class Workspace:
         Returns `{"path", "op", "staged", "sha256", "bytes"}`."""
         if not isinstance(content, str):
             raise ConfigError(f"files: content for {path!r} must be str, got {type(content).__name__}")
-        result: dict[str, Any] = ctx.effect(write, root=self.root, run=ctx.run_id, path=_clean(path), content=content)
+        result: dict[str, Any] = ctx.effect(
+            write, root=self.root, run=ctx.run_id, path=_clean(path), content=content
+        )
         self._staged(ctx).append(result)
         return result
 
@@ -451,9 +449,7 @@ class Workspace:
         `backups=True` also removes those runs' commit backups, after which their commits can no
         longer be compensated. Returns the removed paths, relative to the root."""
         if older_than is None and not runs:
-            raise ConfigError(
-                "files: sweep() needs runs=[...] (runs that are gone) or older_than=SECONDS"
-            )
+            raise ConfigError("files: sweep() needs runs=[...] (runs that are gone) or older_than=SECONDS")
         base = Path(self.root)
         scratch = base / SCRATCH
         named = {_safe(r) for r in runs}

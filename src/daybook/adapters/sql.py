@@ -17,16 +17,19 @@ Owns: the three tools, their status queries, the marker table, and `Database`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
+import hashlib
 import json
 import re
 import sqlite3
+import sys
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..context import Context, Decision
 from ..errors import ConfigError
@@ -64,18 +67,20 @@ def _sqlite_path(url: str) -> str:
     return path
 
 
-def _pg_conninfo(url: str) -> tuple[str, str | None]:
+def _pg_conninfo(url: str) -> str:
+    """The libpq URL, with `?schema=NAME` turned into that schema as the search path."""
     parts = urlsplit(url)
-    schema = None
-    rest = []
-    for k, v in parse_qsl(parts.query):
-        if k == "schema":
-            schema = v
-        else:
-            rest.append((k, v))
-    if schema is not None and not _IDENT.fullmatch(schema):
-        raise ConfigError(f"schema={schema!r} in the database URL is not a plain SQL identifier")
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+    query = parse_qsl(parts.query)
+    schemas = [v for k, v in query if k == "schema"]
+    rest = [(k, v) for k, v in query if k not in ("schema", "options")]
+    options = [v for k, v in query if k == "options"]
+    for schema in schemas:
+        if not _IDENT.fullmatch(schema):
+            raise ConfigError(f"schema={schema!r} in the database URL is not a plain SQL identifier")
+        options.append(f"-csearch_path={schema}")
+    if options:
+        rest.append(("options", " ".join(options)))
+    return urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
 
 
 def _psycopg() -> Any:
@@ -100,9 +105,7 @@ class _Session:
                 self.raw: Any = sqlite3.connect(_sqlite_path(url), isolation_level=None, timeout=30.0)
             else:
                 pg = _psycopg()
-                conninfo, schema = _pg_conninfo(url)
-                options = {"options": f"-csearch_path={schema}"} if schema else {}
-                self.raw = pg.connect(conninfo, autocommit=False, connect_timeout=10, **options)
+                self.raw = pg.connect(_pg_conninfo(url), autocommit=False, connect_timeout=10)
         except ConfigError:
             raise
         except Exception as exc:
@@ -123,46 +126,52 @@ class _Session:
         return list(cur.fetchall())
 
     def commit(self) -> None:
-        self.raw.commit() if self.kind == "postgresql" else self.raw.execute("COMMIT")
+        if self.kind == "postgresql":
+            self.raw.commit()
+        else:
+            self.raw.execute("COMMIT")
 
     def rollback(self) -> None:
-        try:
-            self.raw.rollback() if self.kind == "postgresql" else self.raw.execute("ROLLBACK")
-        except Exception:  # noqa: S110 - no transaction open, or the connection is gone: nothing to undo
-            pass
+        # No transaction open, or the connection is gone: either way nothing is left to undo.
+        with contextlib.suppress(Exception):
+            if self.kind == "postgresql":
+                self.raw.rollback()
+            else:
+                self.raw.execute("ROLLBACK")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.raw.close()
-        except Exception:  # noqa: S110 - closing a broken connection
-            pass
 
     def marker_exists(self, table: str) -> bool:
         if self.kind == "sqlite":
             sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
             return bool(self.rows(sql, [table]))
-        return self.rows("SELECT to_regclass(%s) IS NOT NULL", [table])[0][0] is True
+        return self.rows("SELECT to_regclass(%s::text) IS NOT NULL", [table])[0][0] is True
 
     def ensure_marker(self, table: str) -> None:
         at = "REAL" if self.kind == "sqlite" else "DOUBLE PRECISION"
         self.run(
             f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, at {at} NOT NULL, "
-            "result TEXT NOT NULL)",
+            "batch TEXT NOT NULL, result TEXT NOT NULL)",
             None,
         )
 
-    def claim(self, table: str, key: str) -> bool:
+    def claim(self, table: str, key: str, batch: str) -> bool:
         """Insert the key's marker; False if it is already there. On PostgreSQL a concurrent
         transaction holding the same key makes this wait for it, so two senders never both run."""
-        sql = f"INSERT INTO {table} (key, at, result) VALUES ({self.ph}, {self.ph}, '') ON CONFLICT (key) DO NOTHING"
-        return self.run(sql, [key, time.time()]) == 1
+        sql = (
+            f"INSERT INTO {table} (key, at, batch, result) VALUES ({self.ph}, {self.ph}, {self.ph}, '') "
+            "ON CONFLICT (key) DO NOTHING"
+        )
+        return self.run(sql, [key, time.time(), batch]) == 1
 
-    def stored(self, table: str, key: str) -> JSONDict | None:
-        found = self.rows(f"SELECT result FROM {table} WHERE key = {self.ph}", [key])
+    def stored(self, table: str, key: str) -> tuple[JSONDict, str] | None:
+        found = self.rows(f"SELECT result, batch FROM {table} WHERE key = {self.ph}", [key])
         if not found:
             return None
         value: JSONDict = json.loads(found[0][0])
-        return value
+        return value, str(found[0][1])
 
     def settle(self, table: str, key: str, result: JSONDict) -> None:
         self.run(f"UPDATE {table} SET result = {self.ph} WHERE key = {self.ph}", [json.dumps(result), key])
@@ -177,17 +186,36 @@ def _is_connection_loss(exc: BaseException) -> bool:
 
 
 def _loaded_psycopg() -> Any:
-    import sys
-
     # Only an error from psycopg can be a psycopg error; never import it just to ask.
     return sys.modules.get("psycopg")
+
+
+Plan = list[tuple[str, Params | None]]
+
+
+def _digest(plan: Plan) -> str:
+    """Names a batch's content, kept with its marker: a key met again with other statements is
+    someone else's act (another store reusing run ids), never this one already done."""
+    text = json.dumps([[sql, params] for sql, params in plan], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _same_batch(url: str, table: str, key: str, found: tuple[JSONDict, str], plan: Plan) -> JSONDict:
+    result, batch = found
+    if batch != _digest(plan):
+        raise ConfigError(
+            f"{url}: key {key!r} is already in {table} for a different batch of statements, so "
+            "another run used it (another daybook store with the same run ids?). Nothing was "
+            "applied. Give runs ids that are unique across every store writing to this database"
+        )
+    return result
 
 
 def _transaction(
     url: str,
     table: str,
     key: str,
-    statements: list[tuple[str, Params | None]],
+    statements: Plan,
     extra: JSONDict,
     require: str | None = None,
 ) -> JSONDict:
@@ -205,11 +233,11 @@ def _transaction(
                     "there is nothing to undo; if it was recorded by hand as confirmed, resolve "
                     "the compensation by hand too"
                 )
-            if not session.claim(table, key):
+            if not session.claim(table, key, _digest(statements)):
                 session.rollback()
-                done = session.stored(table, key)
-                assert done is not None
-                return done
+                found = session.stored(table, key)
+                assert found is not None
+                return _same_batch(url, table, key, found, statements)
         except ConfigError:
             session.rollback()
             raise
@@ -239,31 +267,42 @@ def _transaction(
         session.close()
 
 
-def _applied(url: str, table: str, key: str) -> ReconcileResult:
+def _applied(url: str, table: str, key: str, plan: Plan) -> ReconcileResult:
+    _check_marker(table)
     session = _Session(url)
     try:
         found = session.stored(table, key) if session.marker_exists(table) else None
     finally:
         session.close()
     # The marker commits with the statements, so absent means none of them were applied.
-    return NotFound() if found is None else Confirmed(found, ref=key)
+    if found is None:
+        return NotFound()
+    return Confirmed(_same_batch(url, table, key, found, plan), ref=key)
+
+
+def _forward(statements: list[JSONDict]) -> Plan:
+    return [(str(s["sql"]), s.get("params")) for s in statements]
+
+
+def _backward(statements: list[JSONDict]) -> Plan:
+    return [(str(s["inverse"]["sql"]), s["inverse"].get("params")) for s in reversed(statements)]
 
 
 def _commit_status(key: str, args: dict[str, Any]) -> ReconcileResult:
-    return _applied(str(args["url"]), str(args["marker_table"]), key)
+    return _applied(str(args["url"]), str(args["marker_table"]), key, _forward(args["statements"]))
 
 
 def _undo_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     original = args["original"]
-    return _applied(str(original["url"]), str(original["marker_table"]), key)
+    statements = original["statements"]
+    if any(not s.get("inverse") for s in statements):
+        return NotFound()  # the undo refuses such a batch before touching anything
+    return _applied(str(original["url"]), str(original["marker_table"]), key, _backward(statements))
 
 
-def _commit(
-    *, url: str, marker_table: str, statements: list[JSONDict], idempotency_key: str
-) -> JSONDict:
+def _commit(*, url: str, marker_table: str, statements: list[JSONDict], idempotency_key: str) -> JSONDict:
     _check_marker(marker_table)
-    plan = [(str(s["sql"]), s.get("params")) for s in statements]
-    return _transaction(url, marker_table, idempotency_key, plan, {})
+    return _transaction(url, marker_table, idempotency_key, _forward(statements), {})
 
 
 def _reference(result: Any) -> Any:
@@ -284,12 +323,11 @@ def undo(*, original: JSONDict, result: JSONDict, idempotency_key: str) -> JSOND
         )
     table = str(original["marker_table"])
     _check_marker(table)
-    plan = [(str(s["inverse"]["sql"]), s["inverse"].get("params")) for s in reversed(statements)]
     return _transaction(
         str(original["url"]),
         table,
         idempotency_key,
-        plan,
+        _backward(statements),
         {"undoes": result.get("key")},
         require=str(result["key"]),
     )
