@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -153,7 +154,7 @@ class Why:
     policy: str | None = None
     version: str | None = None
     observation: JSON = None
-    alternatives: tuple[JSON, ...] = ()
+    alternatives: Sequence[JSON] = ()
     model: str | None = None
     tokens: int | None = None
     cost: float | None = None

@@ -4,7 +4,8 @@
 with SIGKILL after the bank executed the wire but before the agent heard back (so before the
 outcome could be journaled), then resumes the run in a second process through the CLI. The
 resumed run finds the wire's intent without an outcome, asks the bank about the key, records the
-bank's wire id, and goes on. The bank's own books show one wire.
+bank's wire id, and goes on. The bank's own books show one wire. Act two shows the books: the
+decision behind the wire (`daybook why`), the effect ledger and what the run still owes.
 """
 
 from __future__ import annotations
@@ -75,4 +76,18 @@ def run_demo(db: str | None = None, echo: Callable[[str], None] = print) -> int:
             if wires == 1 and not dupes
             else "    DOUBLE WIRE"
         )
-        return 0 if wires == 1 and not dupes else 1
+        if wires != 1 or dupes:
+            return 1
+        # Act two: the books. Why the agent acted, what it did, what it still owes.
+        wire_key = next(k for k in stats["executions_by_key"] if "/send_wire/" in k)
+        for title, args in (
+            (f"[6] why did the agent send that wire? daybook why {wire_key}", ["why", wire_key]),
+            (
+                f"[7] what it did (the effect ledger): daybook effects {run_id} --history",
+                ["effects", run_id, "--history"],
+            ),
+            ("[8] what it owes (the obligation ledger): daybook obligations", ["obligations"]),
+        ):
+            echo(f"\n{title}")
+            subprocess.run([sys.executable, "-m", "daybook", *args, "--db", db], env=env, check=True)
+        return 0

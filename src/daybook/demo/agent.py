@@ -13,6 +13,7 @@ from typing import Any
 
 from ..context import Context
 from ..llm import ScriptedLLM
+from ..records import Why
 from ..tool import Confirmed, NotFound, ReconcileResult, StillUnknown, TransientError, tool
 from ..workflow import workflow
 
@@ -56,19 +57,23 @@ def status_of(collection: str, url_arg: str = "bank") -> Any:
     return reconcile
 
 
-@tool(reconcile=status_of("wires"))
+def _id(result: Any) -> Any:
+    return result.get("id") if isinstance(result, dict) else None
+
+
+@tool(reconcile=status_of("wires"), reference=_id)
 def send_wire(*, bank: str, to: str, amount: int, currency: str, idempotency_key: str) -> Any:
     return http_json(
         "POST", f"{bank}/wires", {"to": to, "amount": amount, "currency": currency}, idempotency_key
     )
 
 
-@tool(reconcile=status_of("bookings"))
+@tool(reconcile=status_of("bookings"), reference=_id)
 def book_custody(*, bank: str, wire_id: str, fund: str, idempotency_key: str) -> Any:
     return http_json("POST", f"{bank}/bookings", {"wire_id": wire_id, "fund": fund}, idempotency_key)
 
 
-@tool(reconcile=status_of("gl"))
+@tool(reconcile=status_of("gl"), reference=_id)
 def post_gl(*, bank: str, lines: list[dict[str, Any]], idempotency_key: str) -> Any:
     return http_json("POST", f"{bank}/gl", {"lines": lines}, idempotency_key)
 
@@ -99,14 +104,33 @@ def planner() -> ScriptedLLM:
 def treasury(ctx: Context, bank: str, day: str) -> dict[str, Any]:
     balances = ctx.decide("read_balances", http_json, "GET", f"{bank}/balances").value
     prompt = "Plan today's sweeps. FACTS:" + json.dumps({"policy": POLICY, "balances": balances})
-    plan = ctx.llm(planner(), prompt)
+    plan = ctx.llm(
+        planner(),
+        prompt,
+        why=Why(
+            policy="cfo-sweep-policy",
+            version=str(POLICY["version"]),
+            observation={"balances": balances},
+            alternatives=["hold the excess in the operating accounts", "ask the treasurer first"],
+        ),
+    )
     legs = json.loads(plan.value["text"])["legs"]
+    # What the run owes, as data: the GL entry for today's sweeps (fulfilled below), and the fund's
+    # settlement confirmation, which comes days later on another channel (stays open).
+    gl_due = ctx.obligation("post-gl-entry", owner="treasury-agent", due_in=3600, about={"day": day})
     done = []
     for leg in legs:
         wire = ctx.effect(
             send_wire, decision=plan, bank=bank, to=leg["to"], amount=leg["amount"], currency=leg["currency"]
         )
         booking = ctx.effect(book_custody, decision=plan, bank=bank, wire_id=wire["id"], fund=leg["to"])
+        ctx.obligation(
+            "settlement-confirmation",
+            owner="treasury-ops",
+            due_in=2 * 24 * 3600,
+            about={"wire": wire["id"], "fund": leg["to"]},
+            decision=plan,
+        )
         done.append({"wire": wire["id"], "amount": leg["amount"], "booking": booking["id"]})
     entry = ctx.effect(
         post_gl,
@@ -115,4 +139,5 @@ def treasury(ctx: Context, bank: str, day: str) -> dict[str, Any]:
         lines=[{"account": leg["from"], "credit": leg["amount"]} for leg in legs]
         + [{"account": leg["to"], "debit": leg["amount"]} for leg in legs],
     )
+    ctx.fulfil(gl_due, note=f"GL entry {entry['id']}")
     return {"day": day, "policy": POLICY["version"], "sweeps": done, "gl": entry["id"]}
