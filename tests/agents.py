@@ -293,3 +293,7 @@ def keyless(ctx: Context, path: str) -> Any:
 def blind(ctx: Context, bank: str) -> Any:
     """One payment with no status query: a dropped reply leaves it unknown until a person says."""
     return ctx.effect(pay_blind, bank=bank, n=1)
+
+
+# Built at import so `daybook tools --app tests/agents.py` lists the API's endpoints too.
+BANK_API_TOOLS = bank_api(BANK_API["base_url"])

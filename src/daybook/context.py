@@ -61,7 +61,12 @@ _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for work
 # What the effect state machine asks its driver to do, and what it gets back.
 _Op = tuple[str, Any]
 _Reply = tuple[str, Any] | None
-_NOT_REASONS = frozenset({"now", "random", "uuid", "barrier"})
+# Reads and bookkeeping steps, not decisions an effect follows from: clock and randomness, the
+# barrier, reads of the world (adapters, the loop's observe/verify), and every internal step
+# (their names hold a colon: budget:charge, patch:NAME, precondition:..., notify:..., answer:...).
+_NOT_REASONS = frozenset(
+    {"now", "random", "uuid", "barrier", "claim", "on_stuck", "observe", "verify", "files.read", "sql.query"}
+)
 
 
 @dataclass(frozen=True)
@@ -751,8 +756,7 @@ class Context:
         return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
 
     def _made(self, decision: Decision[Any]) -> Decision[Any]:
-        # Clock, randomness and barrier reads are inputs, not decisions an effect follows from.
-        if decision.name not in _NOT_REASONS:
+        if decision.name not in _NOT_REASONS and ":" not in decision.name:
             self._exe.last_decision = decision.id
         return decision
 

@@ -252,10 +252,13 @@ def tool(
         # A tool declared with no counterparty profile at all is treated as irreversible and
         # keyless: the most conservative reading (gated by the agent loop, never undone by a
         # model-proposed plan). Say `irreversible=False` to opt out.
+        # A keyless act with no inverse (a shell command, a click) cannot be deduped or undone:
+        # `verify` only tells whether it happened. It is irreversible unless said otherwise.
         final = (
             irreversible
             if irreversible is not None
-            else effect_class == "irreversible" or (effect_class is None and not profiled)
+            else effect_class == "irreversible"
+            or (effect_class is None and (not profiled or (not accepts_keys and inverse is None)))
         )
         kind = effect_class or (
             "irreversible"

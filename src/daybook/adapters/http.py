@@ -204,7 +204,8 @@ class JsonApi:
             req.add_header(name, value)
         try:
             with urllib.request.urlopen(req, timeout=ep.timeout) as resp:
-                return _decode(resp.read())
+                reply = _decode(resp.read())
+                accepted = resp.status == 202
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
             if exc.code in (429, 503):
@@ -212,6 +213,11 @@ class JsonApi:
             if exc.code in (500, 502, 504):
                 raise OutcomeUnknown(f"{method} {url}: HTTP {exc.code}; it may have been executed") from None
             raise Rejected(f"{method} {url}: HTTP {exc.code}: {detail}") from None
+        if accepted:
+            # Accepted, not settled: the outcome is the counterparty's to report (status path).
+            ref = reply.get(ep.reference) if isinstance(reply, dict) and ep.reference else None
+            raise OutcomeUnknown(f"{method} {url}: 202 Accepted, not settled yet", ref=ref)
+        return reply
 
     def _ask(self, ep: Endpoint, path: str, fields: Mapping[str, Any]) -> ReconcileResult:
         url = self._url(ep, path, fields)
