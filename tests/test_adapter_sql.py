@@ -215,14 +215,31 @@ def test_input_the_adapter_cannot_use_is_refused_before_anything_is_buffered(tmp
     with pytest.raises(daybook.ConfigError, match="not a plain SQL identifier"):
         Database(f"sqlite:///{tmp_path / 'x.db'}", marker_table="x; DROP TABLE y")
     db = Database(f"sqlite:///{tmp_path / 'x.db'}")
-    ctx: Any = daybook.Context.__new__(daybook.Context)  # execute only buffers: no run needed
-    with pytest.raises(daybook.ConfigError, match="COMMIT is not allowed"):
-        db.execute(ctx, "commit")
-    with pytest.raises(daybook.ConfigError, match="not str, int, float, bool or None"):
-        db.execute(ctx, "INSERT INTO t VALUES (?)", [object()])  # type: ignore[list-item]
-    with pytest.raises(daybook.ConfigError, match="inverse must be SQL"):
-        db.execute(ctx, "INSERT INTO t VALUES (1)", inverse=["DELETE FROM t"])  # type: ignore[arg-type]
-    assert db.pending(ctx) == []
+
+    @daybook.workflow(name="sql_bad_input")
+    def bad_input(ctx: daybook.Context) -> Any:
+        refused = []
+        for bad in (
+            lambda: db.execute(ctx, "commit"),
+            lambda: db.execute(ctx, "INSERT INTO t VALUES (?)", [object()]),  # type: ignore[list-item]
+            lambda: db.execute(ctx, "INSERT INTO t VALUES (1)", inverse=["DELETE FROM t"]),  # type: ignore[arg-type]
+        ):
+            try:
+                bad()
+            except daybook.ConfigError as exc:
+                refused.append(str(exc))
+        return {"refused": refused, "pending": db.pending(ctx)}
+
+    with Daybook(f"sqlite:///{tmp_path / 'journal.db'}") as book:
+        out = book.run(bad_input, run_id="bad-input")
+    assert len(out["refused"]) == 3
+    for message, complaint in zip(
+        out["refused"],
+        ["COMMIT is not allowed", "not str, int, float, bool or None", "inverse must be SQL"],
+        strict=True,
+    ):
+        assert complaint in message
+    assert out["pending"] == []
 
 
 # -- crashes ------------------------------------------------------------------------------------

@@ -207,6 +207,9 @@ class Execution:
         self.per_decision: dict[str, int] = {}
         # The latest decision made or replayed: an effect with no explicit decision links to it.
         self.last_decision: str | None = None
+        # What bufferable adapters hold until their commit step, per adapter instance: memory
+        # of this execution only, refilled on replay by the steps that filled it.
+        self.held: dict[object, list[Any]] = {}
         self.clock: Callable[[], float] = time.time
         self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
@@ -667,6 +670,14 @@ class Context:
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
         return decision.key(kind, i)
+
+    def held(self, owner: object, *, take: bool = False) -> list[Any]:
+        """What `owner` (a bufferable adapter: staged files, SQL statements, an outbox) holds for
+        this execution until its commit step; `take=True` returns it and starts a new list. Not
+        journaled: the steps that fill it replay in order, so a resumed run rebuilds it."""
+        if take:
+            return self._exe.held.pop(owner, [])
+        return self._exe.held.setdefault(owner, [])
 
     # -- decisions ----------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import logging
 import smtplib
 import time
 import urllib.parse
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from email.errors import HeaderParseError
@@ -252,8 +251,6 @@ class Outbox:
             _VERIFIERS.pop(ident, None)
         else:
             _VERIFIERS[ident] = verify
-        # Rebuilt by replay on every execution: the queue is the journal's decisions, not memory.
-        self._queues: weakref.WeakKeyDictionary[Context, list[_Queued]] = weakref.WeakKeyDictionary()
 
     def queue(self, ctx: Context, to: str | Sequence[str], subject: str, body: str) -> str:
         """Journal a message (a recorded `email.queue` step) without sending it; returns its
@@ -275,7 +272,7 @@ class Outbox:
 
         decision = ctx.decide("email.queue", record, to=rcpts, subject=subject, body=body)
         mid = message_id_for(decision.key(send.name, 0))
-        self._queues.setdefault(ctx, []).append(_Queued(decision, mid))
+        ctx.held(self).append(_Queued(decision, mid))
         return mid
 
     def pending(self, ctx: Context) -> list[dict[str, Any]]:
@@ -283,7 +280,7 @@ class Outbox:
         `release`): message_id, to and subject of each."""
         return [
             {"message_id": q.message_id, "to": q.decision.value["to"], "subject": q.decision.value["subject"]}
-            for q in self._queues.get(ctx, [])
+            for q in ctx.held(self)
             if not q.settled
         ]
 
@@ -294,7 +291,7 @@ class Outbox:
         must approve what leaves. A message refused for good raises `EffectFailed` and is not
         tried again by a later release; the rest stay queued."""
         sent: list[dict[str, Any]] = []
-        for q in self._queues.get(ctx, []):
+        for q in ctx.held(self):
             if q.settled:
                 continue
             # Settled before the call: a failure is final in the journal, and the same decision

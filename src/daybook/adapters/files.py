@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import time
-import weakref
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -396,10 +395,6 @@ class Workspace:
         if not os.path.isdir(path):
             raise ConfigError(f"files: workspace root {path!r} is not a directory; create it first")
         self.root = path
-        self._pending: weakref.WeakKeyDictionary[Context, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
-
-    def _staged(self, ctx: Context) -> list[dict[str, Any]]:
-        return self._pending.setdefault(ctx, [])
 
     def write(self, ctx: Context, path: str, content: str) -> dict[str, Any]:
         """Stage `content` for `path` (relative to the root). Not visible until `commit`.
@@ -409,13 +404,13 @@ class Workspace:
         result: dict[str, Any] = ctx.effect(
             write, root=self.root, run=ctx.run_id, path=_clean(path), content=content
         )
-        self._staged(ctx).append(result)
+        ctx.held(self).append(result)
         return result
 
     def delete(self, ctx: Context, path: str) -> dict[str, Any]:
         """Stage the removal of `path`; it disappears at `commit` (a missing file is fine)."""
         result: dict[str, Any] = ctx.effect(delete, root=self.root, run=ctx.run_id, path=_clean(path))
-        self._staged(ctx).append(result)
+        ctx.held(self).append(result)
         return result
 
     def commit(self, ctx: Context) -> dict[str, Any]:
@@ -424,7 +419,7 @@ class Workspace:
         the sha256 the file had before (None: it did not exist)."""
         entries = [
             {k: e[k] for k in ("path", "op", "staged", "sha256") if k in e}
-            for e in self._pending.pop(ctx, [])
+            for e in ctx.held(self, take=True)
         ]
         result: dict[str, Any] = ctx.effect(commit, root=self.root, run=ctx.run_id, entries=entries)
         return result
@@ -434,7 +429,7 @@ class Workspace:
         last commit, else the file), None if absent; recorded, so replay sees the same."""
         rel = _clean(path)
         pending = None
-        for entry in self._pending.get(ctx, []):
+        for entry in ctx.held(self):
             if entry["path"] == rel:
                 pending = {k: entry[k] for k in ("op", "staged") if k in entry}
         value: str | None = ctx.decide("files.read", _read, self.root, rel, pending).value

@@ -26,7 +26,6 @@ import re
 import sqlite3
 import sys
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -437,8 +436,6 @@ class Database:
         _check_marker(marker_table)
         self.url = url
         self.marker_table = marker_table
-        # Per execution of a run: a resume in this same process starts from an empty buffer.
-        self._buffers: weakref.WeakKeyDictionary[Context, list[JSONDict]] = weakref.WeakKeyDictionary()
 
     @property
     def placeholder(self) -> str:
@@ -455,7 +452,7 @@ class Database:
         """Buffer a statement for this run's next `commit`; nothing touches the database yet.
         `inverse` undoes it at compensation: SQL, or (SQL, params). Without one, the batch it
         joins cannot be compensated (it is committed as `sql.commit_irreversible`)."""
-        buffer = self._buffers.setdefault(ctx, [])
+        buffer = ctx.held(self)
         what = f"statement {len(buffer)} of the batch"
         stmt = _statement(sql, params, what)
         if inverse is None:
@@ -470,11 +467,11 @@ class Database:
 
     def pending(self, ctx: Context) -> list[JSONDict]:
         """The statements buffered by this run since its last commit."""
-        return [dict(s) for s in self._buffers.get(ctx, [])]
+        return [dict(s) for s in ctx.held(self)]
 
     def rollback(self, ctx: Context) -> int:
         """Drop this run's buffered statements (they never reached the database); how many."""
-        return len(self._buffers.pop(ctx, []))
+        return len(ctx.held(self, take=True))
 
     def commit(
         self, ctx: Context, *, key: str | None = None, decision: Decision[Any] | None = None
@@ -482,7 +479,7 @@ class Database:
         """Apply the buffered statements as one effect, in one database transaction, once.
         Returns `{"key", "rowcounts"}` (None, and no step, when nothing is buffered). A statement
         the database refuses rolls back all of them and raises `EffectFailed`."""
-        statements = self._buffers.pop(ctx, [])
+        statements = ctx.held(self, take=True)
         if not statements:
             return None
         chosen: Tool[JSONDict] = (
