@@ -741,9 +741,9 @@ class Daybook:
         """(run id, step) of an effect named by its idempotency key, or by run id and step."""
         if step is not None:
             return effect, step
-        for ev in self.store.events_of_kind(Kind.INTENT.value):
-            if ev.key == effect and ev.step is not None:
-                return ev.run_id, ev.step
+        ev = self.store.find_intent(effect)
+        if ev is not None and ev.step is not None:
+            return ev.run_id, ev.step
         raise ConfigError(
             f"no effect has key {effect!r}; name it by its key (see `daybook effects`) or by RUN STEP"
         )

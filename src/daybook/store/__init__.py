@@ -99,6 +99,9 @@ class Store(Protocol):
     def events_of_kind(self, kind: str) -> list[Event]:
         """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations)."""
 
+    def find_intent(self, key: str) -> Event | None:
+        """The intent row that issued idempotency key `key` (one at most: keys are unique)."""
+
     def close(self) -> None: ...
 
     # -- coordination entities (daybook.entity) ----------------------------------------------

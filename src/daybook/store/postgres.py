@@ -433,6 +433,13 @@ class PostgresStore:
         ).fetchall()
         return events_from_rows(rows, parsed=True)
 
+    def find_intent(self, key: str) -> Event | None:
+        # Served by the partial unique index on intent keys.
+        rows = self._db.execute(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = 'intent' AND key = %s", (key,)
+        ).fetchall()
+        return events_from_rows(rows, parsed=True)[0] if rows else None
+
     def open_effects(self) -> list[Event]:
         cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
         rows = self._db.execute(

@@ -441,6 +441,13 @@ class SQLiteStore:
         )
         return events_from_rows(rows)
 
+    def find_intent(self, key: str) -> Event | None:
+        # Served by the partial unique index on intent keys.
+        rows = self._read(
+            f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = 'intent' AND key = ?", (key,)
+        )
+        return events_from_rows(rows)[0] if rows else None
+
     def open_effects(self) -> list[Event]:
         rows = self._read(
             f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
