@@ -1394,11 +1394,12 @@ class Context:
                 reply = ("err", exc)
 
     @staticmethod
-    async def _call_async(op: str, timeout: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
+    async def _call_async(op: str, arg: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
+        # `arg` is the call's timeout for "call", the stored reference for the resolver's questions.
         if op == "call":
             pending = tool.fn(**args, idempotency_key=key)
-            return await (asyncio.wait_for(pending, timeout) if timeout else pending)
-        answer: Any = _ask(op, tool, key, args, timeout)
+            return await (asyncio.wait_for(pending, arg) if arg else pending)
+        answer: Any = _ask(op, tool, key, args, arg)
         if inspect.isawaitable(answer):
             answer = await answer
         return answer

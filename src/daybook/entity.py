@@ -18,7 +18,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from .errors import ConfigError, CorruptJournal
@@ -50,7 +50,7 @@ class EntityEntry:
     data: JSON
 
     def as_dict(self) -> dict[str, JSON]:
-        return {"id": self.id, "at": self.at, "agent": self.agent, "action": self.action, "data": self.data}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,7 @@ class Lease:
     read_at: float
 
     def as_dict(self) -> dict[str, JSON]:
-        return {
-            "name": self.name,
-            "holder": self.holder,
-            "deadline": self.deadline,
-            "state": self.state,
-            "read_at": self.read_at,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -87,14 +81,7 @@ class EntityView:
     read_at: float
 
     def as_dict(self) -> dict[str, JSON]:
-        return {
-            "name": self.name,
-            "holder": self.holder,
-            "deadline": self.deadline,
-            "state": self.state,
-            "read_at": self.read_at,
-            "log": [e.as_dict() for e in self.log],
-        }
+        return asdict(self)
 
 
 class Entity:

@@ -251,9 +251,8 @@ def tool(
         )
         # A tool declared with no counterparty profile at all is treated as irreversible and
         # keyless: the most conservative reading (gated by the agent loop, never undone by a
-        # model-proposed plan). Say `irreversible=False` to opt out.
-        # A keyless act with no inverse (a shell command, a click) cannot be deduped or undone:
-        # `verify` only tells whether it happened. It is irreversible unless said otherwise.
+        # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
+        # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
         final = (
             irreversible
             if irreversible is not None
@@ -267,8 +266,6 @@ def tool(
             if inverse is not None
             else "idempotent"
             if idempotent or asker
-            else "irreversible"
-            if not accepts_keys and verify is None
             else "reversible"
         )
         made = Tool(
