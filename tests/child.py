@@ -12,8 +12,6 @@ every kind).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -21,48 +19,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import agents
+from crashpoint import kill_at_journal_write, report, take
 
-from daybook import Daybook, DaybookError, RunLeased
+from daybook import Daybook
 from daybook.demo.agent import treasury
 
 
 def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
-    kill: tuple[str, str, int] | None = None
-    for flag in ("--kill-before", "--kill-after"):
-        if flag in rest:
-            i = rest.index(flag)
-            kind, n = rest[i + 1].split(":")
-            kill = (flag, kind, int(n))
-            del rest[i : i + 2]
-    inline = 2.0
-    if "--inline-wait" in rest:
-        i = rest.index("--inline-wait")
-        inline = float(rest[i + 1])
-        del rest[i : i + 2]
-    book = Daybook(db, lease_ttl=2.0, inline_wait=inline)
-    if kill is not None:
-        flag, kind, n = kill
-        real = book.store.append
-        seen = {"n": 0}
+    inline = take(rest, "--inline-wait")
+    book = Daybook(db, lease_ttl=2.0, inline_wait=2.0 if inline is None else float(inline))
+    kill_at_journal_write(book, rest)
 
-        lock = threading.Lock()
-
-        def append(event):  # type: ignore[no-untyped-def]
-            mine = 0
-            if kind in ("any", event.kind):
-                with lock:  # parallel runs (the group-commit test) append from many threads
-                    seen["n"] += 1
-                    mine = seen["n"]
-            if mine == n and flag == "--kill-before":
-                os.kill(os.getpid(), signal.SIGKILL)
-            real(event)
-            if mine == n and flag == "--kill-after":
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        book.store.append = append  # type: ignore[method-assign]
-    try:
+    def run() -> object:
         if action == "threads":
             count, args = int(rest[0]), json.loads(rest[1])
             threads = [
@@ -75,20 +45,13 @@ def main() -> None:
                 t.start()
             for t in threads:
                 t.join()
-            result = "ok"
-        elif action == "start":
+            return "ok"
+        if action == "start":
             wf = treasury if rest[0] == "treasury" else getattr(agents, rest[0])
-            args = json.loads(rest[1])
-            result = book.run(wf, *args, run_id=run_id)
-        else:
-            result = book.resume(run_id)
-    except RunLeased as exc:
-        print(json.dumps({"leased": str(exc)}))
-        sys.exit(4)
-    except DaybookError as exc:
-        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        sys.exit(3)
-    print(json.dumps({"result": result}))
+            return book.run(wf, *json.loads(rest[1]), run_id=run_id)
+        return book.resume(run_id)
+
+    report(run)
 
 
 main()

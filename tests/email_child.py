@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import mailbox
-import os
-import signal
 import sys
 from typing import Any
 
+from crashpoint import kill_at_journal_write, report
+
 import daybook
-from daybook import Context, Daybook, DaybookError
+from daybook import Context, Daybook
 from daybook.adapters.email import Outbox, Verify
 
 SENDER = "agent@daybook.test"
@@ -53,30 +53,11 @@ def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
     book = Daybook(db, lease_ttl=2.0)
-    if "--kill-after" in rest:
-        i = rest.index("--kill-after")
-        kind, n = rest[i + 1].split(":")
-        del rest[i : i + 2]
-        real = book.store.append
-        seen = {"n": 0}
-
-        def append(event):  # type: ignore[no-untyped-def]
-            real(event)
-            if event.kind == kind:
-                seen["n"] += 1
-                if seen["n"] == int(n):
-                    os.kill(os.getpid(), signal.SIGKILL)
-
-        book.store.append = append  # type: ignore[method-assign]
-    try:
-        if action == "start":
-            result = book.run(email_mailer, *json.loads(rest[0]), run_id=run_id)
-        else:
-            result = book.resume(run_id)
-    except DaybookError as exc:
-        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        sys.exit(3)
-    print(json.dumps({"result": result}))
+    kill_at_journal_write(book, rest)
+    if action == "start":
+        report(lambda: book.run(email_mailer, *json.loads(rest[0]), run_id=run_id))
+    else:
+        report(lambda: book.resume(run_id))
 
 
 if __name__ == "__main__":

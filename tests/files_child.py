@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from typing import Any
+
+from crashpoint import kill_at_call, kill_at_journal_write, report, take
 
 import daybook
 from daybook.adapters.files import SCRATCH, Workspace
@@ -38,67 +39,21 @@ def publish(ctx: daybook.Context, root: str, spec: dict[str, Any]) -> dict[str, 
     return result
 
 
-def _flag(rest: list[str], name: str) -> str | None:
-    if name not in rest:
-        return None
-    i = rest.index(name)
-    value = rest[i + 1]
-    del rest[i : i + 2]
-    return value
-
-
-def _kill_at_journal_write(book: daybook.Daybook, flag: str, spec: str) -> None:
-    kind, n = spec.split(":")
-    real = book.store.append
-    seen = {"n": 0}
-
-    def append(event: daybook.Event) -> None:
-        if kind in ("any", event.kind):
-            seen["n"] += 1
-        if seen["n"] == int(n) and flag == "--kill-before":
-            os.kill(os.getpid(), signal.SIGKILL)
-        real(event)
-        if seen["n"] == int(n) and flag == "--kill-after":
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    book.store.append = append  # type: ignore[method-assign]
-
-
-def _kill_at_rename(n: int) -> None:
-    real = os.replace
-    seen = {"n": 0}
-
-    def replace(src: Any, dst: Any, **kw: Any) -> None:
-        real(src, dst, **kw)
-        # Only the renames that publish a file count, not those inside the scratch area.
-        if f"/{SCRATCH}/" not in os.fspath(dst):
-            seen["n"] += 1
-            if seen["n"] == n:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    os.replace = replace
-
-
 def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
     book = daybook.Daybook(db, lease_ttl=2.0)
-    for flag in ("--kill-before", "--kill-after"):
-        spec = _flag(rest, flag)
-        if spec is not None:
-            _kill_at_journal_write(book, flag, spec)
-    rename = _flag(rest, "--kill-at-rename")
+    kill_at_journal_write(book, rest)
+    rename = take(rest, "--kill-at-rename")
     if rename is not None:
-        _kill_at_rename(int(rename))
-    try:
-        if action == "start":
-            result = book.run(publish, rest[0], json.loads(rest[1]), run_id=run_id)
-        else:
-            result = book.resume(run_id, wait=10)
-    except daybook.DaybookError as exc:
-        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        sys.exit(3)
-    print(json.dumps({"result": result}))
+        # Only the renames that publish a file count, not those inside the scratch area.
+        os.replace = kill_at_call(
+            os.replace, int(rename), counts=lambda src, dst, **kw: f"/{SCRATCH}/" not in os.fspath(dst)
+        )
+    if action == "start":
+        report(lambda: book.run(publish, rest[0], json.loads(rest[1]), run_id=run_id))
+    else:
+        report(lambda: book.resume(run_id, wait=10))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ database transaction, before it commits). Imported by the tests for the same wor
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 from typing import Any
 
+from crashpoint import kill_at_call, kill_at_journal_write, report, take
+
 import daybook
-from daybook.adapters.sql import MARKER_TABLE, Database, Params, _Session
+from daybook.adapters.sql import MARKER_TABLE, Database, _Session
 
 
 def _transfer(ctx: daybook.Context, db: Database, amount: int, ref: str) -> None:
@@ -62,57 +62,22 @@ def sql_transfer_then_undo(ctx: daybook.Context, url: str, amount: int) -> Any:
 def main() -> None:
     store, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
-    kill: tuple[str, str, int] | None = None
-    for flag in ("--kill-before", "--kill-after", "--kill-at-statement"):
-        if flag in rest:
-            i = rest.index(flag)
-            what, _, count = rest[i + 1].rpartition(":")
-            kill = (flag, what, int(count))
-            del rest[i : i + 2]
     book = daybook.Daybook(store, lease_ttl=2.0)
-    if kill is not None and kill[0] == "--kill-at-statement":
-        real_run = _Session.run
-        ran = {"n": 0}
-        nth = kill[2]
-
-        def run(self: _Session, sql: str, params: Params | None) -> int:
-            rowcount = real_run(self, sql, params)
-            if MARKER_TABLE not in sql:  # a user statement, not the adapter's bookkeeping
-                ran["n"] += 1
-                if ran["n"] == nth:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            return rowcount
-
-        _Session.run = run  # type: ignore[method-assign]
-    elif kill is not None:
-        flag, kind, n = kill
-        real_append = book.store.append
-        seen = {"n": 0}
-
-        def append(event: daybook.Event) -> None:
-            mine = 0
-            if event.kind == kind:
-                seen["n"] += 1
-                mine = seen["n"]
-            if mine == n and flag == "--kill-before":
-                os.kill(os.getpid(), signal.SIGKILL)
-            real_append(event)
-            if mine == n and flag == "--kill-after":
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        book.store.append = append  # type: ignore[method-assign]
+    kill_at_journal_write(book, rest)
+    statement = take(rest, "--kill-at-statement")
+    if statement is not None:
+        # A user statement counts, not the adapter's bookkeeping in the marker table.
+        _Session.run = kill_at_call(  # type: ignore[method-assign]
+            _Session.run, int(statement), counts=lambda session, sql, params: MARKER_TABLE not in sql
+        )
     try:
         if action == "start":
             wf = {"transfer": sql_transfer, "transfer_then_undo": sql_transfer_then_undo}[rest[0]]
-            result = book.run(wf, *json.loads(rest[1]), run_id=run_id)
+            report(lambda: book.run(wf, *json.loads(rest[1]), run_id=run_id))
         else:
-            result = book.resume(run_id, wait=10)
-    except daybook.DaybookError as exc:
-        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        sys.exit(3)
+            report(lambda: book.resume(run_id, wait=10))
     finally:
         book.close()
-    print(json.dumps({"result": result}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Crash points for the tests' child processes: SIGKILL this process at the N-th call of some
+function (a journal write, a rename, a `git update-ref`, a SQL statement), and report how a run
+ended as one JSON line the test reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import daybook
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def take(argv: list[str], flag: str) -> str | None:
+    """Remove `flag VALUE` from argv and return VALUE (None if the flag is absent)."""
+    if flag not in argv:
+        return None
+    i = argv.index(flag)
+    value = argv[i + 1]
+    del argv[i : i + 2]
+    return value
+
+
+def kill_at_call(
+    real: Callable[..., Any],
+    n: int,
+    *,
+    before: bool = False,
+    counts: Callable[..., bool] = lambda *args, **kwargs: True,
+) -> Callable[..., Any]:
+    """`real`, but the process dies just before (or after) its n-th call that `counts`."""
+    seen = 0
+    lock = threading.Lock()  # parallel runs write the journal from many threads
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal seen
+        mine = 0
+        if counts(*args, **kwargs):
+            with lock:
+                seen += 1
+                mine = seen
+        if mine == n and before:
+            die()
+        out = real(*args, **kwargs)
+        if mine == n and not before:
+            die()
+        return out
+
+    return wrapper
+
+
+def kill_at_journal_write(book: daybook.Daybook, argv: list[str]) -> None:
+    """Honour `--kill-before KIND:N` / `--kill-after KIND:N` in argv: die around the N-th journal
+    row of KIND this process writes ('any' counts every kind)."""
+    for flag in ("--kill-before", "--kill-after"):
+        spec = take(argv, flag)
+        if spec is None:
+            continue
+        kind, n = spec.rsplit(":", 1)
+        book.store.append = kill_at_call(  # type: ignore[method-assign]
+            book.store.append,
+            int(n),
+            before=flag == "--kill-before",
+            counts=lambda event, kind=kind: kind in ("any", event.kind),
+        )
+
+
+def report(run: Callable[[], Any]) -> None:
+    """Run, then print `{"result": ...}`; or `{"error", "message"}` and exit 3 (4 if another
+    process holds the run's lease)."""
+    try:
+        result = run()
+    except daybook.RunLeased as exc:
+        print(json.dumps({"leased": str(exc)}))
+        sys.exit(4)
+    except daybook.DaybookError as exc:
+        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        sys.exit(3)
+    print(json.dumps({"result": result}))
