@@ -59,12 +59,12 @@ def test_unknown_for_a_tool_with_no_reconcile_needs_attention_and_is_not_resent(
     bank,  # type: ignore[no-untyped-def]
 ) -> None:
     @daybook.workflow
-    def blind(ctx: daybook.Context, url: str) -> str:
+    def blind_id(ctx: daybook.Context, url: str) -> str:  # not `blind`: agents.blind has that name
         return str(ctx.effect(agents.pay_blind, bank=url, n=1)["id"])
 
     bank.faults.drop_after_execute = 1
     with pytest.raises(NeedsAttention) as err:
-        book.run(blind, bank.url, run_id="blind")
+        book.run(blind_id, bank.url, run_id="blind")
     message = str(err.value)
     assert "blind/1" in message and "pay_blind" in message and "daybook resolve" in message
     assert book.get_run("blind").status == RunStatus.NEEDS_ATTENTION

@@ -52,6 +52,7 @@ from .records import (
     Status,
     check_json,
     dumps,
+    settles,
 )
 from .store import Store, open_store
 from .tool import NotFound
@@ -895,8 +896,6 @@ class Daybook:
         now = time.time()
         runs: dict[str, RunInfo] = {}
         for ev in self.store.open_effects():
-            if ev.kind == Kind.OUTCOME and ev.status == Status.FAILED and ev.data.get("final", True):
-                continue
             info = runs.get(ev.run_id) or self.get_run(ev.run_id)
             runs[ev.run_id] = info
             live = bool(info.lease_owner and (info.lease_expires or 0) > now)
@@ -1087,11 +1086,7 @@ class Daybook:
             if not recs or recs[0].kind != Kind.INTENT:
                 raise ConfigError(f"run {run_id!r} has no effect at step {step}")
             last = recs[-1]
-            settled = last.kind == Kind.OUTCOME and (
-                last.status == Status.CONFIRMED
-                or (last.status == Status.FAILED and last.data.get("final", True))
-            )
-            if settled:
+            if settles(last):
                 raise ConfigError(f"run {run_id!r} step {step} is already {last.status}; nothing to resolve")
             base: dict[str, JSON] = {"resolved_by": "manual", "by": who, "evidence": evidence}
             if confirmed is not _MISSING:

@@ -1097,8 +1097,6 @@ class Context:
         for ev in self._exe.store.open_effects():
             if ev.run_id == self.run_id or (scope is not None and ev.run_id not in scope):
                 continue
-            if ev.kind == Kind.OUTCOME and ev.status == Status.FAILED and ev.data.get("final", True):
-                continue
             found.append({"run_id": ev.run_id, "step": ev.step, "key": ev.key, "tool": ev.name})
         return found
 

@@ -105,6 +105,14 @@ class Event:
         }
 
 
+def settles(ev: Event) -> bool:
+    """True for an outcome row that ends its effect: confirmed, or failed for good (a failure
+    marked `final: false` waits for a retry)."""
+    return ev.kind == Kind.OUTCOME and (
+        ev.status == Status.CONFIRMED or (ev.status == Status.FAILED and ev.data.get("final", True))
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """The run header: what `daybook runs` lists and what a lease is taken on."""

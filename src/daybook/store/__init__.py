@@ -73,7 +73,8 @@ class Store(Protocol):
         """The run's whole journal in seq order, in one query."""
 
     def open_effects(self) -> list[Event]:
-        """The latest row of every effect whose outcome is not settled (in flight or unknown)."""
+        """The latest row of every effect whose outcome is not settled: in flight, unknown, or
+        failed with a retry to come."""
 
     def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
         """Write one record of an open transaction durably, invisible until `commit_tx`."""

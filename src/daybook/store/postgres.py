@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
+from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
 from .rows import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
@@ -448,7 +448,7 @@ class PostgresStore:
             "GROUP BY run_id, step) last ON e.run_id = last.run_id AND e.seq = last.seq "
             "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
         ).fetchall()
-        return [event_from_row(r, parsed=True) for r in rows]
+        return [e for e in (event_from_row(r, parsed=True) for r in rows) if not settles(e)]
 
     def close(self) -> None:
         self._db.close()

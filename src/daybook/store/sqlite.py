@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps
+from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
 from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
@@ -457,7 +457,7 @@ class SQLiteStore:
             "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at",
             (),
         )
-        return [event_from_row(r) for r in rows]
+        return [e for e in map(event_from_row, rows) if not settles(e)]
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         # Reads use their own connection: they must see only committed rows, never a batch
