@@ -58,6 +58,21 @@ def bank() -> Iterator[Bank]:
         yield b
 
 
+def cli(
+    *args: str, db: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m daybook ARGS [--db DB]` in a new process, from the tests' folder."""
+    extra = ["--db", db] if db else []
+    return subprocess.run(
+        [sys.executable, "-m", "daybook", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HERE,
+        env=env,
+    )
+
+
 def run_child(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run tests/child.py in a new Python process (the crash and race tests' agent process)."""
     return subprocess.run(

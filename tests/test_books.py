@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import agents
 import pytest
-from conftest import HERE, killed, run_child
+from conftest import HERE, cli, killed, run_child
 
 import daybook
 from daybook import Daybook, Kind, ScriptedLLM, Why
 from daybook.demo.bank import Bank
-
-
-def cli(*args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
-    extra = ["--db", db] if db else []
-    return subprocess.run(
-        [sys.executable, "-m", "daybook", *args, *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=HERE,
-    )
 
 
 def as_json(proc: subprocess.CompletedProcess[str]) -> Any:

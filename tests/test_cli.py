@@ -9,21 +9,10 @@ from pathlib import Path
 
 import agents
 import pytest
-from conftest import HERE, killed, run_child
+from conftest import cli, killed, run_child
 
 import daybook
 from daybook import Daybook
-
-
-def cli(*args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
-    extra = ["--db", db] if db else []
-    return subprocess.run(
-        [sys.executable, "-m", "daybook", *args, *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=HERE,
-    )
 
 
 def test_demo_kills_the_agent_mid_wire_and_the_bank_sees_one_wire(tmp_path: Path) -> None:

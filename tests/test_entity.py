@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import HERE
+from conftest import HERE, cli
 
 import daybook
 from daybook import ConfigError, Daybook, DaybookError, EntityView, NotSerializable
@@ -301,14 +301,6 @@ def test_the_readme_entity_example_runs(tmp_path: Path) -> None:
     ]
 
 
-def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daybook", *args, "--db", db],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=HERE,
-    )
 
 
 def _sql(db_url: str, sql: str) -> Any:

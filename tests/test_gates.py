@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 import time
 
 import agents
 import pytest
+from conftest import cli as run_cli
 from conftest import run_worker
 
 import daybook
@@ -15,18 +16,8 @@ from daybook import Daybook, Kind, RunStatus, Suspended
 
 
 def cli(db_url: str, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = None
-    if token is not None:
-        import os
-
-        env = {**os.environ, "DAYBOOK_APPROVER_TOKEN": token}
-    return subprocess.run(
-        [sys.executable, "-m", "daybook", *args, "--db", db_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    env = None if token is None else {**os.environ, "DAYBOOK_APPROVER_TOKEN": token}
+    return run_cli(*args, db=db_url, env=env)
 
 
 def test_a_gated_action_waits_for_its_own_verdict_then_runs_once(
