@@ -11,7 +11,7 @@ from conftest import killed, run_child
 
 from daybook import Daybook, Kind, Suspended
 from daybook.demo.bank import Bank
-from daybook.workflow import load, load_app
+from daybook.runtime.workflow import load, load_app
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

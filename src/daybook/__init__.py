@@ -6,10 +6,12 @@ in any process, replaying recorded decisions and never re-firing a confirmed eff
 
 import logging as _logging
 
+from .agent.loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .book import Daybook
-from .budget import Budget
-from .context import Compensation, Context, Decision, Signal, Verdict
-from .entity import Entity, EntityEntry, EntityView, Lease
+from .context import Context
+from .coordination.budget import Budget
+from .coordination.entity import Entity, EntityEntry, EntityView, Lease
+from .coordination.pool import BudgetPool
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -34,11 +36,10 @@ from .errors import (
     Suspended,
     UpdateTimeout,
 )
-from .llm import Completion, LLMClient, ScriptedLLM
-from .loop import Action, AgentLoop, Judgement, LoopResult, Policy
-from .pool import BudgetPool
-from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
-from .tool import (
+from .gates.gate import Verdict
+from .journal.decision import Decision
+from .journal.llm import Completion, LLMClient, ScriptedLLM
+from .journal.tool import (
     Absent,
     Confirmed,
     NotFound,
@@ -50,8 +51,11 @@ from .tool import (
     TransientError,
     tool,
 )
-from .transaction import InvariantViolated, Transaction, TxResult
-from .workflow import Workflow, workflow
+from .journal.wait import Signal
+from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
+from .recovery.compensation import Compensation
+from .runtime.workflow import Workflow, workflow
+from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
 

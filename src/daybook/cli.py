@@ -13,9 +13,9 @@ import click
 from . import render
 from .book import Daybook
 from .errors import DaybookError, NeedsAttention, Suspended
+from .journal.tool import registered as registered_tools
 from .records import RunStatus
-from .tool import registered as registered_tools
-from .workflow import load_app
+from .runtime.workflow import load_app
 
 _db_option = click.option(
     "--db",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from .book import Daybook
 from .errors import ConfigError, DaybookError, NeedsAttention, Suspended
-from .lease import is_dead_here
-from .workflow import load_app
+from .runtime.lease import is_dead_here
+from .runtime.workflow import load_app
 
 
 @dataclass

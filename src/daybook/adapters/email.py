@@ -24,9 +24,19 @@ from email.policy import SMTP
 from email.utils import formatdate
 from typing import Any
 
-from ..context import Context, Decision
+from ..context import Context
 from ..errors import ConfigError
-from ..tool import Absent, Confirmed, OutcomeUnknown, Pending, ReconcileResult, Retry, TransientError, tool
+from ..journal.decision import Decision
+from ..journal.tool import (
+    Absent,
+    Confirmed,
+    OutcomeUnknown,
+    Pending,
+    ReconcileResult,
+    Retry,
+    TransientError,
+    tool,
+)
 
 __all__ = ["Outbox", "Verify", "key_of", "message_id_for", "send"]
 

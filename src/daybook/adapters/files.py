@@ -29,7 +29,7 @@ from typing import Any
 
 from ..context import Context
 from ..errors import ConfigError, DaybookError
-from ..tool import Absent, Confirmed, ReconcileResult, tool
+from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -418,8 +418,7 @@ class Workspace:
         Returns `{"published": [{"path", "op", "sha256", "previous"}], "backup"}`; `previous` is
         the sha256 the file had before (None: it did not exist)."""
         entries = [
-            {k: e[k] for k in ("path", "op", "staged", "sha256") if k in e}
-            for e in ctx.held(self, take=True)
+            {k: e[k] for k in ("path", "op", "staged", "sha256") if k in e} for e in ctx.held(self, take=True)
         ]
         result: dict[str, Any] = ctx.effect(commit, root=self.root, run=ctx.run_id, entries=entries)
         return result

@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Context, Decision
+from ..context import Context
 from ..errors import ConfigError, DaybookError
-from ..tool import Absent, Confirmed, ReconcileResult, tool
+from ..journal.decision import Decision
+from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
 
 DEFAULT_BRANCH = "daybook/work"
 KEY_TRAILER = "Daybook-Key"

@@ -31,7 +31,16 @@ from typing import Any
 
 from ..context import Context
 from ..errors import ConfigError, DaybookError
-from ..tool import Absent, Confirmed, OutcomeUnknown, Pending, ReconcileResult, Tool, TransientError, tool
+from ..journal.tool import (
+    Absent,
+    Confirmed,
+    OutcomeUnknown,
+    Pending,
+    ReconcileResult,
+    Tool,
+    TransientError,
+    tool,
+)
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _FIELDS = {

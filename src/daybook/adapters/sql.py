@@ -30,9 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..context import Context, Decision
+from ..context import Context
 from ..errors import ConfigError
-from ..tool import Confirmed, NotFound, OutcomeUnknown, ReconcileResult, Tool, TransientError, tool
+from ..journal.decision import Decision
+from ..journal.tool import Confirmed, NotFound, OutcomeUnknown, ReconcileResult, Tool, TransientError, tool
 
 Param = str | int | float | bool | None
 Params = list[Param] | dict[str, Param]

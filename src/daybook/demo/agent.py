@@ -12,10 +12,10 @@ import urllib.request
 from typing import Any
 
 from ..context import Context
-from ..llm import ScriptedLLM
+from ..journal.llm import ScriptedLLM
+from ..journal.tool import Confirmed, NotFound, ReconcileResult, StillUnknown, TransientError, tool
 from ..records import Why
-from ..tool import Confirmed, NotFound, ReconcileResult, StillUnknown, TransientError, tool
-from ..workflow import workflow
+from ..runtime.workflow import workflow
 
 POLICY = {
     "version": "cfo-policy-2026-11-22",

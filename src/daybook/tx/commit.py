@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DaybookError
-from .records import JSON, check_json, dumps
-from .store import Store
+from ..errors import DaybookError
+from ..records import JSON, check_json, dumps
+from ..store import Store
 
 Records = dict[tuple[str, str], JSON]
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import ConfigError
+from ..store import Store
 from .entity import Entity
-from .errors import ConfigError
-from .store import Store
 
 _CLAIM_FOR = 5.0  # seconds a draw may hold the pool; a draw takes milliseconds
 

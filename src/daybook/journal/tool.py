@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 R = TypeVar("R")
 

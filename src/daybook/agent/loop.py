@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import Context, Decision
-from .errors import BudgetExceeded, EffectFailed
-from .llm import LLMClient
-from .tool import Tool
+from ..context import Context
+from ..errors import BudgetExceeded, EffectFailed
+from ..journal.decision import Decision
+from ..journal.llm import LLMClient
+from ..journal.tool import Tool
 
 JSONDict = dict[str, Any]
 

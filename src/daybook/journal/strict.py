@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from .errors import NonDeterminismError
+from ..errors import NonDeterminismError
 
 # The run whose workflow body is executing in this context (None: not in a body, or in a step).
 BODY: ContextVar[str | None] = ContextVar("daybook_body", default=None)

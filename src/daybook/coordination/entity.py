@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from .errors import ConfigError, CorruptJournal
-from .records import JSON, check_json, dumps
-from .store import Store
+from ..errors import ConfigError, CorruptJournal
+from ..records import JSON, check_json, dumps
+from ..store import Store
 
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})

@@ -8,18 +8,19 @@ replay takes the same path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import BudgetExceeded
-
-if TYPE_CHECKING:
-    from .context import Context
+from ..errors import BudgetExceeded
+from ..journal.steps import Steps
+from .pool import BudgetPool
 
 SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow the work
 
 
 class Budget:
-    def __init__(self, ctx: Context) -> None:
+    """`ctx.budget`: caps, admissions, charges and draws on shared pools, all recorded steps."""
+
+    def __init__(self, ctx: Steps) -> None:
         self._ctx = ctx
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
@@ -62,8 +63,6 @@ class Budget:
         """Spend from the shared pool `pool` (a coordination entity across runs and processes):
         True if it fit under the pool's cap and was recorded there, False if not (nothing spent).
         Recorded, so replay never draws twice; also counted in this run's `spent`."""
-        from .pool import BudgetPool
-
         store = self._ctx._exe.store
         agent = self._ctx.run_id
         pool_ = BudgetPool(store, pool)

@@ -1,0 +1,102 @@
+"""Approvals from outside a run: registered approvers, the gates waiting for them, verdicts.
+
+An approver is registered once (`add_approver` returns its secret token; only a hash is kept).
+A verdict is accepted only from a registered approver whose token matches and who is allowed by
+the gate; it is delivered as the signal `verdict:<gate id>`. A verdict after the gate timed out
+or was decided is recorded as late (with who and when) and does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+
+from ..errors import ConfigError, NotAuthorized
+from ..records import JSON, Event, Kind, RunStatus, dumps
+from ..store import Store
+
+
+def add_approver(store: Store, name: str) -> str:
+    """Register approver `name` (or give it a new token) and return its secret token."""
+    if not name or ":" in name:
+        raise ConfigError("an approver name must be non-empty and contain no ':'")
+    token = secrets.token_urlsafe(24)
+    store.set_approver(name, _hash_token(token), time.time())
+    return token
+
+
+def approvals(store: Store) -> list[dict[str, JSON]]:
+    """Gates waiting for a verdict, across unfinished runs."""
+    pending: list[dict[str, JSON]] = []
+    for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
+        for info in store.list_runs(status, 1000):
+            queued = {row[1] for row in store.inbox(info.run_id)}
+            pending.extend(
+                g
+                for g in gates(info.run_id, store.load(info.run_id))
+                if g["state"] == "waiting" and f"verdict:{g['gate_id']}" not in queued
+            )
+    return pending
+
+
+def approve(
+    store: Store, run_id: str, gate_id: str, *, approver: str, token: str, reason: str, approve: bool
+) -> str:
+    """Deliver a verdict for one gate of a run, as an authenticated approver: "delivered", or
+    "late" when the gate already timed out or has a verdict."""
+    known = store.approvers().get(approver)
+    if known is None or not hmac.compare_digest(known, _hash_token(token)):
+        raise NotAuthorized(
+            f"approver {approver!r} is unknown or its token does not match; register it with "
+            "`daybook approvers add NAME` and use the token that prints"
+        )
+    found = {g["gate_id"]: g for g in gates(run_id, store.load(run_id))}
+    gate = found.get(gate_id)
+    if gate is None:
+        raise ConfigError(
+            f"run {run_id!r} has no gate {gate_id!r}; list waiting gates with `daybook approvals`"
+        )
+    allowed = gate["approvers"]
+    if isinstance(allowed, list) and approver not in allowed:
+        raise NotAuthorized(f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})")
+    payload = {"outcome": "approve" if approve else "decline", "reason": reason}
+    deadline = gate["deadline"]
+    queued = any(row[1] == f"verdict:{gate_id}" for row in store.inbox(run_id))
+    late = (
+        queued  # a verdict is already waiting to be read: the first one decides
+        or gate["state"] != "waiting"
+        or (isinstance(deadline, float) and time.time() > deadline)
+    )
+    name = f"{'late-' if late else ''}verdict:{gate_id}"
+    if store.signal(run_id, name, dumps(payload, "verdict"), approver, time.time(), any_status=late) is None:
+        raise ConfigError(f"run {run_id!r} is finished; the verdict was not recorded")
+    return "late" if late else "delivered"
+
+
+def gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
+    """The gates a journal holds and where each stands: waiting, decided or timed_out."""
+    found: dict[str, dict[str, JSON]] = {}
+    for ev in events:
+        if ev.kind == Kind.DECISION and ev.name.startswith("gate:") and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            gate_id = value.get("decision") or f"{run_id}/{ev.step}"
+            found[gate_id] = {
+                "run_id": run_id,
+                "gate_id": gate_id,
+                "action": value.get("action"),
+                "approvers": value.get("approvers"),
+                "since": ev.at,
+                "state": "waiting",
+                "deadline": None if value.get("timeout") is None else ev.at + float(value["timeout"]),
+            }
+        elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:"):
+            gate = found.get(ev.name.removeprefix("signal:verdict:"))
+            if gate is not None and ev.status in ("received", "timeout"):
+                gate["state"] = "decided" if ev.status == "received" else "timed_out"
+    return list(found.values())
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

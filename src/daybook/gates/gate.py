@@ -1,0 +1,95 @@
+"""Approval gates inside a run: `ctx.gate` parks the run until an authenticated person decides.
+
+The run side only: a gate is a recorded proposal plus a durable wait for the signal
+`verdict:<gate id>`, which only `approval.approve` writes after checking the approver's token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import NeedsAttention
+from ..journal.decision import Decision
+from ..journal.steps import Steps
+from ..journal.stop import Stop
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an approval gate ended: `approved`, `declined`, `timed_out`, or `stale` (approved,
+    but the precondition no longer held when it was re-checked)."""
+
+    gate_id: str
+    outcome: str
+    approver: str | None = None
+    reason: str = ""
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approved"
+
+
+class Gates(Steps):
+    """`ctx.gate`: a durable approval gate addressed to one decision."""
+
+    def gate(
+        self,
+        action: str,
+        *,
+        decision: Decision[Any] | None = None,
+        approvers: Sequence[str] | None = None,
+        timeout: float = 8 * 3600,
+        on_timeout: str = "decline",
+        precondition: Callable[[], bool] | None = None,
+        notify: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Verdict:
+        """Park the run until a person approves or declines `action` (durable: days are fine).
+
+        The verdict is addressed to this gate's id (`decision.id` if given, else the gate's own
+        step id) and only an authenticated approver (`daybook approvers add`) named in
+        `approvers` (None: any) can give it (`daybook approve|deny RUN GATE`). After an approval
+        `precondition` is re-checked, as a recorded step, because the world moves while a run
+        waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
+        `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
+        nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
+        called once when the gate opens, to tell the approvers."""
+        if on_timeout not in ("decline", "escalate"):
+            raise ValueError("on_timeout must be 'decline' or 'escalate'")
+        proposal = self.decide(
+            f"gate:{action}",
+            lambda: {
+                "action": action,
+                "approvers": list(approvers) if approvers else None,
+                "timeout": timeout,
+                "decision": decision.id if decision else None,
+            },
+        )
+        gate_id = decision.id if decision else proposal.id
+        if notify is not None:
+            # Tell the approvers (Slack, email, pager) once: a recorded step, never repeated.
+            info = {"run_id": self.run_id, "gate_id": gate_id, **proposal.value}
+            self.decide(f"notify:{gate_id}", lambda: notify(info))
+        signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
+        if signal is None:
+            if on_timeout == "escalate":
+                raise Stop(
+                    NeedsAttention(
+                        self.run_id,
+                        f"run {self.run_id!r}: gate {gate_id!r} ({action}) got no verdict within "
+                        f"{timeout}s and is configured to escalate; approve or deny it with "
+                        f"`daybook approve|deny {self.run_id} {gate_id}` (a late verdict is "
+                        "recorded but does not act), or cancel the run",
+                    ),
+                    True,
+                    journal=True,
+                )
+            return Verdict(gate_id, "timed_out")
+        payload = signal.payload or {}
+        reason = str(payload.get("reason", ""))
+        if payload.get("outcome") != "approve":
+            return Verdict(gate_id, "declined", signal.sender, reason)
+        if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:
+            return Verdict(gate_id, "stale", signal.sender, reason)
+        return Verdict(gate_id, "approved", signal.sender, reason)

@@ -1,0 +1,201 @@
+"""Decisions: recorded values (model calls, reads of the world, clock, randomness, patch markers).
+
+`decide` runs a function once and journals its value; replay returns the recorded value and never
+runs the function again. The latest decision made is what an effect links to by default (the
+decision ledger's "why"), except reads and bookkeeping steps listed in `NOT_REASONS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import random as _random
+import time
+import uuid as _uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from ..errors import StepFailed
+from ..records import JSON, Event, Kind, Status, Why
+from . import strict
+from .execution import check_step_json, error_info, step_fingerprint
+from .facet import Facet
+from .llm import LLMClient
+
+T = TypeVar("T")
+
+# Reads and bookkeeping steps, not decisions an effect follows from: clock and randomness, the
+# barrier, reads of the world (adapters, the loop's observe/verify), and every internal step
+# (their names hold a colon: budget:charge, patch:NAME, precondition:..., notify:..., answer:...).
+NOT_REASONS = frozenset(
+    {"now", "random", "uuid", "barrier", "claim", "on_stuck", "observe", "verify", "files.read", "sql.query"}
+)
+
+
+@dataclass(frozen=True)
+class Decision(Generic[T]):
+    """A recorded decision. `id` is `<run id>/<step>`; derive effect keys from it with `key()`."""
+
+    id: str
+    name: str
+    value: T
+    step: int
+
+    def key(self, kind: str, i: int = 0) -> str:
+        return f"{self.id}/{kind}/{i}"
+
+
+class Decisions(Facet):
+    """`ctx.decide` and the recorded reads built on it: `now`, `random`, `uuid`, `llm`, `patched`."""
+
+    @overload
+    def decide(
+        self,
+        name: str,
+        fn: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
+    ) -> Awaitable[Decision[T]]: ...
+
+    @overload
+    def decide(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
+    ) -> Decision[T]: ...
+
+    def decide(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` once and journal its value; replay returns the recorded value.
+
+        Use it for anything non-deterministic: a model call, reading the world, a random choice.
+        An `async def` fn makes this return an awaitable. `why=Why(policy=, version=,
+        observation=, alternatives=)` (or a function of the value returning one) goes into the
+        decision ledger with the value (`daybook why`);
+        effects that follow link to this decision unless given another.
+        """
+        exe = self._exe
+        step = exe.alloc()
+        fp = step_fingerprint({"args": list(args), "kwargs": kwargs}, step, name)
+        recs = exe.expect(step, Kind.DECISION, name, fp)
+        if recs is not None:
+            if inspect.iscoroutinefunction(fn):
+                # A recorded failure must surface at `await`, as it did live, not at the call.
+                return self._replayed_async(step, name, recs[0])
+            return self._replayed(step, name, recs[0])
+        if exe.read_only:
+            exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
+        if inspect.iscoroutinefunction(fn):
+            return self._decide_async(step, name, fp, fn, args, kwargs, why)
+        try:
+            with strict.step():
+                value = fn(*args, **kwargs)
+        except Exception as exc:
+            raise self._decision_failed(step, name, fp, exc) from exc
+        return self._record(step, name, fp, value, why)
+
+    async def _decide_async(
+        self,
+        step: int,
+        name: str,
+        fp: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        why: Why | Callable[[Any], Why] | None,
+    ) -> Decision[Any]:
+        try:
+            with strict.step():
+                value = await fn(*args, **kwargs)
+        except Exception as exc:
+            raise self._decision_failed(step, name, fp, exc) from exc
+        return self._record(step, name, fp, value, why)
+
+    def _record(
+        self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None
+    ) -> Decision[Any]:
+        check_step_json(value, f"step {step} decision {name!r} value")
+        data: dict[str, Any] = {"value": value}
+        if why is not None:
+            reasons = (why if isinstance(why, Why) else why(value)).as_dict()
+            check_step_json(reasons, f"step {step} decision {name!r} why")
+            data["why"] = reasons
+        self._exe.append(Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data=data)
+        return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
+
+    def _made(self, decision: Decision[Any]) -> Decision[Any]:
+        if decision.name not in NOT_REASONS and ":" not in decision.name:
+            self._exe.last_decision = decision.id
+        return decision
+
+    def _decision_failed(self, step: int, name: str, fp: str, exc: Exception) -> StepFailed:
+        info = error_info(exc)
+        self._exe.append(Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info})
+        return StepFailed(f"step {step} decision {name!r} raised {info['type']}: {exc}", info)
+
+    async def _replayed_async(self, step: int, name: str, ev: Event) -> Decision[Any]:
+        return self._replayed(step, name, ev)
+
+    def _replayed(self, step: int, name: str, ev: Event) -> Decision[Any]:
+        if ev.status == Status.FAILED.value:
+            info = ev.data.get("error") or {}
+            raise StepFailed(
+                f"step {step} decision {name!r} raised {info.get('type')}: {info.get('message')}",
+                info,
+            )
+        return self._made(
+            Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+        )
+
+    def patched(self, name: str) -> bool:
+        """A versioning marker: True where new code runs (a fresh execution, or a history that
+        recorded the marker), False when replaying a history from before the marker, so old runs
+        keep the path they took. Guard new behaviour with it; drop it once `daybook versions`
+        shows no unfinished run without it."""
+        exe = self._exe
+        label = f"patch:{name}"
+        ahead = exe.steps.get(exe.next_step)
+        if ahead and ahead[0].kind == Kind.DECISION and ahead[0].name == label:
+            return bool(self.decide(label, lambda: True).value)
+        if exe.next_step <= exe.recorded_steps:
+            return False  # a history from before the marker: keep the old path, use no step
+        return bool(self.decide(label, lambda: True).value)
+
+    def now(self) -> float:
+        """Wall-clock time (epoch seconds), recorded once so replay sees the same instant."""
+        value: float = self.decide("now", time.time).value
+        return value
+
+    def random(self) -> float:
+        value: float = self.decide("random", _random.random).value
+        return value
+
+    def uuid(self) -> str:
+        value: str = self.decide("uuid", lambda: str(_uuid.uuid4())).value
+        return value
+
+    def llm(
+        self, client: LLMClient, prompt: str, *, why: Why | None = None, **params: JSON
+    ) -> Decision[dict[str, JSON]]:
+        """One recorded model call: replay returns the recorded completion, never re-samples.
+        The decision ledger gets the model id and tokens with `why`."""
+
+        def call(prompt: str, **params: JSON) -> dict[str, JSON]:
+            return client.complete(prompt, **params).as_dict()
+
+        def reasons(reply: dict[str, JSON]) -> Why:
+            tokens = int(reply.get("input_tokens") or 0) + int(reply.get("output_tokens") or 0)
+            return dataclasses.replace(why or Why(), model=str(reply.get("model")), tokens=tokens)
+
+        return self.decide("llm", call, prompt, why=reasons, **params)

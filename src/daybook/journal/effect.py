@@ -1,0 +1,127 @@
+"""Effects: `ctx.effect`, an act on the world with its intent journaled before it and its
+outcome after, under a key that names the decision it came from.
+
+This module owns step allocation and keys for effects and the replay fast path; the lifecycle
+of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, driven by
+`driver.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar, overload
+
+from ..errors import DuplicateKey, NonDeterminismError
+from ..records import JSON, Kind, Status
+from .decision import Decision
+from .driver import drive, drive_async, ready
+from .execution import step_fingerprint
+from .facet import Facet
+from .lifecycle import EffectLifecycle
+from .stop import Stop
+from .tool import Tool
+
+T = TypeVar("T")
+
+
+class Effects(Facet):
+    """`ctx.effect`, `ctx.key` and `ctx.held` (what bufferable adapters hold until commit)."""
+
+    def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
+        """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
+        return decision.key(kind, i)
+
+    def held(self, owner: object, *, take: bool = False) -> list[Any]:
+        """What `owner` (a bufferable adapter: staged files, SQL statements, an outbox) holds for
+        this execution until its commit step; `take=True` returns it and starts a new list. Not
+        journaled: the steps that fill it replay in order, so a resumed run rebuilds it."""
+        if take:
+            return self._exe.held.pop(owner, [])
+        return self._exe.held.setdefault(owner, [])
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[Coroutine[Any, Any, T]],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> Awaitable[T]: ...
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[T],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> T: ...
+
+    def effect(
+        self,
+        tool: Tool[Any],
+        /,
+        *,
+        key: str | None = None,
+        decision: Decision[Any] | None = None,
+        **args: JSON,
+    ) -> Any:
+        """Perform `tool(**args)` with an intent journaled before it and the outcome after.
+
+        The key is `key` if given; else `<decision id>/<tool>/<i>` when derived from a decision;
+        else `<run id>/<step>`. It never depends on the argument values.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
+        exe = self._exe
+        step = exe.alloc()
+        key = self._key_for(step, tool, key, decision)
+        fp = step_fingerprint(args, step, tool.name, step not in exe.steps)
+        recs = exe.expect(step, Kind.INTENT, tool.name, fp)
+        if recs is not None and recs[0].key != key:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {exe.run_id!r} step {step} {tool.name!r}: its key changed from "
+                    f"{recs[0].key!r} to {key!r}; keys must name the decision, not its inputs"
+                ),
+                True,
+            )
+        if recs is not None:
+            last = recs[-1]
+            if last.kind == Kind.OUTCOME and last.status == Status.CONFIRMED:
+                # The replay fast path: a settled effect is a dictionary lookup.
+                result = last.data.get("result")
+                return ready(result) if tool.is_async else result
+        # An effect links to exactly one decision recorded before its intent (J7): the one given,
+        # else the latest made in this run.
+        source = decision.id if decision is not None else exe.last_decision
+        machine = EffectLifecycle(exe, step, tool, key, args, fp, source, recs).flow()
+        if tool.is_async:
+            return drive_async(exe, machine, tool, key, args)
+        return drive(exe, machine, tool, key, args)
+
+    def _key_for(self, step: int, tool: Tool[Any], key: str | None, decision: Decision[Any] | None) -> str:
+        """The effect's key: as named, else derived from its decision, else from its step."""
+        exe = self._exe
+        named = key is not None
+        if key is None and decision is not None:
+            n = exe.per_decision.get(decision.id, 0)
+            exe.per_decision[decision.id] = n + 1
+            key = decision.key(tool.name, n)
+        # Derived keys are unique by construction; only keys the code names itself are tracked,
+        # so memory does not grow with the run (the store's unique index backs this up).
+        key = key or f"{exe.run_id}/{step}"
+        owner = exe.keys.setdefault(key, step) if named else step
+        if owner != step:
+            raise Stop(
+                DuplicateKey(
+                    f"run {exe.run_id!r}: steps {owner} and {step} were both given key {key!r}; "
+                    "each effect needs its own key (use ctx.key(decision, kind, i))"
+                ),
+                True,
+            )
+        return key

@@ -1,0 +1,185 @@
+"""The execution cursor: one process's execution of one run over its loaded journal.
+
+It owns the recorded steps not yet replayed, the next step and sequence numbers, and the single
+write path into the journal (`append`), which turns every store failure into a `Stop` the
+runtime understands. Step arguments are fingerprinted here so replay can tell a changed call.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable
+from ..records import Event, Kind, check_json, fingerprint
+from ..store import Store
+from .stop import Stop
+
+_SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
+
+
+class Liveness(Protocol):
+    """What the cursor needs of a lease heartbeat: whether the lease was lost, and to stop it."""
+
+    @property
+    def lost(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+def error_info(exc: BaseException) -> dict[str, str]:
+    """How an exception is journaled: its type, message and the last frames of its traceback."""
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "where": "".join(traceback.format_exception(exc)[-3:])[-2000:],
+    }
+
+
+class Execution:
+    """One process's execution of one run: the loaded journal and the next positions to write."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        events: list[Event],
+        heartbeat: Liveness | None,
+        read_only: bool = False,
+    ) -> None:
+        self.store = store
+        self.read_only = read_only
+        self.run_id = run_id
+        self.heartbeat = heartbeat
+        self.steps: dict[int, list[Event]] = {}
+        for ev in events:
+            if ev.step is not None:
+                self.steps.setdefault(ev.step, []).append(ev)
+        self.recorded_steps = max(self.steps, default=0)
+        self.next_seq = (events[-1].seq if events else 0) + 1
+        self.next_step = 1
+        self.keys: dict[str, int] = {}
+        self.per_decision: dict[str, int] = {}
+        # The latest decision made or replayed: an effect with no explicit decision links to it.
+        self.last_decision: str | None = None
+        # What bufferable adapters hold until their commit step, per adapter instance: memory
+        # of this execution only, refilled on replay by the steps that filled it.
+        self.held: dict[object, list[Any]] = {}
+        self.clock: Callable[[], float] = time.time
+        self.sleep: Callable[[float], None] = _SLEEP
+        # Waits up to this long happen in this process; longer ones suspend the run.
+        self.inline_wait = 2.0
+        self.consumed: set[int] = {
+            int(ev.data["inbox_id"])
+            for ev in events
+            if ev.kind == Kind.SIGNAL and ev.status == "received" and "inbox_id" in ev.data
+        }
+
+    # -- journal writes -----------------------------------------------------------------------
+
+    def append(self, kind: Kind, step: int | None, name: str, **fields: Any) -> Event:
+        if self.read_only:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
+                    f"{name!r}), which the journal does not settle; the run has not finished "
+                    "that step, or the workflow code changed"
+                ),
+                True,
+            )
+        if self.heartbeat is not None and self.heartbeat.lost:
+            raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
+        ev = Event(
+            run_id=self.run_id,
+            seq=self.next_seq,
+            kind=kind.value,
+            step=step,
+            name=name,
+            at=self.clock(),
+            **fields,
+        )
+        try:
+            self.store.append(ev)
+        except LeaseLost as exc:
+            raise Stop(exc, False) from None
+        except DuplicateKey as exc:
+            raise Stop(exc, True) from None
+        except Exception as exc:
+            # The store is unreachable or broken: stop as a crash would (no terminal status the
+            # store could not record anyway); resume goes on from the last durable row.
+            raise Stop(
+                StoreUnavailable(
+                    f"run {self.run_id!r}: the journal write for seq {ev.seq} ({ev.kind} "
+                    f"{ev.name!r}) failed: {type(exc).__name__}: {exc}. The run stopped where "
+                    "the journal ends; fix the store, then `daybook resume` it"
+                ),
+                False,
+                release=True,
+            ) from exc
+        # Live rows are not kept: memory stays flat however long the run (a step's rows are
+        # only ever read back by a later process, from the store).
+        self.next_seq += 1
+        return ev
+
+    def alloc(self) -> int:
+        step = self.next_step
+        self.next_step += 1
+        return step
+
+    def expect(self, step: int, kind: Kind, name: str, fp: str) -> list[Event] | None:
+        # Popped: a replayed step is never looked up again, so a resume frees as it goes.
+        recs = self.steps.pop(step, None)
+        if not recs:
+            return None
+        first = recs[0]
+        if first.kind != kind or first.name != name:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r} step {step}: the journal holds {first.kind} "
+                    f"{first.name!r} but the workflow now asks for {kind.value} {name!r}. The "
+                    "workflow code changed under a live run: restore the code it started with "
+                    "to finish it, or start a new run"
+                ),
+                True,
+            )
+        if first.fp != fp:
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r} step {step} ({kind.value} {name!r}): its arguments "
+                    f"differ from the journal (fingerprint {first.fp}, now {fp}). Arguments must "
+                    "come from recorded steps (ctx.decide, ctx.now, ...) so replay sees the same "
+                    "values; restore the code the run started with"
+                ),
+                True,
+            )
+        return recs
+
+    def check_complete(self) -> None:
+        done = self.next_step - 1
+        if self.recorded_steps > done:
+            first = self.steps[min(k for k in self.steps if k > done)][0]
+            raise Stop(
+                NonDeterminismError(
+                    f"run {self.run_id!r}: the workflow finished after step {done}, but the "
+                    f"journal holds step {done + 1} ({first.kind} {first.name!r}); the workflow "
+                    "code changed under a live run: restore the code it started with"
+                ),
+                True,
+            )
+
+
+def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
+    try:
+        return fingerprint(value, "", check)
+    except NotSerializable as exc:
+        # The message is built only here: the hot path never formats it.
+        raise Stop(NotSerializable(f"step {step} {name!r} arguments{exc}"), True) from None
+
+
+def check_step_json(value: Any, what: str) -> None:
+    try:
+        check_json(value, what)
+    except NotSerializable as exc:
+        raise Stop(exc, True) from None

@@ -1,0 +1,49 @@
+"""How a step stops its run: the internal exceptions that unwind a workflow body.
+
+They derive from `BaseException` so a user's `except Exception` cannot swallow them; the runtime
+catches them at the body's edge and records what each means for the run header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DaybookError, Suspended
+
+
+class Stop(BaseException):
+    """Unwind the workflow. `attention` carries a message for the run header (and, with
+    `journal`, a journal row); a lease loss carries neither, because this process no longer
+    owns the run. `release`: give the lease back (the store failed under a live run)."""
+
+    def __init__(
+        self,
+        error: DaybookError,
+        attention: bool,
+        journal: bool = False,
+        release: bool = False,
+        status: str = "needs_attention",
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.attention = attention
+        self.journal = journal
+        self.release = release
+        self.status = status
+
+
+class Suspend(Stop):
+    """Park the run until `wake_at` (None: until a signal arrives)."""
+
+    def __init__(self, run_id: str, wake_at: float | None, waiting_for: str) -> None:
+        super().__init__(Suspended(run_id, wake_at, waiting_for), False)
+        self.wake_at = wake_at
+
+
+class ContinueAsNew(Stop):
+    """End this run's segment and go on as a new run with fresh input."""
+
+    def __init__(self, run_id: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        super().__init__(DaybookError(f"run {run_id!r} continues as a new run"), False)
+        self.args = args
+        self.kwargs = kwargs

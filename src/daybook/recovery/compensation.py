@@ -1,0 +1,149 @@
+"""Compensation: `ctx.compensate` undoes a run's confirmed effects, newest first, exactly once.
+
+Each effect is undone by its tool's registered inverse under the key `comp/<key>`, so a kill
+mid-unwind resumes without repeats. What cannot be undone is reported, never hidden: the run
+stops as `stuck`, listing exactly what remains. A model may propose an undo where none is
+registered, only through a validator and an approval gate, and never for an irreversible act.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import EffectFailed, RunStuck
+from ..gates.gate import Gates
+from ..journal.stop import Stop
+from ..journal.tool import Tool
+from ..journal.tool import lookup as lookup_tool
+from ..records import Kind, Status
+
+
+@dataclass
+class Compensation:
+    """What `ctx.compensate()` did, effect keys in unwind (LIFO) order."""
+
+    compensated: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # the inverse failed
+    no_inverse: list[str] = field(default_factory=list)  # nothing registered can undo it
+
+    @property
+    def complete(self) -> bool:
+        return not self.stuck and not self.no_inverse
+
+
+class Compensations(Gates):
+    """`ctx.compensate`: the unwind, with a model-proposed undo where none is registered."""
+
+    def compensate(
+        self,
+        *,
+        on_stuck: Callable[[Compensation], None] | None = None,
+        propose: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+        approvers: Sequence[str] | None = None,
+        gate_timeout: float = 8 * 3600,
+    ) -> Compensation:
+        """Undo this run's confirmed effects, newest first, each with its tool's registered inverse
+        under its own key `comp/<key>`, once (a kill mid-unwind resumes it without repeats).
+
+        If an inverse fails after its retries, or an effect has no inverse, the rest are still
+        unwound, `on_stuck(report)` fires (once: it is a recorded step) and the run stops as
+        `stuck`, listing exactly what remains. It is never reported compensated when it is not.
+
+        Where no inverse is registered, `propose(effect)` (e.g. a model; recorded) may suggest
+        `{"tool": NAME, "args": {...}}`: it must name a registered tool that is not irreversible,
+        pass `validate(effect, plan)` (recorded) and an approval gate like any forward act
+        (`approvers`, `gate_timeout`); the effect itself must not be irreversible. Otherwise the
+        effect stays listed as having no inverse."""
+        effects = self._done_so_far()
+        report = Compensation()
+        for step in sorted(effects, reverse=True):
+            eff = effects[step]
+            if eff.get("status") != Status.CONFIRMED:
+                continue
+            tool = lookup_tool(eff["name"])
+            if tool is None or tool.inverse is None:
+                if self._proposed_undo(eff, tool, propose, validate, approvers, gate_timeout):
+                    report.compensated.append(str(eff["key"]))
+                else:
+                    report.no_inverse.append(str(eff["key"]))
+                continue
+            try:
+                self.effect(
+                    tool.inverse, key=f"comp/{eff['key']}", original=eff["args"], result=eff["result"]
+                )
+                report.compensated.append(str(eff["key"]))
+            except EffectFailed:
+                report.stuck.append(str(eff["key"]))
+        if report.complete:
+            return report
+        if on_stuck is not None:
+            self.decide("on_stuck", lambda: on_stuck(report))
+        raise self._stuck(report)
+
+    def _done_so_far(self) -> dict[int, dict[str, Any]]:
+        """This run's effects before the current step (not undos), by step, with their outcome."""
+        exe = self._exe
+        upto = exe.next_step
+        effects: dict[int, dict[str, Any]] = {}
+        for ev in exe.store.load(exe.run_id):
+            if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/"):
+                continue
+            if ev.kind == Kind.INTENT:
+                effects[ev.step] = {"name": ev.name, "key": ev.key, "args": ev.data.get("args")}
+            elif ev.kind == Kind.OUTCOME and ev.step in effects:
+                effects[ev.step]["status"] = ev.status
+                effects[ev.step]["result"] = ev.data.get("result")
+        return effects
+
+    def _stuck(self, report: Compensation) -> Stop:
+        return Stop(
+            RunStuck(
+                self.run_id,
+                f"run {self.run_id!r} is stuck: compensated {report.compensated or 'nothing'}; "
+                f"inverse failed for {report.stuck or 'none'}; no inverse for "
+                f"{report.no_inverse or 'none'}. Undo what remains by hand, record it with "
+                "`daybook resolve`, and close the run",
+            ),
+            True,
+            journal=True,
+            status="stuck",
+        )
+
+    def _proposed_undo(
+        self,
+        eff: dict[str, Any],
+        tool: Tool[Any] | None,
+        propose: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
+        validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None,
+        approvers: Sequence[str] | None,
+        gate_timeout: float,
+    ) -> bool:
+        # A model must never improvise the undo of an irreversible act (a sent email, a wire).
+        if propose is None or tool is None or tool.irreversible:
+            return False
+        effect = {k: eff.get(k) for k in ("name", "key", "args", "result")}
+        plan = self.decide(f"propose_compensation:{eff['key']}", lambda: propose(effect)).value
+        if not isinstance(plan, dict):
+            return False
+        undo = lookup_tool(str(plan.get("tool")))
+        if undo is None or undo.irreversible:
+            return False
+        checker = validate
+        if (
+            checker is None
+            or not self.decide(
+                f"validate_compensation:{eff['key']}", lambda: bool(checker(effect, plan))
+            ).value
+        ):
+            return False
+        verdict = self.gate(f"compensate:{undo.name}", approvers=approvers, timeout=gate_timeout)
+        if not verdict.approved:
+            return False
+        try:
+            self.effect(undo, key=f"comp/{eff['key']}", **dict(plan.get("args") or {}))
+        except EffectFailed:
+            return False
+        return True

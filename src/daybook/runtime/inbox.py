@@ -1,0 +1,30 @@
+"""A run's inbox: signals sent from outside, kept in order until a wait consumes them.
+
+Sending a signal to a finished run is refused; sending one to the first segment of a
+continue-as-new chain reaches the live segment. A signal wakes a suspended run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import time
+
+from ..errors import ConfigError
+from ..records import JSON, check_json, dumps
+from .chain import live
+from .claim import Claims
+
+
+def send(claims: Claims, run_id: str, name: str, payload: JSON = None, sender: str | None = None) -> int:
+    """Put signal `name` in the live segment's inbox; returns its inbox id."""
+    if not name:
+        raise ConfigError("a signal needs a name")
+    what = f"signal {name!r} payload"
+    check_json(payload, what)
+    text = dumps(payload, what)
+    run_id = live(claims, run_id)
+    inbox_id = claims.store.signal(run_id, name, text, sender or getpass.getuser(), time.time())
+    if inbox_id is None:
+        info = claims.get_run(run_id)  # raises RunNotFound for an unknown id
+        raise ConfigError(f"run {run_id!r} is {info.status}; a finished run takes no more signals")
+    return inbox_id

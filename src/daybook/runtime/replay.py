@@ -1,0 +1,72 @@
+"""Pure replay: re-run a run's workflow from its journal alone, to check code against history.
+
+No tool or model is called, nothing is written, no lease is taken: the execution is read-only,
+so the first step the journal does not settle raises `NonDeterminismError`. `replay_check` does
+this for many stored runs and reports each as `ok`, `diverged` or `changed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DaybookError, RunNotFound
+from ..journal.execution import Execution
+from ..journal.stop import ContinueAsNew, Stop
+from ..records import JSON, RunInfo, RunStatus
+from ..store import Store
+from .chain import CONTINUED, next_segment
+from .workflow import load
+
+
+def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: str | None = None) -> Any:
+    """Re-run `run_id`'s workflow from its journal and return what the workflow returns."""
+    info = _get(store, run_id)
+    wf = load(info.workflow, info.ref, app)
+    exe = Execution(store, run_id, store.load(run_id), None, read_only=True)
+    exe.sleep = lambda _seconds: None
+    ctx = context(exe)
+    try:
+        if wf.is_async:
+            result = asyncio.run(wf.fn(ctx, *info.input["args"], **info.input["kwargs"]))
+        else:
+            result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
+        exe.check_complete()
+    except ContinueAsNew:
+        return {CONTINUED: next_segment(run_id)}
+    except Stop as stop:
+        raise stop.error from None
+    return result
+
+
+def replay_check(
+    store: Store, context: Callable[[Execution], Any], run_ids: list[str] | None, app: str | None
+) -> list[dict[str, JSON]]:
+    """Replay stored histories (default: every completed run) against the code now loaded and
+    report each: `ok`, or `diverged` with the error, or `changed` when the result differs."""
+    ids = (
+        run_ids
+        if run_ids is not None
+        else [r.run_id for r in store.list_runs(RunStatus.COMPLETED.value, 100_000)]
+    )
+    report: list[dict[str, JSON]] = []
+    for run_id in ids:
+        info = _get(store, run_id)
+        row: dict[str, JSON] = {"run_id": run_id, "workflow": info.workflow}
+        try:
+            result = replay(store, context, run_id, app)
+        except DaybookError as exc:
+            row.update(state="diverged", error=str(exc))
+        else:
+            done = info.status == RunStatus.COMPLETED
+            row["state"] = "changed" if done and result != info.result else "ok"
+        report.append(row)
+    return report
+
+
+def _get(store: Store, run_id: str) -> RunInfo:
+    info = store.get_run(run_id)
+    if info is None:
+        raise RunNotFound(run_id, store.url)
+    return info

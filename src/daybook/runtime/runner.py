@@ -1,0 +1,227 @@
+"""The runner: starts, attaches to, resumes and executes runs, one owner at a time.
+
+A run is owned by one process at a time through a lease on its header row (`claim.Claims`); the
+owner loads the whole journal in one query, replays the workflow from memory with a fresh `ctx`
+(built by the `context` factory the facade hands in, so this layer never imports the facets
+above it), and goes on live from the first step the journal does not hold. How the body ended
+is recorded by `finish`; continue-as-new chains are followed by `chain`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DaybookError, RunFailed, RunLeased
+from ..journal import strict as strict_mode
+from ..journal.execution import Execution
+from ..journal.stop import ContinueAsNew, Stop
+from ..records import JSON, RunInfo, RunStatus
+from ..store import Store
+from . import finish
+from .chain import Next, close_segment, next_id
+from .claim import Claims, Finished
+from .lease import new_owner
+from .start import check_same, new_run
+from .workflow import Workflow, as_workflow, load
+
+Begun = tuple[Execution, Workflow[Any], RunInfo]
+
+
+class Runner:
+    """Executes runs on one store as one owner. `context(exe)` builds the workflow's `ctx`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease_ttl: float,
+        inline_wait: float,
+        strict: bool,
+        context: Callable[[Execution], Any],
+    ) -> None:
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self.inline_wait = inline_wait
+        self.strict = strict
+        self.owner = new_owner()
+        self.claims = Claims(store, self.owner, lease_ttl)
+        self.context = context
+
+    def close(self) -> None:
+        self.claims.close()
+
+    # -- starting and attaching ---------------------------------------------------------------
+
+    def run(self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None) -> Any:
+        wf = as_workflow(workflow)
+        if wf.is_async:
+            return asyncio.run(self.run_async(wf, args, kwargs, run_id))
+        begun = self._begin(wf, run_id, args, kwargs)
+        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun))
+
+    async def run_async(
+        self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None
+    ) -> Any:
+        wf = as_workflow(workflow)
+        begun = self._begin(wf, run_id, args, kwargs)
+        if isinstance(begun, Finished):
+            return await self._follow_async(begun.result)
+        return await self._follow_async(await self._body_async(*begun))
+
+    def submit(self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None) -> str:
+        wf = as_workflow(workflow)
+        info, first = new_run(
+            wf, run_id, args, kwargs, owner=self.owner, lease_ttl=self.lease_ttl, pending=True
+        )
+        if not self.store.create_run(info, first):
+            check_same(self.claims.get_run(info.run_id), wf, info.input)
+        return info.run_id
+
+    def resume(self, run_id: str, wait: float, app: str | None) -> Any:
+        info = self.claims.get_run(run_id)
+        if info.status == RunStatus.COMPLETED:
+            return self._follow(info.result)  # nothing to run: do not even import its code
+        wf = load(info.workflow, info.ref, app)
+        if wf.is_async:
+            return asyncio.run(self.resume_async(run_id, wait, app))
+        begun = self._claim(run_id, wf, wait)
+        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun))
+
+    async def resume_async(self, run_id: str, wait: float, app: str | None) -> Any:
+        info = self.claims.get_run(run_id)
+        if info.status == RunStatus.COMPLETED:
+            return await self._follow_async(info.result)
+        wf = load(info.workflow, info.ref, app)
+        begun = self._claim(run_id, wf, wait)
+        if isinstance(begun, Finished):
+            return await self._follow_async(begun.result)
+        return await self._follow_async(await self._body_async(*begun))
+
+    def execute_claimed(self, run_id: str, app: str | None) -> Any:
+        """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
+        info = self.claims.get_run(run_id)
+        wf = load(info.workflow, info.ref, app)
+        if not self.claims.reserve(run_id):
+            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+        begun = self._load(run_id, wf)
+        if isinstance(begun, Finished):
+            return self._follow(begun.result)
+        if wf.is_async:
+            return self._follow(asyncio.run(self._body_async(*begun)))
+        return self._follow(self._body(*begun))
+
+    def park(self, run_id: str, message: str) -> None:
+        """Set a run this handle holds aside as `needs_attention`, releasing its lease."""
+        error = {"type": "NeedsAttention", "message": message}
+        self.store.finish(run_id, self.owner, RunStatus.NEEDS_ATTENTION.value, None, error, None, time.time())
+
+    def _begin(
+        self, wf: Workflow[Any], run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Begun | Finished:
+        info, first = new_run(wf, run_id, args, kwargs, owner=self.owner, lease_ttl=self.lease_ttl)
+        if self.store.create_run(info, first):
+            self.claims.reserve(info.run_id)
+            return self._execution(info, [first], wf)
+        check_same(self.claims.get_run(info.run_id), wf, info.input)
+        return self._claim(info.run_id, wf, 0.0)
+
+    def _claim(self, run_id: str, wf: Workflow[Any], wait: float) -> Begun | Finished:
+        finished = self.claims.acquire(run_id, wf.name, wait)
+        return finished if finished is not None else self._load(run_id, wf)
+
+    def _load(self, run_id: str, wf: Workflow[Any]) -> Begun | Finished:
+        """Read the header and journal of a run this handle has just leased."""
+        try:
+            info = self.claims.get_run(run_id)
+            if info.status == RunStatus.COMPLETED:
+                self.claims.let_go(run_id)
+                return Finished(info.result)
+            if info.status == RunStatus.FAILED:
+                raise RunFailed(run_id, info.error or {})
+            events = self.store.load(run_id)
+        except BaseException:
+            self.claims.let_go(run_id)
+            raise
+        return self._execution(info, events, wf)
+
+    def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
+        exe = Execution(self.store, info.run_id, events, self.claims.heartbeat(info.run_id))
+        exe.inline_wait = self.inline_wait
+        return exe, wf, info
+
+    # -- executing ----------------------------------------------------------------------------
+
+    def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        try:
+            with strict_mode.body(exe.run_id if self.strict else None):
+                result = wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+        except ContinueAsNew as cont:
+            return Next(close_segment(self.claims, exe, wf, cont))
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
+    async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        if not wf.is_async:
+            return self._body(exe, wf, info)
+        try:
+            with strict_mode.body(exe.run_id if self.strict else None):
+                result = await wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+        except ContinueAsNew as cont:
+            return Next(close_segment(self.claims, exe, wf, cont))
+        except BaseException as exc:
+            raise self._fail(exe, exc) from _cause(exc)
+        return self._complete(exe, result)
+
+    def _complete(self, exe: Execution, result: JSON) -> Any:
+        try:
+            try:
+                return finish.complete(self.store, self.owner, exe, result)
+            except Stop as stop:
+                raise self._fail(exe, stop) from None
+        finally:
+            self.claims.unreserve(exe.run_id)
+
+    def _fail(self, exe: Execution, exc: BaseException) -> BaseException:
+        try:
+            return finish.fail(self.store, self.owner, exe, exc)
+        finally:
+            self.claims.unreserve(exe.run_id)
+
+    def _follow(self, result: Any) -> Any:
+        """Walk a chain of segments (continue_as_new) to its end, one segment at a time (a loop,
+        so a chain of any length neither recurses nor re-reads earlier segments' journals)."""
+        while (following := next_id(result)) is not None:
+            info = self.claims.get_run(following)
+            if info.status == RunStatus.COMPLETED:
+                result = info.result
+                continue
+            wf = load(info.workflow, info.ref)
+            begun = self._claim(following, wf, self.lease_ttl)
+            if isinstance(begun, Finished):
+                result = begun.result
+            elif wf.is_async:
+                result = asyncio.run(self._body_async(*begun))
+            else:
+                result = self._body(*begun)
+        return result
+
+    async def _follow_async(self, result: Any) -> Any:
+        while (following := next_id(result)) is not None:
+            info = self.claims.get_run(following)
+            if info.status == RunStatus.COMPLETED:
+                result = info.result
+                continue
+            wf = load(info.workflow, info.ref)
+            begun = self._claim(following, wf, self.lease_ttl)
+            result = begun.result if isinstance(begun, Finished) else await self._body_async(*begun)
+        return result
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    if isinstance(exc, Stop):
+        return None
+    return exc.__cause__ if isinstance(exc, DaybookError) else exc
