@@ -161,26 +161,7 @@ def send(
         # Includes a connect timeout and a refused greeting: no transaction was ever opened.
         raise TransientError(f"cannot reach SMTP server {host}:{port}: {exc}") from exc
     try:
-        try:
-            smtp.ehlo_or_helo_if_needed()
-            code, resp = smtp.mail(sender)
-            if code != 250:
-                raise _refusal(f"sender {sender}", code, resp)
-            refused: dict[str, list[Any]] = {}
-            for rcpt in to:
-                code, resp = smtp.rcpt(rcpt)
-                if code not in (250, 251):
-                    refused[rcpt] = [code, _reply(resp)]
-            if len(refused) == len(to):
-                # Retry only if every refusal was temporary; one permanent "no" makes it final.
-                worst = max(int(c) for c, _ in refused.values())
-                raise _refusal("every recipient", worst, str(refused))
-        except smtplib.SMTPHeloError as exc:
-            raise _refusal("HELO", exc.smtp_code, exc.smtp_error) from exc
-        except smtplib.SMTPResponseException:
-            raise  # a final refusal, made above
-        except OSError as exc:
-            raise TransientError(f"SMTP {host}:{port} dropped before DATA: {exc}") from exc
+        refused = _envelope(smtp, host, port, sender, to)
         try:
             code, resp = smtp.data(data)
         except smtplib.SMTPDataError as exc:
@@ -200,6 +181,32 @@ def send(
             smtp.quit()
         except (smtplib.SMTPException, OSError):
             smtp.close()
+
+
+def _envelope(smtp: smtplib.SMTP, host: str, port: int, sender: str, to: list[str]) -> dict[str, list[Any]]:
+    """HELO, MAIL FROM and RCPT TO; returns the recipients refused. Nothing here has taken the
+    message yet, so every failure is transient or final by its reply code."""
+    try:
+        smtp.ehlo_or_helo_if_needed()
+        code, resp = smtp.mail(sender)
+        if code != 250:
+            raise _refusal(f"sender {sender}", code, resp)
+        refused: dict[str, list[Any]] = {}
+        for rcpt in to:
+            code, resp = smtp.rcpt(rcpt)
+            if code not in (250, 251):
+                refused[rcpt] = [code, _reply(resp)]
+        if len(refused) == len(to):
+            # Retry only if every refusal was temporary; one permanent "no" makes it final.
+            worst = max(int(c) for c, _ in refused.values())
+            raise _refusal("every recipient", worst, str(refused))
+    except smtplib.SMTPHeloError as exc:
+        raise _refusal("HELO", exc.smtp_code, exc.smtp_error) from exc
+    except smtplib.SMTPResponseException:
+        raise  # a final refusal, made above
+    except OSError as exc:
+        raise TransientError(f"SMTP {host}:{port} dropped before DATA: {exc}") from exc
+    return refused
 
 
 @dataclass

@@ -40,10 +40,69 @@ class Faults:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    bank: Bank
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that vanish mid-request are part of the tests; a traceback would be noise.
         return
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a keep-alive client's delayed ACK
+    # would hold the body back 40 ms.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def _send(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client died mid-exchange (the demo kills it on purpose).
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        bank = self.server.bank
+        # Keys hold slashes; clients may send them raw or percent-encoded.
+        parts = [p for p in urllib.parse.unquote(self.path).split("/") if p]
+        if parts == ["stats"]:
+            self._send(200, bank.stats())
+        elif parts == ["balances"]:
+            self._send(200, bank.balances)
+        elif len(parts) == 1:  # the keys of a collection: what reconciliation compares
+            with bank._lock:
+                self._send(200, sorted(bank.records.get(parts[0], {})))
+        elif len(parts) == 2 and parts[0] == "by-id":
+            with bank._lock:
+                rec = bank.by_id.get(parts[1])
+            self._send(200, rec) if rec else self._send(404, {"error": "no such id"})
+        elif len(parts) >= 2:
+            self._send(*bank.status(parts[0], "/".join(parts[1:])))
+        else:
+            self._send(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        parts = [p for p in self.path.split("/") if p]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        key = self.headers.get("Idempotency-Key")
+        if len(parts) != 1 or not key:
+            self._send(400, {"error": "POST /<collection> with an Idempotency-Key header"})
+            return
+        code, reply, drop = self.server.bank.execute(parts[0], key, body)
+        if drop:
+            self.close_connection = True
+            self.connection.close()
+            return
+        self._send(code, reply)
 
 
 class Bank:
@@ -60,98 +119,40 @@ class Bank:
         self._stamps: dict[str, float] = {}
         self._lock = threading.Lock()
         self._seq = 0
-        bank = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes; with Nagle on, a keep-alive client's
-            # delayed ACK would hold the body back 40 ms.
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def _send(self, code: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    # The client died mid-exchange (the demo kills it on purpose).
-                    self.close_connection = True
-
-            def do_GET(self) -> None:
-                # Keys hold slashes; clients may send them raw or percent-encoded.
-                parts = [p for p in urllib.parse.unquote(self.path).split("/") if p]
-                if parts == ["stats"]:
-                    self._send(200, bank.stats())
-                elif parts == ["balances"]:
-                    self._send(200, bank.balances)
-                elif len(parts) == 1:  # the keys of a collection: what reconciliation compares
-                    with bank._lock:
-                        self._send(200, sorted(bank.records.get(parts[0], {})))
-                elif len(parts) == 2 and parts[0] == "by-id":
-                    with bank._lock:
-                        rec = bank.by_id.get(parts[1])
-                    self._send(200, rec) if rec else self._send(404, {"error": "no such id"})
-                elif len(parts) >= 2:
-                    coll, key = parts[0], "/".join(parts[1:])
-                    with bank._lock:
-                        if bank._fault(coll, "status_down"):
-                            self._send(503, {"error": "status service unavailable"})
-                            return
-                        rec = bank._remembered(coll, key)
-                        if rec and bank._fault(coll, "pending"):
-                            self._send(202, {"id": rec["id"], "state": "pending"})
-                            return
-                    self._send(200, rec) if rec else self._send(404, {"error": "no such key"})
-                else:
-                    self._send(404, {"error": "not found"})
-
-            def do_POST(self) -> None:
-                parts = [p for p in self.path.split("/") if p]
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                key = self.headers.get("Idempotency-Key")
-                if len(parts) != 1 or not key:
-                    self._send(400, {"error": "POST /<collection> with an Idempotency-Key header"})
-                    return
-                coll = parts[0]
-                with bank._lock:
-                    bank.requests[key] = bank.requests.get(key, 0) + 1
-                    if bank._fault(coll, "refuse"):
-                        self._send(503, {"error": "try again"})
-                        return
-                    existing = bank._remembered(coll, key)
-                    if existing is not None:
-                        self._send(200, existing)
-                        return
-                    bank._seq += 1
-                    rec = {
-                        "id": f"{coll[:-1] if coll.endswith('s') else coll}-{bank._seq:06d}",
-                        "key": key,
-                        **body,
-                    }
-                    bank.records.setdefault(coll, {})[key] = rec
-                    bank.by_id[rec["id"]] = rec
-                    bank._stamps[key] = time.monotonic()
-                    bank.executions[key] = bank.executions.get(key, 0) + 1
-                    drop = bank._fault(coll, "drop_after_execute")
-                    hook = bank.faults.on_execute
-                if hook is not None:
-                    hook(coll, key)
-                if drop:
-                    self.close_connection = True
-                    self.connection.close()
-                    return
-                self._send(201, rec)
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.bank = self
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def status(self, coll: str, key: str) -> tuple[int, dict[str, Any]]:
+        """The answer of the status endpoint for a key: the record, pending, or no such key."""
+        with self._lock:
+            if self._fault(coll, "status_down"):
+                return 503, {"error": "status service unavailable"}
+            rec = self._remembered(coll, key)
+            if rec and self._fault(coll, "pending"):
+                return 202, {"id": rec["id"], "state": "pending"}
+        return (200, rec) if rec else (404, {"error": "no such key"})
+
+    def execute(self, coll: str, key: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], bool]:
+        """A POST under an idempotency key: (status code, reply, drop the connection unanswered)."""
+        with self._lock:
+            self.requests[key] = self.requests.get(key, 0) + 1
+            if self._fault(coll, "refuse"):
+                return 503, {"error": "try again"}, False
+            existing = self._remembered(coll, key)
+            if existing is not None:
+                return 200, existing, False
+            self._seq += 1
+            rec = {"id": f"{coll[:-1] if coll.endswith('s') else coll}-{self._seq:06d}", "key": key, **body}
+            self.records.setdefault(coll, {})[key] = rec
+            self.by_id[rec["id"]] = rec
+            self._stamps[key] = time.monotonic()
+            self.executions[key] = self.executions.get(key, 0) + 1
+            drop = self._fault(coll, "drop_after_execute")
+            hook = self.faults.on_execute
+        if hook is not None:
+            hook(coll, key)
+        return 201, rec, drop
 
     def _remembered(self, coll: str, key: str) -> dict[str, Any] | None:
         rec = self.records.get(coll, {}).get(key)

@@ -185,27 +185,7 @@ def tool(
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
-def tool(
-    fn: Callable[..., R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    idempotent: bool = False,
-    reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
-    dedup_window: float | None = None,
-    retry: Retry | None = None,
-    inverse: Tool[Any] | None = None,
-    irreversible: bool | None = None,
-    list_keys: Callable[[], list[str]] | None = None,
-    reference: Callable[[Any], Any] | None = None,
-    status: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
-    lookup: Callable[[Any], ReconcileResult] | None = None,
-    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None,
-    poll: float | None = None,
-    effect_class: str | None = None,
-    bufferable: bool = False,
-    accepts_keys: bool = True,
-) -> Any:
+def tool(fn: Callable[..., R] | None = None, /, **profile: Any) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
     `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
@@ -223,73 +203,107 @@ def tool(
     held until a commit step rather than happening now."""
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
-        params = inspect.signature(f).parameters
-        accepts_key = "idempotency_key" in params or any(
-            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-        )
-        if not accepts_key:
-            raise ConfigError(
-                f"tool {f.__qualname__} must accept an `idempotency_key` keyword argument: daybook "
-                "hands every call the key that names its decision, to pass to the counterparty"
-            )
-        if dedup_window is not None and dedup_window <= 0:
-            raise ConfigError(f"tool {f.__qualname__}: dedup_window must be > 0 seconds or None")
-        if inverse is not None and not isinstance(inverse, Tool):
-            raise ConfigError(f"tool {f.__qualname__}: inverse= must be a @daybook.tool")
-        if status is not None and reconcile is not None and status is not reconcile:
-            raise ConfigError(f"tool {f.__qualname__}: give status= or reconcile= (the same hook), not both")
-        if poll is not None and poll <= 0:
-            raise ConfigError(f"tool {f.__qualname__}: poll must be > 0 seconds or None")
-        if effect_class is not None and effect_class not in EFFECT_CLASSES:
-            raise ConfigError(
-                f"tool {f.__qualname__}: effect_class={effect_class!r}; use one of "
-                + ", ".join(EFFECT_CLASSES)
-            )
-        asker = reconcile or status
-        profiled = bool(
-            idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
-        )
-        # A tool declared with no counterparty profile at all is treated as irreversible and
-        # keyless: the most conservative reading (gated by the agent loop, never undone by a
-        # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
-        # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
-        final = (
-            irreversible
-            if irreversible is not None
-            else effect_class == "irreversible"
-            or (effect_class is None and (not profiled or (not accepts_keys and inverse is None)))
-        )
-        kind = effect_class or (
-            "irreversible"
-            if final
-            else "compensable"
-            if inverse is not None
-            else "idempotent"
-            if idempotent or asker
-            else "reversible"
-        )
-        made = Tool(
-            fn=f,
-            name=name or f.__name__,
-            idempotent=idempotent,
-            reconcile=asker,
-            dedup_window=dedup_window,
-            retry=retry or Retry(),
-            inverse=inverse,
-            irreversible=final,
-            list_keys=list_keys,
-            reference=reference,
-            lookup=lookup,
-            verify=verify,
-            poll=poll,
-            effect_class=kind,
-            bufferable=bufferable,
-            accepts_keys=accepts_keys and (profiled or irreversible is False),
-        )
+        made = _make(f, **profile)
         _TOOLS[made.name] = made
         return made
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _make(
+    f: Callable[..., R],
+    *,
+    name: str | None = None,
+    idempotent: bool = False,
+    reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    dedup_window: float | None = None,
+    retry: Retry | None = None,
+    inverse: Tool[Any] | None = None,
+    irreversible: bool | None = None,
+    list_keys: Callable[[], list[str]] | None = None,
+    reference: Callable[[Any], Any] | None = None,
+    status: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    lookup: Callable[[Any], ReconcileResult] | None = None,
+    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None,
+    poll: float | None = None,
+    effect_class: str | None = None,
+    bufferable: bool = False,
+    accepts_keys: bool = True,
+) -> Tool[R]:
+    """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
+    _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
+    asker = reconcile or status
+    profiled = bool(
+        idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
+    )
+    # A tool declared with no counterparty profile at all is treated as irreversible and
+    # keyless: the most conservative reading (gated by the agent loop, never undone by a
+    # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
+    # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
+    final = (
+        irreversible
+        if irreversible is not None
+        else effect_class == "irreversible"
+        or (effect_class is None and (not profiled or (not accepts_keys and inverse is None)))
+    )
+    return Tool(
+        fn=f,
+        name=name or f.__name__,
+        idempotent=idempotent,
+        reconcile=asker,
+        dedup_window=dedup_window,
+        retry=retry or Retry(),
+        inverse=inverse,
+        irreversible=final,
+        list_keys=list_keys,
+        reference=reference,
+        lookup=lookup,
+        verify=verify,
+        poll=poll,
+        effect_class=effect_class or _inferred_class(final, inverse, bool(idempotent or asker)),
+        bufferable=bufferable,
+        accepts_keys=accepts_keys and (profiled or irreversible is False),
+    )
+
+
+def _inferred_class(irreversible: bool, inverse: Tool[Any] | None, keyed: bool) -> str:
+    if irreversible:
+        return "irreversible"
+    if inverse is not None:
+        return "compensable"
+    return "idempotent" if keyed else "reversible"
+
+
+def _check(
+    f: Callable[..., Any],
+    dedup_window: float | None,
+    inverse: Tool[Any] | None,
+    status: Callable[..., Any] | None,
+    reconcile: Callable[..., Any] | None,
+    poll: float | None,
+    effect_class: str | None,
+) -> None:
+    """Refuse a profile that cannot work, saying what to change."""
+    params = inspect.signature(f).parameters
+    accepts_key = "idempotency_key" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+    what = f"tool {f.__qualname__}"
+    if not accepts_key:
+        raise ConfigError(
+            f"{what} must accept an `idempotency_key` keyword argument: daybook "
+            "hands every call the key that names its decision, to pass to the counterparty"
+        )
+    if dedup_window is not None and dedup_window <= 0:
+        raise ConfigError(f"{what}: dedup_window must be > 0 seconds or None")
+    if inverse is not None and not isinstance(inverse, Tool):
+        raise ConfigError(f"{what}: inverse= must be a @daybook.tool")
+    if status is not None and reconcile is not None and status is not reconcile:
+        raise ConfigError(f"{what}: give status= or reconcile= (the same hook), not both")
+    if poll is not None and poll <= 0:
+        raise ConfigError(f"{what}: poll must be > 0 seconds or None")
+    if effect_class is not None and effect_class not in EFFECT_CLASSES:
+        raise ConfigError(f"{what}: effect_class={effect_class!r}; use one of " + ", ".join(EFFECT_CLASSES))
 
 
 _TOOLS: dict[str, Tool[Any]] = {}
