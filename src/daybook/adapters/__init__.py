@@ -4,4 +4,6 @@
 `sql` (statements buffered in one database transaction), `email` (a durable outbox released to
 SMTP) and `git` (commits on a working branch). Import the one you need; none is loaded by
 `import daybook`, so the core stays light.
+
+May import: `daybook.context` and everything below it. Never the CLI, and never each other.
 """

@@ -6,6 +6,8 @@ outcome could be journaled), then resumes the run in a second process through th
 resumed run finds the wire's intent without an outcome, asks the bank about the key, records the
 bank's wire id, and goes on. The bank's own books show one wire. Act two shows the books: the
 decision behind the wire (`daybook why`), the effect ledger and what the run still owes.
+
+May import: anything below the CLI (it drives the CLI only through subprocesses).
 """
 
 from __future__ import annotations

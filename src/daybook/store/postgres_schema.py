@@ -1,0 +1,116 @@
+"""The PostgreSQL schema: the version-1 tables, created whole, and one migration per later version
+(index i upgrades a store from v(i+1) to v(i+2)). Every journal-like table is append-only,
+enforced by triggers."""
+
+from __future__ import annotations
+
+SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS daybook_runs (
+        run_id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        status TEXT NOT NULL,
+        input JSON,
+        result JSON,
+        error JSON,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        lease_owner TEXT,
+        lease_expires DOUBLE PRECISION,
+        schema_version INTEGER NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS daybook_runs_status ON daybook_runs (status, updated_at)",
+    """CREATE TABLE IF NOT EXISTS daybook_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        step INTEGER,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        key TEXT,
+        status TEXT,
+        attempt INTEGER NOT NULL,
+        fp TEXT,
+        data JSON NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        parent TEXT,
+        PRIMARY KEY (run_id, seq))""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS daybook_events_key ON daybook_events (key)
+        WHERE kind = 'intent'""",
+    """CREATE OR REPLACE FUNCTION daybook_append_only() RETURNS trigger AS $$
+        BEGIN RAISE EXCEPTION 'daybook journal is append-only: rows are never %', lower(TG_OP);
+        END $$ LANGUAGE plpgsql""",
+    """CREATE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
+        FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+]
+
+# Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole, then upgraded.
+MIGRATIONS: list[list[str]] = [
+    # v2: workers find runnable runs (pending, or running with a lapsed lease) oldest first.
+    [
+        """CREATE INDEX IF NOT EXISTS daybook_runs_runnable ON daybook_runs (created_at)
+            WHERE status IN ('pending', 'running')""",
+    ],
+    # v3: durable waits. Suspended runs wake at `wake_at`; signals wait in an append-only inbox.
+    [
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS wake_at DOUBLE PRECISION",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_waking ON daybook_runs (wake_at)
+            WHERE status = 'suspended'""",
+        """CREATE TABLE IF NOT EXISTS daybook_inbox (
+            id BIGSERIAL PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            payload JSON NOT NULL,
+            sender TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id)",
+        """CREATE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
+            FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+    ],
+    # v4: approvers, each with the hash of a secret token, for approval gates.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_approvers (
+            name TEXT PRIMARY KEY,
+            token_hash TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL)""",
+    ],
+    # v5: coordination entities. One row per shared resource holds its lease; the log of every
+    # claim, release and record is append-only, like the journal.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_entities (
+            name TEXT PRIMARY KEY,
+            holder TEXT,
+            deadline DOUBLE PRECISION,
+            updated_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS daybook_entity_log (
+            id BIGSERIAL PRIMARY KEY,
+            name TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            agent TEXT NOT NULL,
+            action TEXT NOT NULL,
+            data JSON NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS daybook_entity_log_name ON daybook_entity_log (name, id)",
+        """CREATE OR REPLACE FUNCTION daybook_entity_log_append_only() RETURNS trigger AS $$
+            BEGIN RAISE EXCEPTION 'daybook entity log is append-only: rows are never %', lower(TG_OP);
+            END $$ LANGUAGE plpgsql""",
+        # Re-running the upgrade (a store stamped with an older version) must not fail.
+        "DROP TRIGGER IF EXISTS daybook_entity_log_append_only ON daybook_entity_log",
+        """CREATE TRIGGER daybook_entity_log_append_only BEFORE UPDATE OR DELETE ON daybook_entity_log
+            FOR EACH ROW EXECUTE FUNCTION daybook_entity_log_append_only()""",
+    ],
+    # v6: runs remember the code version they started on, so workers can be pinned to one.
+    ["ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS code_version TEXT"],
+    # v7: multi-record transactions: staged writes, the visible records, one audit row per commit.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_staging (
+            txid TEXT NOT NULL, collection TEXT NOT NULL, record_id TEXT NOT NULL,
+            data JSON NOT NULL, at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (txid, collection, record_id))""",
+        """CREATE TABLE IF NOT EXISTS daybook_records (
+            collection TEXT NOT NULL, record_id TEXT NOT NULL, data JSON NOT NULL,
+            commit_id TEXT NOT NULL, PRIMARY KEY (collection, record_id))""",
+        """CREATE TABLE IF NOT EXISTS daybook_commits (
+            commit_id TEXT PRIMARY KEY, key TEXT UNIQUE, message TEXT NOT NULL,
+            author TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, records JSON NOT NULL)""",
+        """CREATE OR REPLACE TRIGGER daybook_commits_append_only BEFORE UPDATE OR DELETE
+            ON daybook_commits FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+    ],
+]
