@@ -26,6 +26,7 @@ from .coordination.entity import Entity, Lease, list_leases
 from .coordination.pool import BudgetPool
 from .errors import ConfigError
 from .gates import approval
+from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus
 from .runtime import inbox
 from .runtime.replay import replay as replay_run
@@ -59,8 +60,6 @@ class Daybook:
         if inline_wait < 0:
             raise ConfigError("inline_wait must be >= 0 seconds")
         if strict:
-            from .journal import strict as strict_mode
-
             strict_mode.install()
         self.store: Store = open_store(url)
         self.url = self.store.url
