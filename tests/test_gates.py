@@ -34,6 +34,11 @@ def test_a_gated_action_waits_for_its_own_verdict_then_runs_once(
         # Wrong token, wrong approver, wrong gate: none of them unblocks it.
         with pytest.raises(daybook.NotAuthorized):
             book.approve("sre", gate, approver="oncall", token="guess")
+        # Without a valid token nobody learns which runs exist.
+        with pytest.raises(daybook.NotAuthorized):
+            book.approve("no-such-run", gate, approver="oncall", token="guess")
+        with pytest.raises(daybook.RunNotFound):
+            book.approve("no-such-run", gate, approver="oncall", token=token)
         with pytest.raises(daybook.NotAuthorized, match="may not decide"):
             book.approve("sre", gate, approver="intern", token=other)
         with pytest.raises(daybook.ConfigError, match="no gate"):

@@ -168,3 +168,21 @@ def test_a_signal_sent_while_the_run_executes_wakes_it_after_it_suspends(book: D
     info = book.get_run("race-signal")
     assert info.status == RunStatus.SUSPENDED and info.wake_at is not None  # a worker will look
     assert book.store.claim_next(book.owner, 5, time.time()) == "race-signal"
+
+
+@daybook.workflow
+def naps_half_a_second(ctx: daybook.Context) -> str:
+    ctx.sleep(0.5)
+    return "awake"
+
+
+def test_a_setting_changed_on_the_handle_applies_to_the_next_run(book: Daybook) -> None:
+    # With the default inline_wait (2 s) a 0.5 s timer is waited out in the process; set to 0 on
+    # the handle after it was opened, the same timer suspends the run instead.
+    assert book.run(naps_half_a_second, run_id="inline") == "awake"
+    book.inline_wait = 0
+    with pytest.raises(Suspended):
+        book.run(naps_half_a_second, run_id="suspends")
+    assert book.get_run("suspends").status == RunStatus.SUSPENDED
+    with pytest.raises(daybook.ConfigError):
+        book.inline_wait = -1

@@ -61,15 +61,56 @@ class Daybook:
             raise ConfigError("inline_wait must be >= 0 seconds")
         if strict:
             strict_mode.install()
-        self.store: Store = open_store(url)
-        self.url = self.store.url
-        self.lease_ttl = lease_ttl
-        self.inline_wait = inline_wait
-        self.strict = strict
+        self._store: Store = open_store(url)
         self._runner = Runner(
-            self.store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
+            self._store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
         )
-        self.owner = self._runner.owner
+
+    # Settings live in the runner, which reads them on every use: changing one on the handle
+    # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def url(self) -> str:
+        return self._store.url
+
+    @property
+    def owner(self) -> str:
+        """The lease owner id of this handle."""
+        return self._runner.owner
+
+    @property
+    def lease_ttl(self) -> float:
+        return self._runner.lease_ttl
+
+    @lease_ttl.setter
+    def lease_ttl(self, value: float) -> None:
+        if value <= 0:
+            raise ConfigError("lease_ttl must be > 0 seconds")
+        self._runner.lease_ttl = self._runner.claims.lease_ttl = value
+
+    @property
+    def inline_wait(self) -> float:
+        return self._runner.inline_wait
+
+    @inline_wait.setter
+    def inline_wait(self, value: float) -> None:
+        if value < 0:
+            raise ConfigError("inline_wait must be >= 0 seconds")
+        self._runner.inline_wait = value
+
+    @property
+    def strict(self) -> bool:
+        return self._runner.strict
+
+    @strict.setter
+    def strict(self, value: bool) -> None:
+        if value:
+            strict_mode.install()
+        self._runner.strict = value
 
     def close(self) -> None:
         self.store.close()
@@ -323,7 +364,6 @@ class Daybook:
 
         Returns "delivered", or "late" when the gate already timed out or has a verdict: a late
         verdict is recorded (in the run's inbox, with who and when) and does nothing."""
-        self.get_run(run_id)
         return approval.approve(
             self.store, run_id, gate_id, approver=approver, token=token, reason=reason, approve=approve
         )

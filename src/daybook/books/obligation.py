@@ -85,6 +85,7 @@ def obligations(store: Store, status: str | None = None) -> list[dict[str, JSON]
     if status not in (None, "open", "fulfilled", "cancelled", "breached"):
         raise ConfigError("status must be open, fulfilled, cancelled or breached")
     found: dict[str, dict[str, JSON]] = {}
+    now = time.time()
     for ev in store.events_of_kind(Kind.OBLIGATION.value):
         if ev.status == "open":
             found[f"{ev.run_id}/{ev.step}"] = {
@@ -99,7 +100,6 @@ def obligations(store: Store, status: str | None = None) -> list[dict[str, JSON]
         if target is not None:
             target["state"] = ev.status
             target["settled"] = ev.at
-    now = time.time()
     rows = list(found.values())
     for row in rows:
         due = row.get("due")

@@ -13,7 +13,7 @@ import hmac
 import secrets
 import time
 
-from ..errors import ConfigError, NotAuthorized
+from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..store import Store
 
@@ -52,6 +52,8 @@ def approve(
             f"approver {approver!r} is unknown or its token does not match; register it with "
             "`daybook approvers add NAME` and use the token that prints"
         )
+    if store.get_run(run_id) is None:
+        raise RunNotFound(run_id, store.url)
     found = {g["gate_id"]: g for g in gates(run_id, store.load(run_id))}
     gate = found.get(gate_id)
     if gate is None:

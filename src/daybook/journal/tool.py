@@ -185,7 +185,27 @@ def tool(
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
-def tool(fn: Callable[..., R] | None = None, /, **profile: Any) -> Any:
+def tool(
+    fn: Callable[..., R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    idempotent: bool = False,
+    reconcile: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    dedup_window: float | None = None,
+    retry: Retry | None = None,
+    inverse: Tool[Any] | None = None,
+    irreversible: bool | None = None,
+    list_keys: Callable[[], list[str]] | None = None,
+    reference: Callable[[Any], Any] | None = None,
+    status: Callable[[str, dict[str, Any]], ReconcileResult] | None = None,
+    lookup: Callable[[Any], ReconcileResult] | None = None,
+    verify: Callable[[dict[str, Any]], ReconcileResult] | None = None,
+    poll: float | None = None,
+    effect_class: str | None = None,
+    bufferable: bool = False,
+    accepts_keys: bool = True,
+) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
     `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
@@ -201,6 +221,8 @@ def tool(fn: Callable[..., R] | None = None, /, **profile: Any) -> Any:
     answer is pending (a durable timer, unlimited rounds); `effect_class` is one of idempotent,
     reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
     held until a commit step rather than happening now."""
+    # Every keyword above, as given: the profile `_make` checks and builds the tool from.
+    profile = {k: v for k, v in locals().items() if k != "fn"}
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
         made = _make(f, **profile)

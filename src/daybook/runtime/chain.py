@@ -72,24 +72,27 @@ def close_segment(claims: Claims, exe: Execution, wf: Workflow[Any], cont: Conti
     run is created first, and creating it twice is a no-op). Returns the next segment's id."""
     store, owner = claims.store, claims.owner
     new_id = next_segment(exe.run_id)
-    # Created already leased to this process, so no worker takes it before we go on.
-    info, first = new_run(wf, new_id, cont.args, cont.kwargs, owner=owner, lease_ttl=claims.lease_ttl)
-    if not store.create_run(info, first):
-        check_same(claims.get_run(new_id), wf, info.input)  # a retry after a crash
-    carry_signals(store, exe, new_id)
-    result = {CONTINUED: new_id}
-    done = Event(
-        run_id=exe.run_id,
-        seq=exe.next_seq,
-        kind=Kind.RUN_COMPLETED.value,
-        data={"result": result},
-        at=time.time(),
-    )
     try:
+        # Created already leased to this process, so no worker takes it before we go on.
+        info, first = new_run(wf, new_id, cont.args, cont.kwargs, owner=owner, lease_ttl=claims.lease_ttl)
+        if not store.create_run(info, first):
+            check_same(claims.get_run(new_id), wf, info.input)  # a retry after a crash
+        carry_signals(store, exe, new_id)
+        result = {CONTINUED: new_id}
+        done = Event(
+            run_id=exe.run_id,
+            seq=exe.next_seq,
+            kind=Kind.RUN_COMPLETED.value,
+            data={"result": result},
+            at=time.time(),
+        )
         stop_beat(exe)
         store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
         carry_signals(store, exe, new_id)  # any that arrived while this segment was closing
     finally:
+        # Whatever failed, this handle lets the segment go (its lease lapses if it was not
+        # finished), so a later resume here is not refused as "this process".
+        stop_beat(exe)
         claims.unreserve(exe.run_id)
     return new_id
 
