@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 
+from ..book import Daybook
+from ..errors import DaybookError, NeedsAttention, Suspended
+from ..records import RunStatus
+from ..tool import registered as registered_tools
+from ..workflow import load_app
 from . import render
-from .book import Daybook
-from .errors import DaybookError, NeedsAttention, Suspended
-from .records import RunStatus
-from .tool import registered as registered_tools
-from .workflow import load_app
 
 _db_option = click.option(
     "--db",
@@ -66,7 +66,7 @@ def main() -> None:
 )
 def demo(db: str | None) -> None:
     """Treasury agent killed mid-wire by SIGKILL, resumed in a new process: one wire."""
-    from .demo import run_demo
+    from ..demo import run_demo
 
     sys.exit(run_demo(db))
 
@@ -185,7 +185,7 @@ def worker(
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import signal
 
-    from .worker import Worker
+    from ..worker import Worker
 
     try:
         w = Worker(

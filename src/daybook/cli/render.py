@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from .records import Event, Kind, RunInfo
+from ..records import Event, Kind, RunInfo
 
 
 def brief(value: Any, width: int = 60) -> str:
