@@ -2,59 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..book import Daybook
-from ..errors import DaybookError, NeedsAttention, Suspended
+from ..errors import DaybookError
 from ..records import RunStatus
 from ..tool import registered as registered_tools
 from ..workflow import load_app
 from . import render
+from .app import EXIT_ATTENTION, EXIT_ERROR, db_option, fail, json_out, main, with_book
 
-_db_option = click.option(
-    "--db",
-    "db",
-    envvar="DAYBOOK_DB",
-    default=None,
-    metavar="URL",
-    help="Store URL: sqlite:///path.db (default ./daybook.db, or $DAYBOOK_DB) or postgresql://...",
-)
-
-
-def _with_book(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @_db_option
-    @functools.wraps(fn)
-    def wrapper(db: str | None, **kwargs: Any) -> Any:
-        try:
-            with Daybook(db) as book:
-                return fn(book, **kwargs)
-        except NeedsAttention as exc:
-            click.echo(f"needs attention: {exc}", err=True)
-            sys.exit(3)
-        except Suspended as exc:
-            click.echo(f"suspended: {exc}", err=True)
-            sys.exit(5)
-        except DaybookError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-
-    return wrapper
-
-
-def _json_out(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="daybook")
-def main() -> None:
-    """daybook: a durable journal for AI agents. Intent before every act, outcome after."""
+__all__ = ["main"]
 
 
 @main.command()
@@ -80,12 +42,12 @@ def demo(db: str | None) -> None:
 )
 @click.option("--limit", default=100, show_default=True, help="At most this many runs.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
     """List runs, newest first."""
     found = book.runs(status, limit)
     if as_json:
-        _json_out([r.as_dict() for r in found])
+        json_out([r.as_dict() for r in found])
         return
     if not found:
         click.echo(f"no runs{' with status ' + status if status else ''} in {book.url}")
@@ -107,11 +69,11 @@ def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
 @main.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The journal as JSON (same as export).")
-@_with_book
+@with_book
 def show(book: Daybook, run_id: str, as_json: bool) -> None:
     """Show a run's journal as a table: seq, step, kind, name, key, status, timing, detail."""
     if as_json:
-        _json_out(book.export(run_id))
+        json_out(book.export(run_id))
         return
     click.echo(render.journal(book.get_run(run_id), book.journal(run_id)))
 
@@ -131,7 +93,7 @@ def show(book: Daybook, run_id: str, as_json: bool) -> None:
     metavar="MODULE|FILE.py",
     help="Where the workflow is defined, if not importable from the stored reference.",
 )
-@_with_book
+@with_book
 def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
     """Resume a stopped run in this process; prints its result as JSON."""
     try:
@@ -140,14 +102,13 @@ def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
         # Whatever the error, if it left the run waiting for a person, say so by exit code.
         info = book.store.get_run(run_id)
         if info is not None and info.status == "needs_attention":
-            click.echo(f"needs attention: {exc}", err=True)
-            sys.exit(3)
+            fail(str(exc), EXIT_ATTENTION)
         raise
-    _json_out(result)
+    json_out(result)
 
 
 @main.command()
-@_db_option
+@db_option
 @click.option(
     "--app",
     "apps",
@@ -198,15 +159,13 @@ def worker(
             version=pin,
         )
     except DaybookError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        fail(str(exc))
     signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
     signal.signal(signal.SIGINT, lambda *_: w.stop.set())
     try:
         stats = w.run(until_idle=until_idle)
     except DaybookError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        fail(str(exc))
     click.echo(
         f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
         f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
@@ -220,14 +179,13 @@ def worker(
     "--payload", metavar="JSON", default="null", show_default=True, help="What the signal carries, as JSON."
 )
 @click.option("--by", default=None, help="Who sends it (default: the OS user).")
-@_with_book
+@with_book
 def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) -> None:
     """Send signal NAME to a run; it wakes the run if it is suspended waiting for it."""
     try:
         value = json.loads(payload)
     except ValueError as exc:
-        click.echo(f"error: --payload is not JSON: {exc}", err=True)
-        sys.exit(1)
+        fail(f"--payload is not JSON: {exc}")
     inbox_id = book.signal(run_id, name, value, sender=by)
     click.echo(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
@@ -242,7 +200,7 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
 @click.option("--by", default=None, help="Who raises it (default: the OS user).")
-@_with_book
+@with_book
 def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
     """Show a run's budget (spent against caps), or raise a cap."""
     if raise_:
@@ -252,8 +210,7 @@ def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> No
                 name, value = part.split("=", 1)
                 amounts[name.strip()] = float(value)
         except ValueError:
-            click.echo(f"error: --raise takes NAME=AMOUNT pairs, got {raise_!r}", err=True)
-            sys.exit(1)
+            fail(f"--raise takes NAME=AMOUNT pairs, got {raise_!r}")
         signal_id = book.raise_budget(run_id, by=by, **amounts)
         click.echo(f"raise #{signal_id} sent to {run_id}: {amounts}")
         return
@@ -271,12 +228,12 @@ def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> No
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def versions(book: Daybook, as_json: bool) -> None:
     """In-flight runs per workflow, code version and patch marker (when a marker can go)."""
     found = book.versions()
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no runs")
@@ -300,21 +257,21 @@ def versions(book: Daybook, as_json: bool) -> None:
     help="Where the workflows are defined, if not importable from the stored reference.",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
-@_with_book
+@with_book
 def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
     """Replay stored histories (default: all completed runs) against the current code."""
     if app:
         load_app(app)
     report = book.replay_check(list(run_ids) or None, app=app)
     if as_json:
-        _json_out(report)
+        json_out(report)
     else:
         for row in report:
             click.echo(f"{row['state']:9} {row['run_id']}  {row.get('error', '')}".rstrip())
     bad = [r for r in report if r["state"] != "ok"]
     if bad:
         click.echo(f"{len(bad)} of {len(report)} histories do not replay cleanly", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     click.echo(f"{len(report)} histories replay cleanly", err=True)
 
 
@@ -326,12 +283,12 @@ def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_js
     help="Only obligations in this state.",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
     """What runs owe: promises, expiries, approvals pending; breached when past due and open."""
     found = book.obligations(status)
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no obligations" + (f" {status}" if status else ""))
@@ -354,12 +311,12 @@ def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
 @click.argument("effect")
 @click.argument("step", type=int, required=False)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
-@_with_book
+@with_book
 def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
     """The decision behind an effect: EFFECT is its idempotency key, or RUN_ID STEP."""
     found = book.why(effect, step)
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     eff = found["effect"]
     assert isinstance(eff, dict)
@@ -397,14 +354,14 @@ def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
 @click.option("--tool", default=None, help="Only this tool's effects.")
 @click.option("--history", is_flag=True, help="Show each effect's status history.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def effects(
     book: Daybook, run_id: str | None, status: str | None, tool: str | None, history: bool, as_json: bool
 ) -> None:
     """The effect ledger: what runs did (request, key, reference, status, compensation)."""
     found = book.effects(run_id, status=status, tool=tool)
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no effects" + (f" in run {run_id}" if run_id else ""))
@@ -447,7 +404,7 @@ def tools(apps: tuple[str, ...], as_json: bool) -> None:
         load_app(app)
     found = [t.profile() for t in registered_tools()]
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no tools registered; pass --app MODULE to import the code that declares them")
@@ -488,7 +445,7 @@ def tools(apps: tuple[str, ...], as_json: bool) -> None:
     metavar="SECONDS",
     help="Delete orphaned staging areas older than this.",
 )
-@_with_book
+@with_book
 def orphans(book: Daybook, sweep: float | None) -> None:
     """Staged records of transactions that never committed; --sweep deletes old ones."""
     if sweep is not None:
@@ -513,7 +470,7 @@ def orphans(book: Daybook, sweep: float | None) -> None:
     help="Import the tools' code first (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
-@_with_book
+@with_book
 def reconcile(
     book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool
 ) -> None:
@@ -522,13 +479,13 @@ def reconcile(
         load_app(app)
     found = book.reconcile(run_id, day)
     if as_json:
-        _json_out(found)
+        json_out(found)
     else:
         for m in found:
             click.echo(f"{m['kind']:13} {m['tool']}  {m['key']}")
         click.echo(f"{len(found)} mismatch(es)", err=True)
     if found:
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
 
 
 @main.group()
@@ -538,7 +495,7 @@ def approvers() -> None:
 
 @approvers.command("add")
 @click.argument("name")
-@_with_book
+@with_book
 def approvers_add(book: Daybook, name: str) -> None:
     """Register approver NAME (or replace its token); prints the token once."""
     token = book.add_approver(name)
@@ -547,7 +504,7 @@ def approvers_add(book: Daybook, name: str) -> None:
 
 
 @approvers.command("list")
-@_with_book
+@with_book
 def approvers_list(book: Daybook) -> None:
     """List registered approvers."""
     for name in sorted(book.store.approvers()):
@@ -556,12 +513,12 @@ def approvers_list(book: Daybook) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def approvals(book: Daybook, as_json: bool) -> None:
     """Gates waiting for a verdict."""
     found = book.approvals()
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no gates waiting")
@@ -586,8 +543,7 @@ def _verdict(
     book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str, approve: bool
 ) -> None:
     if not token:
-        click.echo("error: give --token or set DAYBOOK_APPROVER_TOKEN", err=True)
-        sys.exit(1)
+        fail("give --token or set DAYBOOK_APPROVER_TOKEN")
     outcome = book.approve(run_id, gate, approver=approver, token=token, reason=reason, approve=approve)
     word = "approval" if approve else "denial"
     if outcome == "late":
@@ -619,7 +575,7 @@ def _with_verdict_options(fn: Any) -> Any:
 
 @main.command()
 @_with_verdict_options
-@_with_book
+@with_book
 def approve(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
     """Approve gate GATE of run RUN_ID (as an authenticated approver)."""
     _verdict(book, run_id, gate, approver, token, reason, approve=True)
@@ -627,7 +583,7 @@ def approve(book: Daybook, run_id: str, gate: str, approver: str, token: str | N
 
 @main.command()
 @_with_verdict_options
-@_with_book
+@with_book
 def deny(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
     """Decline gate GATE of run RUN_ID (as an authenticated approver)."""
     _verdict(book, run_id, gate, approver, token, reason, approve=False)
@@ -635,20 +591,20 @@ def deny(book: Daybook, run_id: str, gate: str, approver: str, token: str | None
 
 @main.command()
 @click.argument("run_id")
-@_with_book
+@with_book
 def export(book: Daybook, run_id: str) -> None:
     """The run and its whole journal as JSON on stdout."""
-    _json_out(book.export(run_id))
+    json_out(book.export(run_id))
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def unknowns(book: Daybook, as_json: bool) -> None:
     """Effects whose outcome is not known: in flight, unknown, or waiting to retry."""
     found = book.unknowns()
     if as_json:
-        _json_out(found)
+        json_out(found)
         return
     if not found:
         click.echo("no unknown outcomes")
@@ -684,7 +640,7 @@ def unknowns(book: Daybook, as_json: bool) -> None:
 )
 @click.option("--by", default=None, help="Who resolves it (default: the OS user).")
 @click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
-@_with_book
+@with_book
 def resolve(
     book: Daybook,
     effect: str,
@@ -699,8 +655,7 @@ def resolve(
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
     EFFECT is its idempotency key, or RUN_ID STEP."""
     if sum([confirmed is not None, failed is not None, absent]) != 1:
-        click.echo("error: give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent", err=True)
-        sys.exit(1)
+        fail("give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent")
     kwargs: dict[str, Any] = {"ref": ref}
     if confirmed is not None:
         try:
@@ -716,12 +671,12 @@ def resolve(
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def leases(book: Daybook, as_json: bool) -> None:
     """Coordination entities with their lease: holder, deadline, state (held, expired, free)."""
     found = book.leases()
     if as_json:
-        _json_out([lease.as_dict() for lease in found])
+        json_out([lease.as_dict() for lease in found])
         return
     if not found:
         click.echo(f"no entities in {book.url}")
@@ -733,19 +688,17 @@ def leases(book: Daybook, as_json: bool) -> None:
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@_with_book
+@with_book
 def entity(book: Daybook, name: str, as_json: bool) -> None:
     """Show coordination entity NAME: its lease and its log (time, agent, action, data)."""
     view = book.entity(name).view()
     if not view.log and view.holder is None:
-        click.echo(
-            f"error: no entity {name!r} in {book.url} (an entity exists once claimed); "
-            "list entities with `daybook leases`",
-            err=True,
+        fail(
+            f"no entity {name!r} in {book.url} (an entity exists once claimed); "
+            "list entities with `daybook leases`"
         )
-        sys.exit(1)
     if as_json:
-        _json_out(view.as_dict())
+        json_out(view.as_dict())
         return
     lease = f"lease {view.state}"
     if view.holder is not None:
