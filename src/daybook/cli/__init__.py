@@ -9,11 +9,10 @@ from typing import Any
 import click
 
 from ..book import Daybook
-from ..errors import DaybookError
 from ..tool import registered as registered_tools
 from ..workflow import load_app
-from . import render, runs
-from .app import EXIT_ERROR, db_option, fail, json_out, main, with_book
+from . import render, runs, workers
+from .app import EXIT_ERROR, fail, json_out, main, with_book
 
 __all__ = ["main"]
 
@@ -30,71 +29,6 @@ def demo(db: str | None) -> None:
     from ..demo import run_demo
 
     sys.exit(run_demo(db))
-
-
-@main.command()
-@db_option
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    metavar="MODULE|FILE.py",
-    help="Import this module or script first so its workflows are known (repeatable).",
-)
-@click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
-@click.option("--poll", default=0.5, show_default=True, help="Seconds between looks when idle.")
-@click.option(
-    "--lease-ttl",
-    default=15.0,
-    show_default=True,
-    help="Seconds a run stays this worker's without a heartbeat.",
-)
-@click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
-@click.option("--quiet", is_flag=True, help="Do not print a line per run.")
-@click.option(
-    "--version",
-    "pin",
-    default=None,
-    metavar="VERSION",
-    help="Take only runs that started on this workflow code version (pinning).",
-)
-def worker(
-    db: str | None,
-    apps: tuple[str, ...],
-    concurrency: int,
-    poll: float,
-    lease_ttl: float,
-    until_idle: bool,
-    quiet: bool,
-    pin: str | None,
-) -> None:
-    """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
-    import signal
-
-    from ..worker import Worker
-
-    try:
-        w = Worker(
-            db,
-            apps=apps,
-            concurrency=concurrency,
-            poll=poll,
-            lease_ttl=lease_ttl,
-            echo=None if quiet else click.echo,
-            version=pin,
-        )
-    except DaybookError as exc:
-        fail(str(exc))
-    signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: w.stop.set())
-    try:
-        stats = w.run(until_idle=until_idle)
-    except DaybookError as exc:
-        fail(str(exc))
-    click.echo(
-        f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
-        f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
-    )
 
 
 @main.command()
@@ -583,7 +517,7 @@ def entity(book: Daybook, name: str, as_json: bool) -> None:
 
 
 def _register() -> None:
-    for noun in (runs,):
+    for noun in (runs, workers):
         for command in noun.COMMANDS:
             main.add_command(command)
 
