@@ -11,24 +11,10 @@ import click
 from ..book import Daybook
 from ..tool import registered as registered_tools
 from ..workflow import load_app
-from . import render, runs, workers
+from . import demo, render, runs, workers
 from .app import EXIT_ERROR, fail, json_out, main, with_book
 
 __all__ = ["main"]
-
-
-@main.command()
-@click.option(
-    "--db",
-    default=None,
-    metavar="URL",
-    help="Store for the demo run (default: a fresh file in a temp directory).",
-)
-def demo(db: str | None) -> None:
-    """Treasury agent killed mid-wire by SIGKILL, resumed in a new process: one wire."""
-    from ..demo import run_demo
-
-    sys.exit(run_demo(db))
 
 
 @main.command()
@@ -517,7 +503,7 @@ def entity(book: Daybook, name: str, as_json: bool) -> None:
 
 
 def _register() -> None:
-    for noun in (runs, workers):
+    for noun in (runs, workers, demo):
         for command in noun.COMMANDS:
             main.add_command(command)
 
