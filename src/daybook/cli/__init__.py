@@ -7,83 +7,10 @@ from typing import Any
 import click
 
 from ..book import Daybook
-from ..tool import registered as registered_tools
-from ..workflow import load_app
-from . import books, demo, render, runs, versions, workers
+from . import books, demo, render, runs, tools, transactions, versions, workers
 from .app import fail, json_out, main, with_book
 
 __all__ = ["main"]
-
-
-@main.command()
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    metavar="MODULE|FILE.py",
-    help="Import this module or script first so its tools are registered (repeatable).",
-)
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-def tools(apps: tuple[str, ...], as_json: bool) -> None:
-    """Counterparty profiles of the registered tools: keys, dedup window, status query, inverse,
-    effect class, and whether the agent loop gates them by default."""
-    for app in apps:
-        load_app(app)
-    found = [t.profile() for t in registered_tools()]
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no tools registered; pass --app MODULE to import the code that declares them")
-        return
-    rows = [
-        [
-            str(p["name"]),
-            str(p["effect_class"]),
-            "buffered" if p["bufferable"] else "now",
-            "yes" if p["accepts_keys"] else "no",
-            "-" if p["dedup_window"] is None else f"{p['dedup_window']:g}s",
-            ",".join(
-                n
-                for n, on in (
-                    ("status", p["status_query"]),
-                    ("lookup", p["lookup_by_reference"]),
-                    ("verify", p["verify"]),
-                )
-                if on
-            )
-            or "-",
-            str(p["inverse"] or "-"),
-            "gated" if p["gated_by_default"] else "-",
-        ]
-        for p in found
-    ]
-    click.echo(
-        render.table(["tool", "class", "when", "keys", "window", "asks by", "inverse", "default"], rows)
-    )
-
-
-@main.command()
-@click.option(
-    "--sweep",
-    "sweep",
-    default=None,
-    type=float,
-    metavar="SECONDS",
-    help="Delete orphaned staging areas older than this.",
-)
-@with_book
-def orphans(book: Daybook, sweep: float | None) -> None:
-    """Staged records of transactions that never committed; --sweep deletes old ones."""
-    if sweep is not None:
-        click.echo(f"swept {book.sweep_orphans(sweep)} abandoned transaction(s)")
-        return
-    found = book.orphans()
-    if not found:
-        click.echo("no orphans")
-        return
-    rows = [[str(o["txid"]), str(o["collection"]), str(o["record_id"]), render.when(o["at"])] for o in found]
-    click.echo(render.table(["transaction", "collection", "record", "staged"], rows))
 
 
 @main.group()
@@ -238,7 +165,7 @@ def entity(book: Daybook, name: str, as_json: bool) -> None:
 
 
 def _register() -> None:
-    for noun in (runs, workers, demo, versions, books):
+    for noun in (runs, workers, demo, versions, books, tools, transactions):
         for command in noun.COMMANDS:
             main.add_command(command)
 
