@@ -1,5 +1,6 @@
-"""The `daybook` click group and what every command shares: the `--db` option and opening the
-store (`with_book`), JSON output, and the exit codes.
+"""The `daybook` click group and what the commands share: `--db` and opening the store
+(`with_book`), the exit codes (`fail`), JSON output, the JSON-or-table listing, and the options
+several commands take alike (`--json`, `--app`, `--by`).
 
 Exit codes: 0 ok, 1 error (`EXIT_ERROR`), 2 usage (click's own), 3 a run needs a person
 (`EXIT_ATTENTION`), 5 a run is suspended (`EXIT_SUSPENDED`). Each non-zero code of ours comes
@@ -11,19 +12,23 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from ..book import Daybook
 from ..errors import DaybookError, NeedsAttention, Suspended
+from . import render
 
 EXIT_ERROR = 1
 EXIT_ATTENTION = 3
 EXIT_SUSPENDED = 5
 
 _SAYS = {EXIT_ERROR: "error", EXIT_ATTENTION: "needs attention", EXIT_SUSPENDED: "suspended"}
+
+T = TypeVar("T")
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,3 +76,45 @@ def with_book(fn: Callable[..., Any]) -> Callable[..., Any]:
 def json_out(value: Any) -> None:
     """Print `value` as indented JSON (what every `--json` prints)."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def listing(
+    found: Sequence[T],
+    as_json: bool,
+    *,
+    empty: str,
+    headers: list[str],
+    row: Callable[[T], list[str]],
+    data: Callable[[T], Any] | None = None,
+) -> bool:
+    """Print what a listing command found: as JSON (each item through `data`, if given) with
+    `--json`, else `empty` when nothing was found, else a table of `row(item)` under `headers`.
+    True when it printed a table."""
+    if as_json:
+        json_out(found if data is None else [data(item) for item in found])
+        return False
+    if not found:
+        click.echo(empty)
+        return False
+    click.echo(render.table(headers, [row(item) for item in found]))
+    return True
+
+
+def json_option(help_text: str = "JSON instead of a table.") -> Decorator:
+    """`--json` (as `as_json`)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def app_option(help_text: str) -> Decorator:
+    """`--app MODULE|FILE.py`, once (as `app`)."""
+    return click.option("--app", default=None, metavar="MODULE|FILE.py", help=help_text)
+
+
+def apps_option(help_text: str) -> Decorator:
+    """`--app MODULE|FILE.py`, repeatable (as `apps`)."""
+    return click.option("--app", "apps", multiple=True, metavar="MODULE|FILE.py", help=help_text)
+
+
+def by_option(verb: str) -> Decorator:
+    """`--by`: who does it, journaled with the act (Daybook takes the OS user for None)."""
+    return click.option("--by", default=None, help=f"Who {verb} it (default: the OS user).")

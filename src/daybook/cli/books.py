@@ -12,7 +12,7 @@ import click
 from ..book import Daybook
 from ..workflow import load_app
 from . import render
-from .app import EXIT_ERROR, fail, json_out, with_book
+from .app import EXIT_ERROR, apps_option, by_option, fail, json_option, json_out, listing, with_book
 
 
 @click.command()
@@ -25,34 +25,21 @@ from .app import EXIT_ERROR, fail, json_out, with_book
 )
 @click.option("--tool", default=None, help="Only this tool's effects.")
 @click.option("--history", is_flag=True, help="Show each effect's status history.")
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def effects(
     book: Daybook, run_id: str | None, status: str | None, tool: str | None, history: bool, as_json: bool
 ) -> None:
     """The effect ledger: what runs did (request, key, reference, status, compensation)."""
     found = book.effects(run_id, status=status, tool=tool)
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no effects" + (f" in run {run_id}" if run_id else ""))
-        return
-    rows = [
-        [
-            str(e["run_id"]),
-            str(e["step"]),
-            str(e["tool"]),
-            str(e["key"]),
-            str(e["status"]),
-            "-" if e["ref"] is None else render.brief(e["ref"], 24),
-            str(e["decision"] or "-"),
-            "yes" if e["compensation"] else "-",
-        ]
-        for e in found
-    ]
-    click.echo(render.table(["run", "step", "tool", "key", "status", "ref", "decision", "undo"], rows))
-    if history:
+    shown = listing(
+        found,
+        as_json,
+        empty="no effects" + (f" in run {run_id}" if run_id else ""),
+        headers=["run", "step", "tool", "key", "status", "ref", "decision", "undo"],
+        row=_effect_row,
+    )
+    if shown and history:
         for e in found:
             hist = e["history"]
             assert isinstance(hist, list)
@@ -60,10 +47,23 @@ def effects(
             click.echo(f"{e['key']}: {trail}")
 
 
+def _effect_row(e: dict[str, Any]) -> list[str]:
+    return [
+        str(e["run_id"]),
+        str(e["step"]),
+        str(e["tool"]),
+        str(e["key"]),
+        str(e["status"]),
+        "-" if e["ref"] is None else render.brief(e["ref"], 24),
+        str(e["decision"] or "-"),
+        "yes" if e["compensation"] else "-",
+    ]
+
+
 @click.command()
 @click.argument("effect")
 @click.argument("step", type=int, required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@json_option("JSON instead of text.")
 @with_book
 def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
     """The decision behind an effect: EFFECT is its idempotency key, or RUN_ID STEP."""
@@ -103,56 +103,54 @@ def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
     default=None,
     help="Only obligations in this state.",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
     """What runs owe: promises, expiries, approvals pending; breached when past due and open."""
-    found = book.obligations(status)
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no obligations" + (f" {status}" if status else ""))
-        return
-    rows = [
-        [
-            str(o["id"]),
-            str(o.get("kind")),
-            str(o.get("owner")),
-            str(o["state"]),
-            render.when(o.get("due")),
-            render.brief(o.get("about"), 40),
-        ]
-        for o in found
+    listing(
+        book.obligations(status),
+        as_json,
+        empty="no obligations" + (f" {status}" if status else ""),
+        headers=["obligation", "kind", "owner", "state", "due", "about"],
+        row=_obligation_row,
+    )
+
+
+def _obligation_row(o: dict[str, Any]) -> list[str]:
+    return [
+        str(o["id"]),
+        str(o.get("kind")),
+        str(o.get("owner")),
+        str(o["state"]),
+        render.when(o.get("due")),
+        render.brief(o.get("about"), 40),
     ]
-    click.echo(render.table(["obligation", "kind", "owner", "state", "due", "about"], rows))
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def unknowns(book: Daybook, as_json: bool) -> None:
     """Effects whose outcome is not known: in flight, unknown, or waiting to retry."""
-    found = book.unknowns()
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no unknown outcomes")
-        return
-    rows = [
-        [
-            str(u["run_id"]),
-            str(u["step"]),
-            str(u["tool"]),
-            str(u["key"]),
-            str(u["state"]),
-            str(u["run_status"]),
-            render.when(u["since"]),
-        ]
-        for u in found
+    listing(
+        book.unknowns(),
+        as_json,
+        empty="no unknown outcomes",
+        headers=["run", "step", "tool", "key", "state", "run status", "since"],
+        row=_unknown_row,
+    )
+
+
+def _unknown_row(u: dict[str, Any]) -> list[str]:
+    return [
+        str(u["run_id"]),
+        str(u["step"]),
+        str(u["tool"]),
+        str(u["key"]),
+        str(u["state"]),
+        str(u["run_status"]),
+        render.when(u["since"]),
     ]
-    click.echo(render.table(["run", "step", "tool", "key", "state", "run status", "since"], rows))
 
 
 @click.command()
@@ -169,7 +167,7 @@ def unknowns(book: Daybook, as_json: bool) -> None:
 @click.option(
     "--absent", is_flag=True, help="The counterparty never received it: resume sends it again, same key."
 )
-@click.option("--by", default=None, help="Who resolves it (default: the OS user).")
+@by_option("resolves")
 @click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
 @with_book
 def resolve(
@@ -203,14 +201,8 @@ def resolve(
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--day", default=None, metavar="YYYY-MM-DD", help="Only effects of that day.")
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    metavar="MODULE|FILE.py",
-    help="Import the tools' code first (repeatable).",
-)
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@apps_option("Import the tools' code first (repeatable).")
+@json_option("JSON instead of lines.")
 @with_book
 def reconcile(
     book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool

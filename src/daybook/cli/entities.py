@@ -1,4 +1,5 @@
-"""Coordination entities: leases (every entity with its lease) and entity (one entity's lease and log)."""
+"""Coordination entities from the command line: leases (every entity and its lease) and entity
+(one entity's lease and log)."""
 
 from __future__ import annotations
 
@@ -6,28 +7,27 @@ import click
 
 from ..book import Daybook
 from . import render
-from .app import fail, json_out, with_book
+from .app import fail, json_option, json_out, listing, with_book
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def leases(book: Daybook, as_json: bool) -> None:
     """Coordination entities with their lease: holder, deadline, state (held, expired, free)."""
-    found = book.leases()
-    if as_json:
-        json_out([lease.as_dict() for lease in found])
-        return
-    if not found:
-        click.echo(f"no entities in {book.url}")
-        return
-    rows = [[lease.name, lease.holder or "-", render.when(lease.deadline), lease.state] for lease in found]
-    click.echo(render.table(["entity", "holder", "deadline", "state"], rows))
+    listing(
+        book.leases(),
+        as_json,
+        empty=f"no entities in {book.url}",
+        headers=["entity", "holder", "deadline", "state"],
+        row=lambda lease: [lease.name, lease.holder or "-", render.when(lease.deadline), lease.state],
+        data=lambda lease: lease.as_dict(),
+    )
 
 
 @click.command()
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def entity(book: Daybook, name: str, as_json: bool) -> None:
     """Show coordination entity NAME: its lease and its log (time, agent, action, data)."""

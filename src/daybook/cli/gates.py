@@ -8,7 +8,7 @@ import click
 
 from ..book import Daybook
 from . import render
-from .app import fail, json_out, with_book
+from .app import fail, json_option, listing, with_book
 
 
 @click.group()
@@ -35,31 +35,29 @@ def approvers_list(book: Daybook) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def approvals(book: Daybook, as_json: bool) -> None:
     """Gates waiting for a verdict."""
-    found = book.approvals()
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no gates waiting")
-        return
-    rows = []
-    for g in found:
-        allowed = g["approvers"]
-        rows.append(
-            [
-                str(g["run_id"]),
-                str(g["gate_id"]),
-                str(g["action"]),
-                ",".join(allowed) if isinstance(allowed, list) else "any",
-                render.when(g["since"]),
-                render.when(g["deadline"]),
-            ]
-        )
-    click.echo(render.table(["run", "gate", "action", "approvers", "since", "deadline"], rows))
+    listing(
+        book.approvals(),
+        as_json,
+        empty="no gates waiting",
+        headers=["run", "gate", "action", "approvers", "since", "deadline"],
+        row=_gate_row,
+    )
+
+
+def _gate_row(g: dict[str, Any]) -> list[str]:
+    allowed = g["approvers"]
+    return [
+        str(g["run_id"]),
+        str(g["gate_id"]),
+        str(g["action"]),
+        ",".join(allowed) if isinstance(allowed, list) else "any",
+        render.when(g["since"]),
+        render.when(g["deadline"]),
+    ]
 
 
 def _verdict(

@@ -8,9 +8,9 @@ import click
 
 from ..book import Daybook
 from ..errors import DaybookError
-from ..records import RunStatus
+from ..records import RunInfo, RunStatus
 from . import render
-from .app import EXIT_ATTENTION, fail, json_out, with_book
+from .app import EXIT_ATTENTION, app_option, by_option, fail, json_option, json_out, listing, with_book
 
 
 @click.command()
@@ -21,34 +21,34 @@ from .app import EXIT_ATTENTION, fail, json_out, with_book
     help="Only runs in this status.",
 )
 @click.option("--limit", default=100, show_default=True, help="At most this many runs.")
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
     """List runs, newest first."""
-    found = book.runs(status, limit)
-    if as_json:
-        json_out([r.as_dict() for r in found])
-        return
-    if not found:
-        click.echo(f"no runs{' with status ' + status if status else ''} in {book.url}")
-        return
-    rows = [
-        [
-            r.run_id,
-            r.workflow,
-            r.status,
-            render.when(r.created_at),
-            render.when(r.updated_at),
-            r.lease_owner or "",
-        ]
-        for r in found
+    listing(
+        book.runs(status, limit),
+        as_json,
+        empty=f"no runs{' with status ' + status if status else ''} in {book.url}",
+        headers=["run", "workflow", "status", "created", "updated", "lease"],
+        row=_run_row,
+        data=RunInfo.as_dict,
+    )
+
+
+def _run_row(r: RunInfo) -> list[str]:
+    return [
+        r.run_id,
+        r.workflow,
+        r.status,
+        render.when(r.created_at),
+        render.when(r.updated_at),
+        r.lease_owner or "",
     ]
-    click.echo(render.table(["run", "workflow", "status", "created", "updated", "lease"], rows))
 
 
 @click.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="The journal as JSON (same as export).")
+@json_option("The journal as JSON (same as export).")
 @with_book
 def show(book: Daybook, run_id: str, as_json: bool) -> None:
     """Show a run's journal as a table: seq, step, kind, name, key, status, timing, detail."""
@@ -75,12 +75,7 @@ def export(book: Daybook, run_id: str) -> None:
     metavar="SECONDS",
     help="Wait this long for another process's lease on the run to expire.",
 )
-@click.option(
-    "--app",
-    default=None,
-    metavar="MODULE|FILE.py",
-    help="Where the workflow is defined, if not importable from the stored reference.",
-)
+@app_option("Where the workflow is defined, if not importable from the stored reference.")
 @with_book
 def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
     """Resume a stopped run in this process; prints its result as JSON."""
@@ -101,7 +96,7 @@ def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
 @click.option(
     "--payload", metavar="JSON", default="null", show_default=True, help="What the signal carries, as JSON."
 )
-@click.option("--by", default=None, help="Who sends it (default: the OS user).")
+@by_option("sends")
 @with_book
 def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) -> None:
     """Send signal NAME to a run; it wakes the run if it is suspended waiting for it."""
@@ -122,7 +117,7 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     metavar="NAME=AMOUNT[,NAME=AMOUNT]",
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
-@click.option("--by", default=None, help="Who raises it (default: the OS user).")
+@by_option("raises")
 @with_book
 def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
     """Show a run's budget (spent against caps), or raise a cap."""

@@ -3,46 +3,39 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from ..book import Daybook
 from ..workflow import load_app
-from . import render
-from .app import EXIT_ERROR, json_out, with_book
+from .app import EXIT_ERROR, app_option, json_option, json_out, listing, with_book
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@json_option()
 @with_book
 def versions(book: Daybook, as_json: bool) -> None:
     """In-flight runs per workflow, code version and patch marker (when a marker can go)."""
-    found = book.versions()
-    if as_json:
-        json_out(found)
-        return
-    if not found:
-        click.echo("no runs")
-        return
-    rows = []
-    for v in found:
-        lacking = v["runs_without_marker"]
-        markers = (
-            ", ".join(f"{m}: {n} without" for m, n in lacking.items()) if isinstance(lacking, dict) else ""
-        )
-        rows.append([str(v["workflow"]), str(v["version"] or "-"), str(v["in_flight"]), markers or "-"])
-    click.echo(render.table(["workflow", "version", "in flight", "patch markers"], rows))
+    listing(
+        book.versions(),
+        as_json,
+        empty="no runs",
+        headers=["workflow", "version", "in flight", "patch markers"],
+        row=_version_row,
+    )
+
+
+def _version_row(v: dict[str, Any]) -> list[str]:
+    lacking = v["runs_without_marker"]
+    markers = ", ".join(f"{m}: {n} without" for m, n in lacking.items()) if isinstance(lacking, dict) else ""
+    return [str(v["workflow"]), str(v["version"] or "-"), str(v["in_flight"]), markers or "-"]
 
 
 @click.command("replay-check")
 @click.argument("run_ids", nargs=-1)
-@click.option(
-    "--app",
-    default=None,
-    metavar="MODULE|FILE.py",
-    help="Where the workflows are defined, if not importable from the stored reference.",
-)
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@app_option("Where the workflows are defined, if not importable from the stored reference.")
+@json_option("JSON instead of lines.")
 @with_book
 def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
     """Replay stored histories (default: all completed runs) against the current code."""

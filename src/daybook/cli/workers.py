@@ -8,18 +8,12 @@ import click
 
 from ..errors import DaybookError
 from ..worker import Worker
-from .app import db_option, fail
+from .app import apps_option, db_option, fail
 
 
 @click.command()
 @db_option
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    metavar="MODULE|FILE.py",
-    help="Import this module or script first so its workflows are known (repeatable).",
-)
+@apps_option("Import this module or script first so its workflows are known (repeatable).")
 @click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
 @click.option("--poll", default=0.5, show_default=True, help="Seconds between looks when idle.")
 @click.option(
