@@ -1,13 +1,15 @@
 """The `daybook` command line (`daybook = "daybook.cli:main"`, and `python -m daybook`).
 
-This package owns the commands: their names, options, help texts, output and exit codes. Nothing
-else in daybook belongs here, and nothing here is API: a command reads or acts through `Daybook`
-and the package's other public modules, and prints the answer.
+This package owns the commands: their names, options, help texts, output and exit codes, and
+the plain-text rendering they print. It holds no journal logic and is no API for programs: a
+command reads or acts through `Daybook` (or the few internals named below) and prints the answer.
 
 It is the top layer. It may import anything in daybook; nothing in daybook imports it (except
 `daybook/__main__.py`, which only calls `main`). Each module imports the rest of daybook in one
-block at its top (`demo.py` alone imports inside its command), so a move in the package below
-is repointed there.
+block at its top (`demo.py` alone imports inside its command): what the package exports
+(`Daybook`, the errors, `RunInfo`, ...) from `daybook` itself, so a module moving underneath does
+not touch the CLI; the few internal names (`workflow.load_app`, `tool.registered`,
+`worker.Worker`, `demo.run_demo`) from their modules, the only lines to repoint after such a move.
 
     app.py           the click group `main`, --db and opening the store (with_book), JSON and
                      table output, exit codes (0 ok, 1 error, 2 usage, 3 needs attention,

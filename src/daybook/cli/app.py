@@ -17,8 +17,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ..book import Daybook
-from ..errors import DaybookError, NeedsAttention, Suspended
+from .. import Daybook, DaybookError, NeedsAttention, Suspended
 from . import render
 
 EXIT_ERROR = 1

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..book import Daybook
+from .. import Daybook
 from ..workflow import load_app
 from . import render
 from .app import EXIT_ERROR, apps_option, by_option, fail, json_option, json_out, listing, with_book

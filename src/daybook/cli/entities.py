@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..book import Daybook
+from .. import Daybook
 from . import render
 from .app import fail, json_option, json_out, listing, with_book
 

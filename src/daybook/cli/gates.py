@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..book import Daybook
+from .. import Daybook
 from . import render
 from .app import fail, json_option, listing, with_book
 

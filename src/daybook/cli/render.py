@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..records import Event, Kind, RunInfo
+from .. import Event, Kind, RunInfo
 
 
 def brief(value: Any, width: int = 60) -> str:

@@ -6,9 +6,7 @@ import json
 
 import click
 
-from ..book import Daybook
-from ..errors import DaybookError
-from ..records import RunInfo, RunStatus
+from .. import Daybook, DaybookError, RunInfo, RunStatus
 from . import render
 from .app import EXIT_ATTENTION, app_option, by_option, fail, json_option, json_out, listing, with_book
 

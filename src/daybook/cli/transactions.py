@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..book import Daybook
+from .. import Daybook
 from . import render
 from .app import with_book
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..book import Daybook
+from .. import Daybook
 from ..workflow import load_app
 from .app import EXIT_ERROR, app_option, json_option, json_out, listing, with_book
 

@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from ..errors import DaybookError
+from .. import DaybookError
 from ..worker import Worker
 from .app import apps_option, db_option, fail
 
