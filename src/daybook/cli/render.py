@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .records import Event, Kind, RunInfo
+from .. import Event, Kind, RunInfo
 
 
 def brief(value: Any, width: int = 60) -> str:
@@ -32,45 +33,76 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _decision(d: dict[str, Any]) -> str:
+    return brief(d.get("error") if "error" in d else d.get("value"))
+
+
+def _intent(d: dict[str, Any]) -> str:
+    return "args " + brief(d.get("args"))
+
+
+def _outcome(d: dict[str, Any]) -> str:
+    if "result" in d:
+        by = f" [{d['resolved_by']}{' by ' + d['by'] if d.get('by') else ''}]" if d.get("resolved_by") else ""
+        return brief(d["result"]) + by
+    if "error" in d:
+        err = d["error"]
+        return brief(f"{err.get('type')}: {err.get('message')}") + (
+            "" if d.get("final", True) else " (will retry)"
+        )
+    return brief(d.get("reason") or d.get("resolution") or "")
+
+
+def _timer(d: dict[str, Any]) -> str:
+    return f"fires at {when(d['fire_at'])}" if "fire_at" in d else ""
+
+
+def _signal(d: dict[str, Any]) -> str:
+    if "deadline" in d:
+        return f"waiting for {d.get('name')!r}" + (
+            f" until {when(d['deadline'])}" if d.get("deadline") else ""
+        )
+    if "payload" in d:
+        return f"from {d.get('sender')}: " + brief(d.get("payload"))
+    return ""
+
+
+def _attempt(d: dict[str, Any]) -> str:
+    return brief(d.get("reason", ""))
+
+
+def _run_started(d: dict[str, Any]) -> str:
+    return "input " + brief(d.get("input"))
+
+
+def _run_completed(d: dict[str, Any]) -> str:
+    return "result " + brief(d.get("result"))
+
+
+def _run_failed(d: dict[str, Any]) -> str:
+    err = d.get("error") or {}
+    return brief(f"{err.get('type')}: {err.get('message')}")
+
+
+_DETAIL: dict[str, Callable[[dict[str, Any]], str]] = {
+    Kind.DECISION: _decision,
+    Kind.INTENT: _intent,
+    Kind.OUTCOME: _outcome,
+    Kind.TIMER: _timer,
+    Kind.SIGNAL: _signal,
+    Kind.ATTEMPT: _attempt,
+    Kind.RUN_STARTED: _run_started,
+    Kind.RUN_COMPLETED: _run_completed,
+    Kind.RUN_FAILED: _run_failed,
+}
+
+
 def detail(ev: Event) -> str:
+    """The journal table's last column: what an event says, in a line (one formatter per kind)."""
     d = ev.data
-    if ev.kind == Kind.DECISION:
-        return brief(d.get("error") if "error" in d else d.get("value"))
-    if ev.kind == Kind.INTENT:
-        return "args " + brief(d.get("args"))
-    if ev.kind == Kind.OUTCOME:
-        if "result" in d:
-            by = (
-                f" [{d['resolved_by']}{' by ' + d['by'] if d.get('by') else ''}]"
-                if d.get("resolved_by")
-                else ""
-            )
-            return brief(d["result"]) + by
-        if "error" in d:
-            err = d["error"]
-            return brief(f"{err.get('type')}: {err.get('message')}") + (
-                "" if d.get("final", True) else " (will retry)"
-            )
-        return brief(d.get("reason") or d.get("resolution") or "")
-    if ev.kind == Kind.TIMER:
-        return f"fires at {when(d['fire_at'])}" if "fire_at" in d else ""
-    if ev.kind == Kind.SIGNAL:
-        if "deadline" in d:
-            return f"waiting for {d.get('name')!r}" + (
-                f" until {when(d['deadline'])}" if d.get("deadline") else ""
-            )
-        if "payload" in d:
-            return f"from {d.get('sender')}: " + brief(d.get("payload"))
-        return ""
-    if ev.kind == Kind.ATTEMPT:
-        return brief(d.get("reason", ""))
-    if ev.kind == Kind.RUN_STARTED:
-        return "input " + brief(d.get("input"))
-    if ev.kind == Kind.RUN_COMPLETED:
-        return "result " + brief(d.get("result"))
-    if ev.kind == Kind.RUN_FAILED:
-        err = d.get("error") or {}
-        return brief(f"{err.get('type')}: {err.get('message')}")
+    kind_detail = _DETAIL.get(ev.kind)
+    if kind_detail is not None:
+        return kind_detail(d)
     return brief(d.get("message", d), 90)
 
 

@@ -1,0 +1,43 @@
+"""The `daybook` command line (`daybook = "daybook.cli:main"`, and `python -m daybook`).
+
+This package owns the commands: their names, options, help texts, output and exit codes, and
+the plain-text rendering they print. It holds no journal logic and is no API for programs: a
+command reads or acts through `Daybook` (or the few internals named below) and prints the answer.
+
+It is the top layer. It may import anything in daybook; nothing in daybook imports it (except
+`daybook/__main__.py`, which only calls `main`). Each module imports the rest of daybook in one
+block at its top (`demo.py` alone imports inside its command): what the package exports
+(`Daybook`, the errors, `RunInfo`, ...) from `daybook` itself, so a module moving underneath does
+not touch the CLI; the few internal names (`workflow.load_app`, `tool.registered`,
+`worker.Worker`, `demo.run_demo`) from their modules, the only lines to repoint after such a move.
+
+    app.py           the click group `main`, --db and opening the store (with_book), JSON and
+                     table output, exit codes (0 ok, 1 error, 2 usage, 3 needs attention,
+                     5 suspended)
+    render.py        plain-text tables and the journal view
+    runs.py          runs, show, export, resume, signal, budget
+    workers.py       worker
+    demo.py          demo
+    versions.py      versions, replay-check
+    books.py         effects, why, obligations, unknowns, resolve, reconcile
+    tools.py         tools
+    transactions.py  orphans
+    gates.py         approvers (add, list), approvals, approve, deny
+    entities.py      leases, entity
+"""
+
+from __future__ import annotations
+
+from . import books, demo, entities, gates, runs, tools, transactions, versions, workers
+from .app import main
+
+__all__ = ["main"]
+
+
+def _register() -> None:
+    for noun in (runs, workers, demo, versions, books, tools, transactions, gates, entities):
+        for command in noun.COMMANDS:
+            main.add_command(command)
+
+
+_register()

@@ -1,0 +1,224 @@
+"""The books a run keeps, read and settled: the effect, decision and obligation ledgers (effects,
+why, obligations) and the effects whose outcome is in doubt (unknowns, resolve, reconcile)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from .. import Daybook
+from ..runtime.workflow import load_app
+from . import render
+from .app import EXIT_ERROR, apps_option, by_option, fail, json_option, json_out, listing, with_book
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@click.option(
+    "--status",
+    type=click.Choice(["confirmed", "failed", "unknown", "in flight"]),
+    default=None,
+    help="Only effects in this state.",
+)
+@click.option("--tool", default=None, help="Only this tool's effects.")
+@click.option("--history", is_flag=True, help="Show each effect's status history.")
+@json_option()
+@with_book
+def effects(
+    book: Daybook, run_id: str | None, status: str | None, tool: str | None, history: bool, as_json: bool
+) -> None:
+    """The effect ledger: what runs did (request, key, reference, status, compensation)."""
+    found = book.effects(run_id, status=status, tool=tool)
+    shown = listing(
+        found,
+        as_json,
+        empty="no effects" + (f" in run {run_id}" if run_id else ""),
+        headers=["run", "step", "tool", "key", "status", "ref", "decision", "undo"],
+        row=_effect_row,
+    )
+    if shown and history:
+        for e in found:
+            hist = e["history"]
+            assert isinstance(hist, list)
+            trail = " -> ".join(str(h["status"]) for h in hist if isinstance(h, dict))
+            click.echo(f"{e['key']}: {trail}")
+
+
+def _effect_row(e: dict[str, Any]) -> list[str]:
+    return [
+        str(e["run_id"]),
+        str(e["step"]),
+        str(e["tool"]),
+        str(e["key"]),
+        str(e["status"]),
+        "-" if e["ref"] is None else render.brief(e["ref"], 24),
+        str(e["decision"] or "-"),
+        "yes" if e["compensation"] else "-",
+    ]
+
+
+@click.command()
+@click.argument("effect")
+@click.argument("step", type=int, required=False)
+@json_option("JSON instead of text.")
+@with_book
+def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
+    """The decision behind an effect: EFFECT is its idempotency key, or RUN_ID STEP."""
+    found = book.why(effect, step)
+    if as_json:
+        json_out(found)
+        return
+    eff = found["effect"]
+    assert isinstance(eff, dict)
+    click.echo(
+        f"effect    {eff['run_id']} step {eff['step']} {eff['tool']} key {eff['key']} ({eff['status']}"
+        + (f", ref {eff['ref']}" if eff.get("ref") is not None else "")
+        + ")"
+    )
+    click.echo(f"          args {render.brief(eff['args'], 100)}")
+    dec = found["decision"]
+    mandate = found["mandate"]
+    assert isinstance(mandate, dict)
+    if not isinstance(dec, dict):
+        click.echo(
+            f"why       no decision before it: it follows from the run's mandate, "
+            f"{mandate['workflow']}({render.brief(mandate['input'], 80)})"
+        )
+        return
+    click.echo(f"why       decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
+    click.echo(f"          chose {render.brief(dec['value'], 200)}")
+    for field in ("policy", "version", "observation", "alternatives", "model", "tokens", "cost", "note"):
+        if dec.get(field) is not None:
+            click.echo(f"          {field:<12} {render.brief(dec[field], 100)}")
+    click.echo(f"          context digest {dec['digest']}")
+
+
+@click.command()
+@click.option(
+    "--status",
+    type=click.Choice(["open", "fulfilled", "cancelled", "breached"]),
+    default=None,
+    help="Only obligations in this state.",
+)
+@json_option()
+@with_book
+def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
+    """What runs owe: promises, expiries, approvals pending; breached when past due and open."""
+    listing(
+        book.obligations(status),
+        as_json,
+        empty="no obligations" + (f" {status}" if status else ""),
+        headers=["obligation", "kind", "owner", "state", "due", "about"],
+        row=_obligation_row,
+    )
+
+
+def _obligation_row(o: dict[str, Any]) -> list[str]:
+    return [
+        str(o["id"]),
+        str(o.get("kind")),
+        str(o.get("owner")),
+        str(o["state"]),
+        render.when(o.get("due")),
+        render.brief(o.get("about"), 40),
+    ]
+
+
+@click.command()
+@json_option()
+@with_book
+def unknowns(book: Daybook, as_json: bool) -> None:
+    """Effects whose outcome is not known: in flight, unknown, or waiting to retry."""
+    listing(
+        book.unknowns(),
+        as_json,
+        empty="no unknown outcomes",
+        headers=["run", "step", "tool", "key", "state", "run status", "since"],
+        row=_unknown_row,
+    )
+
+
+def _unknown_row(u: dict[str, Any]) -> list[str]:
+    return [
+        str(u["run_id"]),
+        str(u["step"]),
+        str(u["tool"]),
+        str(u["key"]),
+        str(u["state"]),
+        str(u["run_status"]),
+        render.when(u["since"]),
+    ]
+
+
+@click.command()
+@click.argument("effect")
+@click.argument("step", type=int, required=False)
+@click.option(
+    "--confirmed",
+    metavar="REF|JSON",
+    default=None,
+    help="It happened: the counterparty's reference, or (JSON) the result the tool would have returned.",
+)
+@click.option("--ref", default=None, help="The counterparty's reference, when --confirmed is a JSON result.")
+@click.option("--failed", metavar="MESSAGE", default=None, help="It did not happen and will not.")
+@click.option(
+    "--absent", is_flag=True, help="The counterparty never received it: resume sends it again, same key."
+)
+@by_option("resolves")
+@click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
+@with_book
+def resolve(
+    book: Daybook,
+    effect: str,
+    step: int | None,
+    confirmed: str | None,
+    ref: str | None,
+    failed: str | None,
+    absent: bool,
+    by: str | None,
+    evidence: str,
+) -> None:
+    """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
+    EFFECT is its idempotency key, or RUN_ID STEP."""
+    if sum([confirmed is not None, failed is not None, absent]) != 1:
+        fail("give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent")
+    kwargs: dict[str, Any] = {"ref": ref}
+    if confirmed is not None:
+        try:
+            kwargs["confirmed"] = json.loads(confirmed)
+        except ValueError:
+            kwargs["confirmed"] = confirmed  # a bare reference, e.g. a wire id
+    ev = book.resolve(effect, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
+    click.echo(
+        f"step {ev.step} of {ev.run_id} (key {ev.key}) resolved as {ev.status} (seq {ev.seq}); "
+        f"continue it with `daybook resume {ev.run_id}`"
+    )
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@click.option("--day", default=None, metavar="YYYY-MM-DD", help="Only effects of that day.")
+@apps_option("Import the tools' code first (repeatable).")
+@json_option("JSON instead of lines.")
+@with_book
+def reconcile(
+    book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool
+) -> None:
+    """Compare the journal with the counterparties' records; exit 1 on any mismatch."""
+    for app in apps:
+        load_app(app)
+    found = book.reconcile(run_id, day)
+    if as_json:
+        json_out(found)
+    else:
+        for m in found:
+            click.echo(f"{m['kind']:13} {m['tool']}  {m['key']}")
+        click.echo(f"{len(found)} mismatch(es)", err=True)
+    if found:
+        sys.exit(EXIT_ERROR)
+
+
+COMMANDS = (effects, why, obligations, unknowns, resolve, reconcile)

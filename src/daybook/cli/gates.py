@@ -1,0 +1,113 @@
+"""Approval gates from the command line: approvers (add, list), approvals, approve, deny."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .. import Daybook
+from . import render
+from .app import fail, json_option, listing, with_book
+
+
+@click.group()
+def approvers() -> None:
+    """Approvers who may decide approval gates (each authenticated by a token)."""
+
+
+@approvers.command("add")
+@click.argument("name")
+@with_book
+def approvers_add(book: Daybook, name: str) -> None:
+    """Register approver NAME (or replace its token); prints the token once."""
+    token = book.add_approver(name)
+    click.echo(token)
+    click.echo(f"approver {name!r} registered; give them this token (it is not shown again)", err=True)
+
+
+@approvers.command("list")
+@with_book
+def approvers_list(book: Daybook) -> None:
+    """List registered approvers."""
+    for name in sorted(book.store.approvers()):
+        click.echo(name)
+
+
+@click.command()
+@json_option()
+@with_book
+def approvals(book: Daybook, as_json: bool) -> None:
+    """Gates waiting for a verdict."""
+    listing(
+        book.approvals(),
+        as_json,
+        empty="no gates waiting",
+        headers=["run", "gate", "action", "approvers", "since", "deadline"],
+        row=_gate_row,
+    )
+
+
+def _gate_row(g: dict[str, Any]) -> list[str]:
+    allowed = g["approvers"]
+    return [
+        str(g["run_id"]),
+        str(g["gate_id"]),
+        str(g["action"]),
+        ",".join(allowed) if isinstance(allowed, list) else "any",
+        render.when(g["since"]),
+        render.when(g["deadline"]),
+    ]
+
+
+def _verdict(
+    book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str, approve: bool
+) -> None:
+    if not token:
+        fail("give --token or set DAYBOOK_APPROVER_TOKEN")
+    outcome = book.approve(run_id, gate, approver=approver, token=token, reason=reason, approve=approve)
+    word = "approval" if approve else "denial"
+    if outcome == "late":
+        click.echo(
+            f"late: gate {gate} had already timed out or been decided; your {word} is "
+            "recorded and does nothing"
+        )
+    else:
+        click.echo(f"{word} of gate {gate} delivered to {run_id}")
+
+
+def _with_verdict_options(fn: Any) -> Any:
+    options = [
+        click.argument("run_id"),
+        click.argument("gate"),
+        click.option("--as", "approver", required=True, help="Approver name."),
+        click.option(
+            "--token",
+            envvar="DAYBOOK_APPROVER_TOKEN",
+            default=None,
+            help="The approver's token (or $DAYBOOK_APPROVER_TOKEN).",
+        ),
+        click.option("--reason", default="", help="Why (journaled with the verdict)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.command()
+@_with_verdict_options
+@with_book
+def approve(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
+    """Approve gate GATE of run RUN_ID (as an authenticated approver)."""
+    _verdict(book, run_id, gate, approver, token, reason, approve=True)
+
+
+@click.command()
+@_with_verdict_options
+@with_book
+def deny(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
+    """Decline gate GATE of run RUN_ID (as an authenticated approver)."""
+    _verdict(book, run_id, gate, approver, token, reason, approve=False)
+
+
+COMMANDS = (approvers, approvals, approve, deny)

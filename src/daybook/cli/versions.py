@@ -1,0 +1,57 @@
+"""Commands on workflow code versions against stored runs: versions, replay-check."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .. import Daybook
+from ..runtime.workflow import load_app
+from .app import EXIT_ERROR, app_option, json_option, json_out, listing, with_book
+
+
+@click.command()
+@json_option()
+@with_book
+def versions(book: Daybook, as_json: bool) -> None:
+    """In-flight runs per workflow, code version and patch marker (when a marker can go)."""
+    listing(
+        book.versions(),
+        as_json,
+        empty="no runs",
+        headers=["workflow", "version", "in flight", "patch markers"],
+        row=_version_row,
+    )
+
+
+def _version_row(v: dict[str, Any]) -> list[str]:
+    lacking = v["runs_without_marker"]
+    markers = ", ".join(f"{m}: {n} without" for m, n in lacking.items()) if isinstance(lacking, dict) else ""
+    return [str(v["workflow"]), str(v["version"] or "-"), str(v["in_flight"]), markers or "-"]
+
+
+@click.command("replay-check")
+@click.argument("run_ids", nargs=-1)
+@app_option("Where the workflows are defined, if not importable from the stored reference.")
+@json_option("JSON instead of lines.")
+@with_book
+def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
+    """Replay stored histories (default: all completed runs) against the current code."""
+    if app:
+        load_app(app)
+    report = book.replay_check(list(run_ids) or None, app=app)
+    if as_json:
+        json_out(report)
+    else:
+        for row in report:
+            click.echo(f"{row['state']:9} {row['run_id']}  {row.get('error', '')}".rstrip())
+    bad = [r for r in report if r["state"] != "ok"]
+    if bad:
+        click.echo(f"{len(bad)} of {len(report)} histories do not replay cleanly", err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(f"{len(report)} histories replay cleanly", err=True)
+
+
+COMMANDS = (versions, replay_check)

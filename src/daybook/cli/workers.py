@@ -1,0 +1,69 @@
+"""The worker command: execute pending runs and take over orphaned ones until stopped."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from .. import DaybookError
+from ..worker import Worker
+from .app import apps_option, db_option, fail
+
+
+@click.command()
+@db_option
+@apps_option("Import this module or script first so its workflows are known (repeatable).")
+@click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
+@click.option("--poll", default=0.5, show_default=True, help="Seconds between looks when idle.")
+@click.option(
+    "--lease-ttl",
+    default=15.0,
+    show_default=True,
+    help="Seconds a run stays this worker's without a heartbeat.",
+)
+@click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
+@click.option("--quiet", is_flag=True, help="Do not print a line per run.")
+@click.option(
+    "--version",
+    "pin",
+    default=None,
+    metavar="VERSION",
+    help="Take only runs that started on this workflow code version (pinning).",
+)
+def worker(
+    db: str | None,
+    apps: tuple[str, ...],
+    concurrency: int,
+    poll: float,
+    lease_ttl: float,
+    until_idle: bool,
+    quiet: bool,
+    pin: str | None,
+) -> None:
+    """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
+    try:
+        w = Worker(
+            db,
+            apps=apps,
+            concurrency=concurrency,
+            poll=poll,
+            lease_ttl=lease_ttl,
+            echo=None if quiet else click.echo,
+            version=pin,
+        )
+    except DaybookError as exc:
+        fail(str(exc))
+    signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: w.stop.set())
+    try:
+        stats = w.run(until_idle=until_idle)
+    except DaybookError as exc:
+        fail(str(exc))
+    click.echo(
+        f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
+        f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
+    )
+
+
+COMMANDS = (worker,)
