@@ -350,6 +350,13 @@ class Daybook:
         """Gates waiting for a verdict, across unfinished runs."""
         return approval.approvals(self.store)
 
+    def verdicts(self, run_id: str | None = None) -> list[dict[str, JSON]]:
+        """Every verdict attempt (of one run, or all): `delivered`, `late`, `refused` (with who
+        claimed to decide and why) and gates that `timed_out`."""
+        if run_id is not None:
+            self.get_run(run_id)
+        return approval.verdicts(self.store, run_id)
+
     def approve(
         self,
         run_id: str,
@@ -380,7 +387,7 @@ class Daybook:
         it; returns the signal id."""
         if not amounts or any(v <= 0 for v in amounts.values()):
             raise ConfigError("raise_budget needs positive amounts, e.g. usd=10")
-        return self.signal(run_id, "budget:raise", dict(amounts), sender=by)
+        return inbox.send(self._runner.claims, run_id, "budget:raise", dict(amounts), by, internal=True)
 
     def budget_pool(self, name: str) -> BudgetPool:
         """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""

@@ -141,6 +141,8 @@ class AgentLoop:
                         approvers=self.policy.approvers,
                         timeout=self.policy.gate_timeout,
                         notify=self.policy.notify,
+                        # The exact act: the verdict is bound to its digest.
+                        about={"tool": tool.name, "args": action.args, "key": decision.key(tool.name, 0)},
                     )
                     entry["gate"] = verdict.outcome
                     if not verdict.approved:

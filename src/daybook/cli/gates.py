@@ -37,8 +37,20 @@ def approvers_list(book: Daybook) -> None:
 @click.command()
 @json_option()
 @with_book
-def approvals(book: Daybook, as_json: bool) -> None:
-    """Gates waiting for a verdict."""
+@click.option(
+    "--history", is_flag=True, help="Every verdict attempt instead: delivered, late, refused, timed out."
+)
+def approvals(book: Daybook, as_json: bool, history: bool) -> None:
+    """Gates waiting for a verdict, then refused, late and timed-out verdicts."""
+    if history:
+        listing(
+            book.verdicts(),
+            as_json,
+            empty="no verdicts",
+            headers=["run", "gate", "state", "approver", "outcome", "at", "why"],
+            row=_attempt_row,
+        )
+        return
     listing(
         book.approvals(),
         as_json,
@@ -46,6 +58,28 @@ def approvals(book: Daybook, as_json: bool) -> None:
         headers=["run", "gate", "action", "approvers", "since", "deadline"],
         row=_gate_row,
     )
+    if as_json:
+        return
+    odd = [v for v in book.verdicts() if v["state"] != "delivered"]
+    if odd:
+        click.echo("\nrefused, late and timed-out verdicts:")
+        click.echo(
+            render.table(
+                ["run", "gate", "state", "approver", "outcome", "at", "why"], [_attempt_row(v) for v in odd]
+            )
+        )
+
+
+def _attempt_row(v: dict[str, Any]) -> list[str]:
+    return [
+        str(v["run_id"]),
+        str(v["gate_id"]),
+        str(v["state"]),
+        str(v["approver"] or "-"),
+        str(v["outcome"] or "-"),
+        render.when(v["at"]),
+        render.brief(v["reason"] or "", 60),
+    ]
 
 
 def _gate_row(g: dict[str, Any]) -> list[str]:
@@ -64,7 +98,7 @@ def _verdict(
     book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str, approve: bool
 ) -> None:
     if not token:
-        fail("give --token or set DAYBOOK_APPROVER_TOKEN")
+        fail("give the approver's token in $DAYBOOK_TOKEN (or --token, which other users can see in `ps`)")
     outcome = book.approve(run_id, gate, approver=approver, token=token, reason=reason, approve=approve)
     word = "approval" if approve else "denial"
     if outcome == "late":
@@ -83,9 +117,9 @@ def _with_verdict_options(fn: Any) -> Any:
         click.option("--as", "approver", required=True, help="Approver name."),
         click.option(
             "--token",
-            envvar="DAYBOOK_APPROVER_TOKEN",
+            envvar=["DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN"],
             default=None,
-            help="The approver's token (or $DAYBOOK_APPROVER_TOKEN).",
+            help="The approver's token; prefer $DAYBOOK_TOKEN (a flag is visible in `ps`).",
         ),
         click.option("--reason", default="", help="Why (journaled with the verdict)."),
     ]

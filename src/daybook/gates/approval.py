@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import time
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..store import Store
+from .gate import action_digest
 
 
 def add_approver(store: Store, name: str) -> str:
@@ -32,10 +34,11 @@ def approvals(store: Store) -> list[dict[str, JSON]]:
     pending: list[dict[str, JSON]] = []
     for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
         for info in store.list_runs(status, 1000):
-            queued = {row[1] for row in store.inbox(info.run_id)}
+            events = store.load(info.run_id)
+            queued = _unread(store, info.run_id, events)
             pending.extend(
                 g
-                for g in gates(info.run_id, store.load(info.run_id))
+                for g in gates(info.run_id, events)
                 if g["state"] == "waiting" and f"verdict:{g['gate_id']}" not in queued
             )
     return pending
@@ -48,13 +51,15 @@ def approve(
     "late" when the gate already timed out or has a verdict."""
     known = store.approvers().get(approver)
     if known is None or not hmac.compare_digest(known, _hash_token(token)):
+        why = f"approver {approver!r} is unknown or its token does not match"
+        _refused(store, run_id, gate_id, approver, approve, why)
         raise NotAuthorized(
-            f"approver {approver!r} is unknown or its token does not match; register it with "
-            "`daybook approvers add NAME` and use the token that prints"
+            f"{why}; register it with `daybook approvers add NAME` and use the token that prints"
         )
     if store.get_run(run_id) is None:
         raise RunNotFound(run_id, store.url)
-    found = {g["gate_id"]: g for g in gates(run_id, store.load(run_id))}
+    events = store.load(run_id)
+    found = {g["gate_id"]: g for g in gates(run_id, events)}
     gate = found.get(gate_id)
     if gate is None:
         raise ConfigError(
@@ -62,10 +67,12 @@ def approve(
         )
     allowed = gate["approvers"]
     if isinstance(allowed, list) and approver not in allowed:
-        raise NotAuthorized(f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})")
-    payload = {"outcome": "approve" if approve else "decline", "reason": reason}
+        why = f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})"
+        _refused(store, run_id, gate_id, approver, approve, why)
+        raise NotAuthorized(why)
+    payload = {"outcome": "approve" if approve else "decline", "reason": reason, "digest": gate["digest"]}
     deadline = gate["deadline"]
-    queued = any(row[1] == f"verdict:{gate_id}" for row in store.inbox(run_id))
+    queued = f"verdict:{gate_id}" in _unread(store, run_id, events)
     late = (
         queued  # a verdict is already waiting to be read: the first one decides
         or gate["state"] != "waiting"
@@ -92,12 +99,80 @@ def gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
                 "since": ev.at,
                 "state": "waiting",
                 "deadline": None if value.get("timeout") is None else ev.at + float(value["timeout"]),
+                "about": value.get("about"),
+                "digest": action_digest(run_id, gate_id, value),
             }
         elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:"):
             gate = found.get(ev.name.removeprefix("signal:verdict:"))
             if gate is not None and ev.status in ("received", "timeout"):
                 gate["state"] = "decided" if ev.status == "received" else "timed_out"
     return list(found.values())
+
+
+def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
+    """Every verdict attempt, oldest first per run: `delivered`, `late` (after the gate timed
+    out or was decided; it did nothing), `refused` (a wrong token, an unregistered approver, or
+    one the gate does not allow; journaled with who claimed to be deciding and why), and the
+    gates that `timed_out` with no verdict."""
+    ids = [run_id] if run_id is not None else [r.run_id for r in store.list_runs(None, 100_000)]
+    rows: list[dict[str, JSON]] = []
+    for rid in ids:
+        for _, name, payload_text, sender, at in store.inbox(rid):
+            kind, _, gate_id = name.partition("verdict:")
+            state = _ATTEMPTS.get(kind)
+            if state is None or not gate_id:
+                continue
+            payload = json.loads(payload_text)
+            rows.append(
+                {
+                    "run_id": rid,
+                    "gate_id": gate_id,
+                    "state": state,
+                    "approver": sender,
+                    "outcome": payload.get("outcome"),
+                    "reason": payload.get("why") or payload.get("reason", ""),
+                    "at": at,
+                }
+            )
+        rows.extend(
+            {
+                "run_id": rid,
+                "gate_id": g["gate_id"],
+                "state": "timed_out",
+                "approver": None,
+                "outcome": None,
+                "reason": "no verdict before the deadline",
+                "at": g["deadline"],
+            }
+            for g in gates(rid, store.load(rid))
+            if g["state"] == "timed_out"
+        )
+    return rows
+
+
+_ATTEMPTS = {"": "delivered", "late-": "late", "refused-": "refused"}
+
+
+def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bool, why: str) -> None:
+    """Journal a refused verdict in the run's inbox (who claimed to decide, when, why). It is
+    never read as a verdict. Nothing is written for a run that does not exist."""
+    payload = {"outcome": "approve" if approve else "decline", "why": why}
+    store.signal(
+        run_id,
+        f"refused-verdict:{gate_id}",
+        dumps(payload, "refusal"),
+        approver,
+        time.time(),
+        any_status=True,
+    )
+
+
+def _unread(store: Store, run_id: str, events: list[Event]) -> set[str]:
+    """Names of the signals in a run's inbox that no wait has consumed yet."""
+    consumed = {
+        ev.data.get("inbox_id") for ev in events if ev.kind == Kind.SIGNAL and ev.status == "received"
+    }
+    return {name for inbox_id, name, *_ in store.inbox(run_id) if inbox_id not in consumed}
 
 
 def _hash_token(token: str) -> str:

@@ -6,6 +6,8 @@ The run side only: a gate is a recorded proposal plus a durable wait for the sig
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +16,7 @@ from ..errors import NeedsAttention
 from ..journal.decision import Decision
 from ..journal.steps import Steps
 from ..journal.stop import Stop
+from ..records import JSON
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,18 @@ class Verdict:
         return self.outcome == "approved"
 
 
+def action_digest(run_id: str, gate_id: str, proposal: Any) -> str:
+    """The digest a verdict is bound to: the run, the gate and the gated act as proposed."""
+    body = {
+        "run_id": run_id,
+        "gate_id": gate_id,
+        "action": proposal.get("action"),
+        "about": proposal.get("about"),
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 class Gates(Steps):
     """`ctx.gate`: a durable approval gate addressed to one decision."""
 
@@ -44,6 +59,7 @@ class Gates(Steps):
         on_timeout: str = "decline",
         precondition: Callable[[], bool] | None = None,
         notify: Callable[[dict[str, Any]], None] | None = None,
+        about: JSON = None,
     ) -> Verdict:
         """Park the run until a person approves or declines `action` (durable: days are fine).
 
@@ -54,7 +70,9 @@ class Gates(Steps):
         waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
         `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
         nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
-        called once when the gate opens, to tell the approvers."""
+        called once when the gate opens, to tell the approvers. `about` describes the gated act
+        exactly (e.g. tool, arguments and key); the verdict is bound to a digest of the action
+        and `about`, so an approval of one act never releases another."""
         if on_timeout not in ("decline", "escalate"):
             raise ValueError("on_timeout must be 'decline' or 'escalate'")
         proposal = self.decide(
@@ -64,6 +82,7 @@ class Gates(Steps):
                 "approvers": list(approvers) if approvers else None,
                 "timeout": timeout,
                 "decision": decision.id if decision else None,
+                **({"about": about} if about is not None else {}),
             },
         )
         gate_id = decision.id if decision else proposal.id
@@ -88,6 +107,10 @@ class Gates(Steps):
             return Verdict(gate_id, "timed_out")
         payload = signal.payload or {}
         reason = str(payload.get("reason", ""))
+        digest = payload.get("digest")
+        if digest is not None and digest != action_digest(self.run_id, gate_id, proposal.value):
+            # Given for another act under the same gate id: it releases nothing.
+            return Verdict(gate_id, "declined", signal.sender, "the verdict was given for another action")
         if payload.get("outcome") != "approve":
             return Verdict(gate_id, "declined", signal.sender, reason)
         if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:

@@ -14,11 +14,30 @@ from ..records import JSON, check_json, dumps
 from .chain import live
 from .claim import Claims
 
+# Names daybook gives its own signals. A plain signal may not take them: a verdict is written only
+# by `approve` after the token check, an update by `update`, a budget raise by `raise_budget`.
+RESERVED = ("verdict:", "late-verdict:", "refused-verdict:", "update:", "budget:")
 
-def send(claims: Claims, run_id: str, name: str, payload: JSON = None, sender: str | None = None) -> int:
-    """Put signal `name` in the live segment's inbox; returns its inbox id."""
+
+def send(
+    claims: Claims,
+    run_id: str,
+    name: str,
+    payload: JSON = None,
+    sender: str | None = None,
+    *,
+    internal: bool = False,
+) -> int:
+    """Put signal `name` in the live segment's inbox; returns its inbox id. `internal`: one of
+    daybook's own (reserved) names, sent by the API that owns it."""
     if not name:
         raise ConfigError("a signal needs a name")
+    if not internal and name.startswith(RESERVED):
+        raise ConfigError(
+            f"signal name {name!r} is reserved for daybook's own signals ({', '.join(RESERVED)}); "
+            "approve or deny a gate with `daybook approve|deny RUN GATE` (book.approve), send an "
+            "update with book.update, raise a budget with `daybook budget RUN --raise`"
+        )
     what = f"signal {name!r} payload"
     check_json(payload, what)
     text = dumps(payload, what)

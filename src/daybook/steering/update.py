@@ -44,7 +44,7 @@ def update(claims: Claims, run_id: str, name: str, args: JSON, *, timeout: float
     `timeout` seconds (the request stays queued for the run)."""
     update_id = uuid.uuid4().hex
     run_id = live(claims, run_id)
-    send(claims, run_id, f"update:{name}", {"id": update_id, "args": args}, sender)
+    send(claims, run_id, f"update:{name}", {"id": update_id, "args": args}, sender, internal=True)
     label = f"answer:{update_id}"
     deadline = time.monotonic() + timeout
     while True:
