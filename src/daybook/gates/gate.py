@@ -16,6 +16,7 @@ from ..errors import NeedsAttention
 from ..journal.decision import Decision
 from ..journal.steps import Steps
 from ..journal.stop import Stop
+from ..journal.wait import Signal
 from ..records import JSON
 
 
@@ -93,22 +94,22 @@ class Gates(Steps):
         signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
         if signal is None:
             if on_timeout == "escalate":
-                raise Stop(
-                    NeedsAttention(
-                        self.run_id,
-                        f"run {self.run_id!r}: gate {gate_id!r} ({action}) got no verdict within "
-                        f"{timeout}s and is configured to escalate; approve or deny it with "
-                        f"`daybook approve|deny {self.run_id} {gate_id}` (a late verdict is "
-                        "recorded but does not act), or cancel the run",
-                    ),
-                    True,
-                    journal=True,
-                )
+                raise self._escalation(gate_id, action, timeout)
             return Verdict(gate_id, "timed_out")
+        return self._verdict(gate_id, action, proposal.value, signal, precondition)
+
+    def _verdict(
+        self,
+        gate_id: str,
+        action: str,
+        proposal: Any,
+        signal: Signal,
+        precondition: Callable[[], bool] | None,
+    ) -> Verdict:
         payload = signal.payload or {}
         reason = str(payload.get("reason", ""))
         digest = payload.get("digest")
-        if digest is not None and digest != action_digest(self.run_id, gate_id, proposal.value):
+        if digest is not None and digest != action_digest(self.run_id, gate_id, proposal):
             # Given for another act under the same gate id: it releases nothing.
             return Verdict(gate_id, "declined", signal.sender, "the verdict was given for another action")
         if payload.get("outcome") != "approve":
@@ -116,3 +117,16 @@ class Gates(Steps):
         if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:
             return Verdict(gate_id, "stale", signal.sender, reason)
         return Verdict(gate_id, "approved", signal.sender, reason)
+
+    def _escalation(self, gate_id: str, action: str, timeout: float) -> Stop:
+        return Stop(
+            NeedsAttention(
+                self.run_id,
+                f"run {self.run_id!r}: gate {gate_id!r} ({action}) got no verdict within "
+                f"{timeout}s and is configured to escalate; approve or deny it with "
+                f"`daybook approve|deny {self.run_id} {gate_id}` (a late verdict is "
+                "recorded but does not act), or cancel the run",
+            ),
+            True,
+            journal=True,
+        )
