@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from conftest import killed, run_child, start_child
+from conftest import killed, release_together, run_child, start_child
 
 import daybook
 from daybook import Daybook, RunLeased
@@ -20,7 +20,8 @@ def test_two_processes_racing_to_resume_one_run_execute_it_once(
     args = [bank.url, 3, 0.4]
     proc = run_child(db_url, "start", run_id, "slow_payments", json.dumps(args), "--kill-after", "outcome:1")
     assert killed(proc)
-    racers = [start_child(db_url, "resume", run_id) for _ in range(2)]
+    racers = [start_child(db_url, "resume", run_id, "--ready-go") for _ in range(2)]
+    release_together(racers)
     outs = [r.communicate(timeout=60) for r in racers]
     codes = sorted(r.returncode for r in racers)
     # One resumes it; the other is refused while the first holds the lease.
