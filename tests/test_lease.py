@@ -72,7 +72,8 @@ def test_worker_killed_mid_step_leaves_the_step_unknown_for_the_next_owner(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
 ) -> None:
-    proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 5.0]))
+    # The step sleeps 2.5 s before it sends: killed 0.5 s in, nothing has reached the bank yet.
+    proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 2.5]))
     _wait_for_intent(db_url, "midstep")
     time.sleep(0.5)
     proc.kill()
