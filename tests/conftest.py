@@ -19,6 +19,15 @@ import pytest
 from daybook import Daybook
 from daybook.demo.bank import Bank
 
+# Cache bytecode, as Python does by default. The suite starts hundreds of Python processes
+# (agents, workers, CLI calls, and one pytest worker per xdist node); where the environment sets
+# PYTHONDONTWRITEBYTECODE, each of them compiled daybook and the test helpers from source and
+# rewrote every test module's asserts again, about a sixth of the suite's CPU time. Loaded before
+# xdist starts its workers, so they and every process they start inherit this. The caches go to
+# __pycache__ folders, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 HERE = Path(__file__).parent
 PG_URL = os.environ.get("DAYBOOK_TEST_PG", "postgresql://127.0.0.1:5432/test")
 
