@@ -66,6 +66,7 @@ def check_protocol(view: EntityView) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_two_processes_claiming_1000_times_each_never_hold_the_lease_together(db_url: str) -> None:
     with Daybook(db_url):
         pass  # create the schema before the race, so neither process waits on the migration
@@ -250,6 +251,7 @@ def test_a_schema_v4_store_gets_the_entity_tables_on_open(db_url: str) -> None:
         _sql(db_url, "DELETE FROM daybook_entity_log")
 
 
+@pytest.mark.slow
 def test_the_leases_and_entity_commands(db_url: str) -> None:
     empty = cli("leases", db=db_url)
     assert empty.returncode == 0 and "no entities" in empty.stdout

@@ -12,6 +12,7 @@ import daybook
 from daybook import Daybook, RunLeased
 
 
+@pytest.mark.slow
 def test_two_processes_racing_to_resume_one_run_execute_it_once(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
@@ -55,6 +56,7 @@ def test_a_live_lease_is_honoured_and_an_expired_one_is_taken_over(db_url: str) 
         assert b.resume("lease", wait=3) == "done"
 
 
+@pytest.mark.slow
 def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     proc = start_child(db_url, "start", "long", "slow_payments", json.dumps([bank.url, 1, 2.5]))
     intent_at = _wait_for_intent(db_url, "long")
@@ -68,6 +70,7 @@ def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: 
     assert bank.stats()["executions_by_key"] == {"long/1": 1}
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_step_leaves_the_step_unknown_for_the_next_owner(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]

@@ -103,6 +103,7 @@ def test_a_long_poll_interval_suspends_the_run_until_the_next_round_is_due(db_ur
     assert bank.stats()["executions_by_key"]["long-poll/2"] == 1
 
 
+@pytest.mark.slow
 def test_past_the_dedup_window_the_key_is_not_trusted_and_nothing_is_resent(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -123,6 +124,7 @@ def test_past_the_dedup_window_the_key_is_not_trusted_and_nothing_is_resent(
         assert bank.stats()["executions_by_key"]["window/2"] == 1
 
 
+@pytest.mark.slow
 def test_past_the_dedup_window_the_resolver_asks_by_the_counterpartys_own_reference(
     db_url: str,
 ) -> None:
