@@ -27,6 +27,9 @@ from daybook.demo.bank import Bank
 # __pycache__ folders, which git ignores.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# A store named by the environment would be one store shared by every test, worker and child
+# process (the examples and the CLI fall back to it); each test names its own instead.
+os.environ.pop("DAYBOOK_DB", None)
 
 HERE = Path(__file__).parent
 PG_URL = os.environ.get("DAYBOOK_TEST_PG", "postgresql://127.0.0.1:5432/test")
