@@ -2,11 +2,11 @@
 itself with SIGKILL at a chosen journal write.
 
     child.py DB start RUN_ID WORKFLOW ARGS_JSON [--kill-before KIND:N | --kill-after KIND:N]
-    child.py DB resume RUN_ID
+    child.py DB resume RUN_ID [--ready-go]
     child.py DB threads RUN_PREFIX RUNS ARGS_JSON   (RUNS payments runs in parallel threads)
 
 KIND:N means the N-th (1-based) journal row of that kind written by this process ('any' counts
-every kind).
+every kind). --ready-go: print `ready` with the store open, then wait for a line on stdin.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import agents
-from crashpoint import kill_at_journal_write, report, take
+from crashpoint import kill_at_journal_write, ready_then_go, report, take
 
 from daybook import Daybook
 from daybook.demo.agent import treasury
@@ -31,6 +31,7 @@ def main() -> None:
     inline = take(rest, "--inline-wait")
     book = Daybook(db, lease_ttl=2.0, inline_wait=2.0 if inline is None else float(inline))
     kill_at_journal_write(book, rest)
+    ready_then_go(rest)
 
     def run() -> object:
         if action == "threads":

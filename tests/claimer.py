@@ -2,7 +2,8 @@
 
 Usage: python claimer.py DB_URL ENTITY AGENT N TTL START_AT
 
-Waits until START_AT (epoch seconds) so that the processes start together, then calls `claim`
+Waits until START_AT (epoch seconds) so that the processes start together, or, if START_AT is
+`stdin`, prints `ready` with its store open and waits for a line on stdin; then calls `claim`
 N times. After each win it records `work`, then, at random, releases the lease, lets it lapse
 (sleeps past the ttl), or keeps it (the next claim renews it); after a loss it claims again at
 once. Prints one JSON line: its wins in time order as [before, after] call times, how many
@@ -27,7 +28,11 @@ def main() -> None:
     recorded = released = 0
     with Daybook(url) as book:
         entity = book.entity(name)
-        time.sleep(max(0.0, float(start_at) - time.time()))
+        if start_at == "stdin":
+            print("ready", flush=True)
+            sys.stdin.readline()
+        else:
+            time.sleep(max(0.0, float(start_at) - time.time()))
         first = time.time()
         for i in range(count):
             before = time.time()

@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -17,8 +19,41 @@ import pytest
 from daybook import Daybook
 from daybook.demo.bank import Bank
 
+# Cache bytecode, as Python does by default. The suite starts hundreds of Python processes
+# (agents, workers, CLI calls, and one pytest worker per xdist node); where the environment sets
+# PYTHONDONTWRITEBYTECODE, each of them compiled daybook and the test helpers from source and
+# rewrote every test module's asserts again, about a sixth of the suite's CPU time. Loaded before
+# xdist starts its workers, so they and every process they start inherit this. The caches go to
+# __pycache__ folders, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+# A store named by the environment would be one store shared by every test, worker and child
+# process (the examples and the CLI fall back to it); each test names its own instead.
+os.environ.pop("DAYBOOK_DB", None)
+
 HERE = Path(__file__).parent
 PG_URL = os.environ.get("DAYBOOK_TEST_PG", "postgresql://127.0.0.1:5432/test")
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.02) -> T:
+    """Poll `predicate` until it returns something truthy, and return that. The timeout only
+    guards against a hang (a loaded machine is slow, not wrong): it is generous on purpose."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"gave up after {timeout}s waiting for {predicate!r}")
+        time.sleep(interval)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow first, each group in file order (the sort is stable): handed out to the
+    xdist workers in this order, the long tests start early and the run ends on short ones."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _pg_available() -> bool:
@@ -86,10 +121,27 @@ def run_child(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[
 def start_child(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(HERE / "child.py"), *args],
+        stdin=subprocess.PIPE if "--ready-go" in args else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def release_together(procs: list[subprocess.Popen[str]]) -> None:
+    """Wait until every process started with `--ready-go` says `ready`, then let them all go at
+    once: a race between processes must not be decided by which one started faster."""
+    for proc in procs:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line.strip() != "ready":
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"child never got ready: {line!r}\n{err}")
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
 
 
 def killed(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str]) -> bool:

@@ -29,6 +29,17 @@ def take(argv: list[str], flag: str) -> str | None:
     return value
 
 
+def ready_then_go(argv: list[str]) -> None:
+    """Honour `--ready-go` in argv: print `ready` once this process has started, imported and
+    opened its store, then block until a line arrives on stdin. The test lets its racers go
+    together, however long each took to start on a loaded machine."""
+    if "--ready-go" not in argv:
+        return
+    argv.remove("--ready-go")
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+
 def kill_at_call(
     real: Callable[..., Any],
     n: int,

@@ -5,6 +5,7 @@ unknown is settled by the verifier or by a person, never by sending again on a g
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import mailbox
 import os
@@ -78,9 +79,17 @@ def _free_port() -> int:
 @pytest.fixture
 def smtp(tmp_path: Path) -> Iterator[MailServer]:
     server = MailServer(tmp_path / "maildir")
-    server.port = _free_port()
-    controller = Controller(server, hostname=server.host, port=server.port)
-    controller.start()
+    # The free port is only free until the server binds it: another process on the machine (a
+    # parallel test worker, another suite) can take it in between. Then pick another one.
+    for attempt in range(5):
+        server.port = _free_port()
+        controller = Controller(server, hostname=server.host, port=server.port)
+        try:
+            controller.start()
+            break
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or attempt == 4:
+                raise
     yield server
     controller.stop()
 

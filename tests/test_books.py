@@ -222,6 +222,7 @@ def test_every_confirmed_effect_links_to_one_decision_and_keeps_the_counterparty
     assert all(e["compensation"] == {"tool": "bankapi.wire.undo", "key": f"comp/{e['key']}"} for e in wires)
 
 
+@pytest.mark.slow
 def test_the_effect_ledger_lists_a_parked_unknown_with_its_history(db_url: str, bank: Bank) -> None:
     with Daybook(db_url) as book:
         bank.faults.collections = {"wires"}
@@ -249,6 +250,7 @@ def test_the_effect_ledger_lists_a_parked_unknown_with_its_history(db_url: str, 
     assert "settled" not in table.stdout
 
 
+@pytest.mark.slow
 def test_resolving_an_unknown_by_hand_records_the_reference_who_and_evidence(db_url: str, bank: Bank) -> None:
     with Daybook(db_url) as book:
         parked_unknown(book, bank)
@@ -366,6 +368,7 @@ def test_tools_lists_each_tools_counterparty_profile(tmp_path: Path) -> None:
 # -- bad input ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unknown_effect_given_to_why_or_resolve_exits_non_zero_saying_what_to_do(
     db_url: str, bank: Bank
 ) -> None:

@@ -15,6 +15,7 @@ import daybook
 from daybook import Daybook
 
 
+@pytest.mark.slow
 def test_demo_kills_the_agent_mid_wire_and_the_bank_sees_one_wire(tmp_path: Path) -> None:
     proc = cli("demo", "--db", f"sqlite:///{tmp_path / 'demo.db'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -23,6 +24,7 @@ def test_demo_kills_the_agent_mid_wire_and_the_bank_sees_one_wire(tmp_path: Path
     assert "[status]" in proc.stdout  # resolved by asking the bank by key
 
 
+@pytest.mark.slow
 def test_runs_show_export_and_resume_work_on_a_crashed_run(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
@@ -52,6 +54,7 @@ def test_runs_show_export_and_resume_work_on_a_crashed_run(
     assert cli("runs", "--status", "completed", "--json", db=db_url).returncode == 0
 
 
+@pytest.mark.slow
 def test_unknowns_and_resolve_from_the_command_line(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     @daybook.workflow(name="cli_blind")
     def cli_blind(ctx: daybook.Context, url: str) -> str:

@@ -146,6 +146,7 @@ def test_a_recomputed_amount_after_a_crash_never_changes_the_key_or_the_wire(
     assert bank.stats()["executions_by_key"][f"{run_id}/2/send_wire/0"] == 1
 
 
+@pytest.mark.slow
 def test_parallel_runs_sharing_group_commits_lose_nothing_when_killed(
     tmp_path,
     bank,  # type: ignore[no-untyped-def]

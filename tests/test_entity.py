@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import HERE, cli
+from conftest import HERE, cli, release_together, wait_until
 
 import daybook
 from daybook import ConfigError, Daybook, DaybookError, EntityView, NotSerializable
@@ -66,10 +66,10 @@ def check_protocol(view: EntityView) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_two_processes_claiming_1000_times_each_never_hold_the_lease_together(db_url: str) -> None:
     with Daybook(db_url):
         pass  # create the schema before the race, so neither process waits on the migration
-    start_at = time.time() + 2.0
     procs = [
         subprocess.Popen(
             [
@@ -80,14 +80,16 @@ def test_two_processes_claiming_1000_times_each_never_hold_the_lease_together(db
                 agent,
                 "1000",
                 str(TTL),
-                str(start_at),
+                "stdin",  # start together once both are up, however long each took to start
             ],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for agent in ("agent-a", "agent-b")
     ]
+    release_together(procs)
     reports = {}
     for proc in procs:
         out, err = proc.communicate(timeout=110)
@@ -157,7 +159,7 @@ def test_after_the_ttl_expires_another_agents_claim_succeeds(book: Daybook) -> N
     assert prospect.claim("agent-a", 0.3) is True
     assert prospect.claim("agent-b", 0.3) is False  # held: the loser learns it from the answer
     assert prospect.view().state == "held"
-    time.sleep(0.4)
+    wait_until(lambda: prospect.view().state == "expired")
     assert prospect.view().state == "expired" and prospect.view().holder == "agent-a"
     assert prospect.claim("agent-b", 5) is True
     # The old holder has lost it: it can neither record nor release, nor take it back.
@@ -249,6 +251,7 @@ def test_a_schema_v4_store_gets_the_entity_tables_on_open(db_url: str) -> None:
         _sql(db_url, "DELETE FROM daybook_entity_log")
 
 
+@pytest.mark.slow
 def test_the_leases_and_entity_commands(db_url: str) -> None:
     empty = cli("leases", db=db_url)
     assert empty.returncode == 0 and "no entities" in empty.stdout

@@ -291,6 +291,7 @@ def test_replayed_values_keep_their_key_order(book: Daybook) -> None:
     assert book.resume("order") == ["zeta", "alpha", "mid", "y", "b"]
 
 
+@pytest.mark.slow
 def test_continue_as_new_keeps_each_segment_short_and_resumes_from_the_latest(
     book: Daybook,
 ) -> None:
@@ -323,6 +324,7 @@ def test_continue_as_new_keeps_each_segment_short_and_resumes_from_the_latest(
     assert all(n == 1 for n in COUNTER.values()) and len(COUNTER) == 3000
 
 
+@pytest.mark.slow
 def test_a_long_continue_as_new_chain_neither_recurses_nor_loses_signals(book: Daybook) -> None:
     @daybook.workflow
     def hopper(ctx: daybook.Context, left: int) -> object:

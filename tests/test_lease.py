@@ -6,12 +6,13 @@ import json
 import time
 
 import pytest
-from conftest import killed, run_child, start_child
+from conftest import killed, release_together, run_child, start_child
 
 import daybook
 from daybook import Daybook, RunLeased
 
 
+@pytest.mark.slow
 def test_two_processes_racing_to_resume_one_run_execute_it_once(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
@@ -20,7 +21,8 @@ def test_two_processes_racing_to_resume_one_run_execute_it_once(
     args = [bank.url, 3, 0.4]
     proc = run_child(db_url, "start", run_id, "slow_payments", json.dumps(args), "--kill-after", "outcome:1")
     assert killed(proc)
-    racers = [start_child(db_url, "resume", run_id) for _ in range(2)]
+    racers = [start_child(db_url, "resume", run_id, "--ready-go") for _ in range(2)]
+    release_together(racers)
     outs = [r.communicate(timeout=60) for r in racers]
     codes = sorted(r.returncode for r in racers)
     # One resumes it; the other is refused while the first holds the lease.
@@ -54,6 +56,7 @@ def test_a_live_lease_is_honoured_and_an_expired_one_is_taken_over(db_url: str) 
         assert b.resume("lease", wait=3) == "done"
 
 
+@pytest.mark.slow
 def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     proc = start_child(db_url, "start", "long", "slow_payments", json.dumps([bank.url, 1, 2.5]))
     intent_at = _wait_for_intent(db_url, "long")
@@ -67,11 +70,13 @@ def test_heartbeat_keeps_a_long_step_owned(db_url: str, bank) -> None:  # type: 
     assert bank.stats()["executions_by_key"] == {"long/1": 1}
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_step_leaves_the_step_unknown_for_the_next_owner(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
 ) -> None:
-    proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 5.0]))
+    # The step sleeps 2.5 s before it sends: killed 0.5 s in, nothing has reached the bank yet.
+    proc = start_child(db_url, "start", "midstep", "slow_payments", json.dumps([bank.url, 1, 2.5]))
     _wait_for_intent(db_url, "midstep")
     time.sleep(0.5)
     proc.kill()

@@ -63,6 +63,7 @@ def test_a_stale_precondition_skips_the_act(book: Daybook, bank) -> None:  # typ
     assert not [e for e in book.journal("stale") if e.kind == Kind.INTENT]
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.integers(min_value=1, max_value=30), before=st.booleans())
 def test_a_kill_anywhere_changes_no_model_call_execution_or_spend(

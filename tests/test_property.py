@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from conftest import killed, run_child
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ programs = st.lists(st.sampled_from("de"), min_size=1, max_size=6)
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+@pytest.mark.slow
 @given(ops=programs, where=st.floats(0, 1), before=st.booleans())
 def test_any_crash_point_resumes_to_the_uninterrupted_result_with_effects_once(
     db_url: str, ops: list[str], where: float, before: bool

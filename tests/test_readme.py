@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -27,6 +29,7 @@ def test_the_readme_python_example_runs_and_attaches_on_the_second_call(tmp_path
     assert any("intent send_wire" in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_every_documented_cli_command_exists() -> None:
     commands = set(re.findall(r"^\| `daybook (\w[\w-]*)", README, re.M))
     assert commands >= {"demo", "runs", "show", "resume", "export", "unknowns", "resolve"}

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import killed, last_json, run_child
+from conftest import killed, last_json, run_child, wait_until
 
 import daybook
 from daybook import Daybook, Kind
@@ -25,6 +25,14 @@ def start(db_url: str, run_id: str, bank: Bank, *flags: str, **wire: object) -> 
 
 def wire_rows(book: Daybook, run_id: str) -> list[daybook.Event]:
     return [e for e in book.journal(run_id) if e.step == WIRE_KEY_STEP]
+
+
+def _wait_out_the_window(db_url: str, run_id: str, window: float) -> None:
+    """Until the wire's dedup window has passed. The resumed process judges it from the intent's
+    time, so that is where the wait starts (not from the end of the killed child)."""
+    with Daybook(db_url) as book:
+        intent_at = next(e.at for e in wire_rows(book, run_id) if e.kind == Kind.INTENT)
+    wait_until(lambda: time.time() > intent_at + window + 0.1)
 
 
 def test_a_bank_that_executes_and_drops_the_reply_is_asked_and_the_wire_is_confirmed_with_its_id(
@@ -103,13 +111,14 @@ def test_a_long_poll_interval_suspends_the_run_until_the_next_round_is_due(db_ur
     assert bank.stats()["executions_by_key"]["long-poll/2"] == 1
 
 
+@pytest.mark.slow
 def test_past_the_dedup_window_the_key_is_not_trusted_and_nothing_is_resent(
     db_url: str, tmp_path: Path
 ) -> None:
     with Bank(dedup_window=1.0) as bank:
         proc = start(db_url, "window", bank, "--kill-after", "intent:1", dedup_window=1.0)
         assert killed(proc)
-        time.sleep(1.5)
+        _wait_out_the_window(db_url, "window", 1.0)
         proc = run_child(db_url, "resume", "window")
         assert proc.returncode == 3
         assert last_json(proc.stdout)["error"] == "DedupWindowExpired"  # type: ignore[index]
@@ -123,6 +132,7 @@ def test_past_the_dedup_window_the_key_is_not_trusted_and_nothing_is_resent(
         assert bank.stats()["executions_by_key"]["window/2"] == 1
 
 
+@pytest.mark.slow
 def test_past_the_dedup_window_the_resolver_asks_by_the_counterpartys_own_reference(
     db_url: str,
 ) -> None:
@@ -134,7 +144,7 @@ def test_past_the_dedup_window_the_resolver_asks_by_the_counterpartys_own_refere
         bank.faults.collections = {"wires"}
         proc = start(db_url, "by-ref", bank, "--kill-after", "outcome:2", dedup_window=1.0, poll=0.2)
         assert killed(proc)
-        time.sleep(1.5)
+        _wait_out_the_window(db_url, "by-ref", 1.0)
         proc = run_child(db_url, "resume", "by-ref")
         assert proc.returncode == 0, proc.stderr
         with Daybook(db_url) as book:

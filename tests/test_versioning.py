@@ -80,6 +80,7 @@ def test_replay_check_passes_a_body_only_change_and_fails_an_unmarked_new_step(
         assert report[0]["state"] == "diverged" and "step 1" in str(report[0]["error"])
 
 
+@pytest.mark.slow
 def test_versions_and_replay_check_commands(db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     app = tmp_path / "app.py"
     app.write_text(

@@ -21,6 +21,7 @@ def _timer_rows(book: Daybook, run_id: str) -> list[str | None]:
     return [e.status for e in book.journal(run_id) if e.kind == Kind.TIMER]
 
 
+@pytest.mark.slow
 def test_a_3s_timer_killed_at_1s_and_restarted_at_5s_fires_once(
     db_url: str,
     bank,  # type: ignore[no-untyped-def]
