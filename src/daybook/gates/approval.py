@@ -15,7 +15,7 @@ import time
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
-from ..store import Store
+from ..store import Store, load_listed
 
 
 def add_approver(store: Store, name: str) -> str:
@@ -35,7 +35,7 @@ def approvals(store: Store) -> list[dict[str, JSON]]:
             queued = {row[1] for row in store.inbox(info.run_id)}
             pending.extend(
                 g
-                for g in gates(info.run_id, store.load(info.run_id))
+                for g in gates(info.run_id, load_listed(store, info.run_id) or [])
                 if g["state"] == "waiting" and f"verdict:{g['gate_id']}" not in queued
             )
     return pending
