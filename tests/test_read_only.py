@@ -280,7 +280,9 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read() -> None:
 
         found = _as_nobody(read)
         assert found["runs"] == ["r1"]
-        assert found["kinds"] == ["run_started", "decision", "obligation", "intent", "outcome", "run_completed"]
+        assert found["kinds"] == [
+            "run_started", "decision", "obligation", "intent", "outcome", "run_completed"
+        ]  # fmt: skip
         assert found["show"][0] == 0 and "post" in found["show"][1]  # type: ignore[index]
         assert found["check"] == 0
         assert (_fingerprint(path), sorted(os.listdir(folder))) == before
