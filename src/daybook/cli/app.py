@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import click
 
-from .. import Daybook, DaybookError, NeedsAttention, Suspended
+from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended
 from . import render
 
 EXIT_ERROR = 1
@@ -87,10 +87,21 @@ def with_book(fn: Callable[..., Any] | None = None, *, read_only: ReadOnly = Fal
             fail(str(exc), EXIT_ATTENTION)
         except Suspended as exc:
             fail(str(exc), EXIT_SUSPENDED)
+        except CorruptJournal as exc:
+            fail(_with_salvage_hint(str(exc)))
         except DaybookError as exc:
             fail(str(exc))
 
     return wrapper
+
+
+def _with_salvage_hint(message: str) -> str:
+    if "--raw" in message:
+        return message
+    return (
+        f"{message} (`daybook check` lists every damaged row; `daybook export RUN --raw` "
+        "salvages what of a run is readable)"
+    )
 
 
 def warn_damaged(book: Daybook) -> None:
