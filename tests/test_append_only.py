@@ -266,3 +266,14 @@ def test_the_readme_least_privilege_role_runs_daybook_and_cannot_erase_the_journ
 def _split_sql(script: str) -> list[str]:
     body = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
     return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def test_a_schema_stamp_that_is_not_a_number_is_refused_with_a_version_error(db_url: str) -> None:
+    with Daybook(db_url):
+        pass
+    _sql(db_url, "UPDATE daybook_meta SET value = 'abc' WHERE key = 'schema_version'")
+    for read_only in (False, True):
+        with pytest.raises(daybook.SchemaVersionError, match="'abc', which is not a version number"):
+            Daybook(db_url, read_only=read_only)
+    proc = cli("runs", db=db_url)
+    assert proc.returncode == 1 and "not a version number" in proc.stderr and "Traceback" not in proc.stderr
