@@ -4,7 +4,8 @@ Each method is one durable step: when it returns, what it wrote survives a crash
 (and, with the default durability, a power cut). Journal rows are append-only; only the run
 header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`,
 each with its schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to
-records.
+records; `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`).
+`open_store(url, read_only=True)` never creates, upgrades or writes a store.
 
 May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
 """
