@@ -91,6 +91,7 @@ def test_unknowns_and_resolve_from_the_command_line(db_url: str, bank) -> None: 
 
 def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert cli("migrate", db=db).returncode == 0  # an empty store (read commands create none)
     for args in (["show", "nope"], ["resume", "nope"], ["export", "nope"]):
         proc = cli(*args, db=db)
         assert proc.returncode == 1
@@ -102,8 +103,14 @@ def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> Non
 
 
 def test_default_store_is_daybook_db_in_the_working_directory(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "daybook", "runs"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 0
+    def daybook(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "daybook", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+
+    missing = daybook("runs")  # a read command names the store it looked for, and creates none
+    assert missing.returncode == 1 and "daybook.db" in missing.stderr
+    assert not (tmp_path / "daybook.db").exists()
+    assert daybook("migrate").returncode == 0
     assert (tmp_path / "daybook.db").exists()
+    assert daybook("runs").returncode == 0

@@ -253,6 +253,7 @@ def test_a_schema_v4_store_gets_the_entity_tables_on_open(db_url: str) -> None:
 
 @pytest.mark.slow
 def test_the_leases_and_entity_commands(db_url: str) -> None:
+    Daybook(db_url).close()  # an empty store (read commands never create one)
     empty = cli("leases", db=db_url)
     assert empty.returncode == 0 and "no entities" in empty.stdout
     with Daybook(db_url) as book:

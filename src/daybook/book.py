@@ -27,7 +27,7 @@ from .coordination.pool import BudgetPool
 from .errors import ConfigError
 from .gates import approval
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
 from .runtime import inbox
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
@@ -35,9 +35,23 @@ from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Workflow, load
 from .steering.update import update as send_update
-from .store import Store, open_store
+from .store import Store, integrity, open_store
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
+
+# Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
+# wait longer than that is a mistake, and NaN or infinity would stall runs for good).
+MAX_SECONDS = 86_400.0
+MAX_LIMIT = 1_000_000
+MAX_SWEEP = 10 * 365 * 86_400.0
+
+
+def lease_ttl_of(value: object) -> float:
+    return bounded(value, "lease_ttl (seconds)", low=0.0, high=MAX_SECONDS, above=True)
+
+
+def inline_wait_of(value: object) -> float:
+    return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
 class Daybook:
@@ -45,6 +59,9 @@ class Daybook:
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
     dies on this machine releases its runs at once, one on another host after `lease_ttl`.
+    `read_only=True` opens an existing store for reading only: nothing is created, upgraded or
+    written (SQLite: a `mode=ro` connection, so a read-only file works and a writer's lock does
+    not block it), and every method that writes raises ConfigError.
     """
 
     def __init__(
@@ -54,14 +71,13 @@ class Daybook:
         lease_ttl: float = 15.0,
         inline_wait: float = 2.0,
         strict: bool = False,
+        read_only: bool = False,
     ) -> None:
-        if lease_ttl <= 0:
-            raise ConfigError("lease_ttl must be > 0 seconds")
-        if inline_wait < 0:
-            raise ConfigError("inline_wait must be >= 0 seconds")
+        lease_ttl = lease_ttl_of(lease_ttl)
+        inline_wait = inline_wait_of(inline_wait)
         if strict:
             strict_mode.install()
-        self._store: Store = open_store(url)
+        self._store: Store = open_store(url, read_only=read_only)
         self._runner = Runner(
             self._store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
         )
@@ -88,9 +104,7 @@ class Daybook:
 
     @lease_ttl.setter
     def lease_ttl(self, value: float) -> None:
-        if value <= 0:
-            raise ConfigError("lease_ttl must be > 0 seconds")
-        self._runner.lease_ttl = self._runner.claims.lease_ttl = value
+        self._runner.lease_ttl = self._runner.claims.lease_ttl = lease_ttl_of(value)
 
     @property
     def inline_wait(self) -> float:
@@ -98,9 +112,11 @@ class Daybook:
 
     @inline_wait.setter
     def inline_wait(self, value: float) -> None:
-        if value < 0:
-            raise ConfigError("inline_wait must be >= 0 seconds")
-        self._runner.inline_wait = value
+        self._runner.inline_wait = inline_wait_of(value)
+
+    @property
+    def read_only(self) -> bool:
+        return self._store.read_only
 
     @property
     def strict(self) -> bool:
@@ -144,11 +160,11 @@ class Daybook:
         `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or
         script defining the workflow, when it is not importable from the stored reference.
         """
-        return self._runner.resume(run_id, wait, app)
+        return self._runner.resume(run_id, _wait_of(wait), app)
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
         """`resume` for `async def` workflows."""
-        return await self._runner.resume_async(run_id, wait, app)
+        return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
     def execute_claimed(self, run_id: str, app: str | None = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
@@ -186,20 +202,25 @@ class Daybook:
         return self._runner.claims.get_run(run_id)
 
     def runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Runs, newest first, optionally of one status."""
+        """Runs, newest first, optionally of one status (at most `limit`, 1 to 1,000,000). A run
+        whose header does not decode is skipped and listed in `damaged()`."""
         if status is not None and status not in {s.value for s in RunStatus}:
             raise ConfigError(
                 f"unknown status {status!r}; use one of {', '.join(s.value for s in RunStatus)}"
             )
-        return self.store.list_runs(status, limit)
+        return self.store.list_runs(status, whole(limit, "limit", low=1, high=MAX_LIMIT))
 
     def journal(self, run_id: str) -> list[Event]:
         """The run's journal in order. A read: it never writes (safe on a live run)."""
         self.get_run(run_id)
         return self.store.load(run_id)
 
-    def export(self, run_id: str) -> dict[str, JSON]:
-        """The run and its whole journal as one JSON document."""
+    def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
+        """The run and its whole journal as one JSON document. `raw=True` salvages a damaged
+        run: every row that decodes as usual, each one that does not as stored (`raw`, the
+        payload's text) with an `error`; a damaged header as stored, with `run_error`."""
+        if raw:
+            return integrity.salvage(self.store, run_id)
         info = self.get_run(run_id)
         return {
             "format": "daybook.export",
@@ -207,6 +228,19 @@ class Daybook:
             "run": info.as_dict(),
             "events": [e.as_dict() for e in self.store.load(run_id)],
         }
+
+    def check(self) -> list[dict[str, JSON]]:
+        """Audit the store (`daybook check`): the database's own check (SQLite `quick_check`),
+        then every row: headers and journal rows decode, each run's seq runs 1, 2, 3, ... without
+        a gap, every attempt and outcome has its intent, side tables hold JSON. One finding per
+        problem, as {"run_id", "seq", "problem"}; [] when the store is sound."""
+        return integrity.check(self.store)
+
+    def damaged(self) -> dict[str, str]:
+        """Runs that listings on this handle skipped because a row of theirs does not decode:
+        run id -> what is wrong. `daybook check` finds every such row; `export(run_id,
+        raw=True)` salvages what is readable."""
+        return dict(self.store.damage)
 
     # -- the books ----------------------------------------------------------------------------
 
@@ -245,7 +279,7 @@ class Daybook:
         """Compare the journal with the counterparties' own records (for one run, one day
         (YYYY-MM-DD, local time), or everything) and list the mismatches: `absent_there` and
         `never_issued`. The tools must be imported in this process (`--app` on the CLI)."""
-        ids = [run_id] if run_id else [r.run_id for r in self.runs(None, 100_000)]
+        ids = [run_id] if run_id else [r.run_id for r in self.runs(None, MAX_LIMIT)]
         return reconcile_runs(self.store, ids, day)
 
     def resolve(
@@ -317,6 +351,7 @@ class Daybook:
     def sweep_orphans(self, older_than: float = 3600.0) -> int:
         """Delete orphaned staging areas older than `older_than` seconds; returns how many
         transactions were swept. (An open transaction younger than that is left alone.)"""
+        older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
 
     # -- operator actions ---------------------------------------------------------------------
@@ -401,3 +436,7 @@ class Daybook:
     def leases(self) -> list[Lease]:
         """Every coordination entity with its holder, deadline and lease state (a read)."""
         return list_leases(self.store)
+
+
+def _wait_of(value: object) -> float:
+    return bounded(value, "wait (seconds)", low=0.0, high=MAX_SECONDS)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .errors import CorruptJournal, NotSerializable
+from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 JSON = Any
 
@@ -246,6 +246,31 @@ def fingerprint(value: JSON, what: str, check: bool = True) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def bounded(value: object, what: str, *, low: float, high: float, above: bool = False) -> float:
+    """`value` as a float if it is a finite number in [low, high] ((low, high] with `above`);
+    else a ConfigError naming `what` and the range. NaN and infinity are refused: a NaN lease
+    or poll compares false with everything and would stall a run or a worker for good."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{what} must be a number, got {_shown(value)}")
+    number = float(value) if abs(value) < 1e300 else math.inf
+    if not math.isfinite(number) or number > high or number < low or (above and number == low):
+        lowest = f"> {low:g}" if above else f">= {low:g}"
+        raise ConfigError(f"{what} must be a finite number {lowest} and <= {high:g}, got {_shown(value)}")
+    return number
+
+
+def whole(value: object, what: str, *, low: int, high: int) -> int:
+    """`value` if it is an int in [low, high]; else a ConfigError naming `what` and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{what} must be a whole number from {low} to {high}, got {_shown(value)}")
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def loads(text: str | bytes | None, run_id: str, seq: int) -> JSON:
     if text is None:
         return None
@@ -254,7 +279,8 @@ def loads(text: str | bytes | None, run_id: str, seq: int) -> JSON:
     except ValueError as exc:
         raise CorruptJournal(
             f"run {run_id!r} seq {seq}: payload is not valid JSON ({exc}); the row was changed "
-            "outside daybook. Restore it from a backup or export, then resume"
+            f"outside daybook. Restore it from a backup (`daybook export {run_id} --raw` salvages "
+            "what is readable), then resume"
         ) from None
 
 

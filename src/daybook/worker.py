@@ -15,10 +15,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .book import Daybook
-from .errors import ConfigError, DaybookError, NeedsAttention, Suspended
+from .book import Daybook, lease_ttl_of
+from .errors import DaybookError, NeedsAttention, Suspended
+from .records import bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
+
+# Threads per worker process (each a store connection on PostgreSQL), and the longest idle poll.
+MAX_CONCURRENCY = 256
+MAX_POLL = 3600.0
 
 
 @dataclass
@@ -47,10 +52,9 @@ class Worker:
         echo: Callable[[str], None] | None = None,
         version: str | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
-        if poll <= 0:
-            raise ConfigError(f"poll must be > 0 seconds, got {poll}")
+        concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
+        poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
+        lease_ttl = lease_ttl_of(lease_ttl)
         for app in apps:
             load_app(app)
         self.url = url

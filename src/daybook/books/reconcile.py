@@ -13,7 +13,7 @@ import time
 from ..journal.tool import NotFound
 from ..journal.tool import lookup as lookup_tool
 from ..records import JSON, Event, Kind, Status
-from ..store import Store
+from ..store import Store, load_listed
 
 
 def reconcile(store: Store, run_ids: list[str], day: str | None = None) -> list[dict[str, JSON]]:
@@ -50,7 +50,7 @@ def _confirmed(store: Store, run_ids: list[str], day: str | None) -> tuple[dict[
     issued: set[str] = set()
     for rid in run_ids:
         intents: dict[int, Event] = {}
-        for ev in store.load(rid):
+        for ev in load_listed(store, rid) or []:
             if day and time.strftime("%Y-%m-%d", time.localtime(ev.at)) != day:
                 continue
             if ev.kind == Kind.INTENT and ev.step is not None:

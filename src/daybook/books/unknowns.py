@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import CorruptJournal
 from ..journal.steps import Steps
 from ..records import JSON, RunInfo
-from ..store import Store
+from ..store import Store, flag
 
 log = logging.getLogger("daybook")
 
@@ -56,8 +57,12 @@ def unknowns(store: Store, get_run: Callable[[str], RunInfo]) -> list[dict[str, 
     out: list[dict[str, JSON]] = []
     now = time.time()
     runs: dict[str, RunInfo] = {}
-    for ev in store.open_effects():
-        info = runs.get(ev.run_id) or get_run(ev.run_id)
+    for ev in store.open_effects(skip_damaged=True):
+        try:
+            info = runs.get(ev.run_id) or get_run(ev.run_id)
+        except CorruptJournal as exc:
+            flag(store.damage, ev.run_id, str(exc))  # its header: listed as damaged, not here
+            continue
         runs[ev.run_id] = info
         live = bool(info.lease_owner and (info.lease_expires or 0) > now)
         out.append(

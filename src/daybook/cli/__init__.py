@@ -9,7 +9,9 @@ It is the top layer. It may import anything in daybook; nothing in daybook impor
 block at its top (`demo.py` alone imports inside its command): what the package exports
 (`Daybook`, the errors, `RunInfo`, ...) from `daybook` itself, so a module moving underneath does
 not touch the CLI; the few internal names (`workflow.load_app`, `tool.registered`,
-`worker.Worker`, `demo.run_demo`) from their modules, the only lines to repoint after such a move.
+`worker.Worker`, `demo.run_demo`, and the number checks and bounds `records.bounded`,
+`book.MAX_*`, `book.lease_ttl_of`, `worker.MAX_*`) from their modules, the only lines to repoint
+after such a move.
 
     app.py           the click group `main`, --db and opening the store (with_book), JSON and
                      table output, exit codes (0 ok, 1 error, 2 usage, 3 needs attention,
@@ -24,18 +26,19 @@ not touch the CLI; the few internal names (`workflow.load_app`, `tool.registered
     transactions.py  orphans
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
+    check.py         check, migrate
 """
 
 from __future__ import annotations
 
-from . import books, demo, entities, gates, runs, tools, transactions, versions, workers
+from . import books, check, demo, entities, gates, runs, tools, transactions, versions, workers
 from .app import main
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    for noun in (runs, workers, demo, versions, books, tools, transactions, gates, entities):
+    for noun in (runs, workers, demo, versions, books, tools, transactions, gates, entities, check):
         for command in noun.COMMANDS:
             main.add_command(command)
 

@@ -13,11 +13,11 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import click
 
-from .. import Daybook, DaybookError, NeedsAttention, Suspended
+from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended
 from . import render
 
 EXIT_ERROR = 1
@@ -52,24 +52,92 @@ db_option = click.option(
 )
 
 
-def with_book(fn: Callable[..., Any]) -> Callable[..., Any]:
+ReadOnly = bool | Callable[[dict[str, Any]], bool]
+
+
+@overload
+def with_book(fn: Callable[..., Any]) -> Callable[..., Any]: ...
+
+
+@overload
+def with_book(*, read_only: ReadOnly) -> Decorator: ...
+
+
+def with_book(fn: Callable[..., Any] | None = None, *, read_only: ReadOnly = False) -> Any:
     """Give the command `--db` and call it with the open store as its first argument; a
-    DaybookError it raises becomes its line on stderr and its exit code."""
+    DaybookError it raises becomes its line on stderr and its exit code. `read_only` (or a
+    function of the command's options saying so) opens the store for reading only: it must
+    exist, and nothing is created, upgraded or written. Runs a listing skipped because a row
+    does not decode are named on stderr, with what to do."""
+    if fn is None:
+        return functools.partial(with_book, read_only=read_only)
+    command = fn
 
     @db_option
-    @functools.wraps(fn)
+    @functools.wraps(command)
     def wrapper(db: str | None, **kwargs: Any) -> Any:
+        reading = read_only(kwargs) if callable(read_only) else read_only
         try:
-            with Daybook(db) as book:
-                return fn(book, **kwargs)
+            with Daybook(db, read_only=reading) as book:
+                try:
+                    return command(book, **kwargs)
+                finally:
+                    warn_damaged(book)
         except NeedsAttention as exc:
             fail(str(exc), EXIT_ATTENTION)
         except Suspended as exc:
             fail(str(exc), EXIT_SUSPENDED)
+        except CorruptJournal as exc:
+            fail(_with_salvage_hint(str(exc)))
         except DaybookError as exc:
             fail(str(exc))
 
     return wrapper
+
+
+def _with_salvage_hint(message: str) -> str:
+    if "--raw" in message:
+        return message
+    return (
+        f"{message} (`daybook check` lists every damaged row; `daybook export RUN --raw` "
+        "salvages what of a run is readable)"
+    )
+
+
+def warn_damaged(book: Daybook) -> None:
+    """One line on stderr per run a listing skipped because a row of it does not decode."""
+    for run_id, problem in book.damaged().items():
+        click.echo(
+            f"warning: skipped run {run_id!r}, which is damaged ({problem}); find every damaged "
+            f"row with `daybook check`, salvage the run with `daybook export {run_id} --raw`",
+            err=True,
+        )
+
+
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[float]  # generic from click 8.2; the floor (8.1) is not
+else:
+    _ParamType = click.ParamType
+
+
+class Bounded(_ParamType):
+    """A number option checked as the API checks it (finite, within bounds), so `nan`, `inf`,
+    a negative or a huge value is a usage error (exit 2) that says what is allowed."""
+
+    name = "seconds"
+
+    def __init__(self, check: Callable[[object], float]) -> None:
+        self.check = check
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        try:
+            return self.check(number)
+        except DaybookError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def json_out(value: Any) -> None:

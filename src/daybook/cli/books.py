@@ -26,7 +26,7 @@ from .app import EXIT_ERROR, apps_option, by_option, fail, json_option, json_out
 @click.option("--tool", default=None, help="Only this tool's effects.")
 @click.option("--history", is_flag=True, help="Show each effect's status history.")
 @json_option()
-@with_book
+@with_book(read_only=True)
 def effects(
     book: Daybook, run_id: str | None, status: str | None, tool: str | None, history: bool, as_json: bool
 ) -> None:
@@ -64,7 +64,7 @@ def _effect_row(e: dict[str, Any]) -> list[str]:
 @click.argument("effect")
 @click.argument("step", type=int, required=False)
 @json_option("JSON instead of text.")
-@with_book
+@with_book(read_only=True)
 def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
     """The decision behind an effect: EFFECT is its idempotency key, or RUN_ID STEP."""
     found = book.why(effect, step)
@@ -104,7 +104,7 @@ def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
     help="Only obligations in this state.",
 )
 @json_option()
-@with_book
+@with_book(read_only=True)
 def obligations(book: Daybook, status: str | None, as_json: bool) -> None:
     """What runs owe: promises, expiries, approvals pending; breached when past due and open."""
     listing(
@@ -129,7 +129,7 @@ def _obligation_row(o: dict[str, Any]) -> list[str]:
 
 @click.command()
 @json_option()
-@with_book
+@with_book(read_only=True)
 def unknowns(book: Daybook, as_json: bool) -> None:
     """Effects whose outcome is not known: in flight, unknown, or waiting to retry."""
     listing(
@@ -203,7 +203,7 @@ def resolve(
 @click.option("--day", default=None, metavar="YYYY-MM-DD", help="Only effects of that day.")
 @apps_option("Import the tools' code first (repeatable).")
 @json_option("JSON instead of lines.")
-@with_book
+@with_book(read_only=True)
 def reconcile(
     book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool
 ) -> None:

@@ -12,7 +12,7 @@ from .app import fail, json_option, json_out, listing, with_book
 
 @click.command()
 @json_option()
-@with_book
+@with_book(read_only=True)
 def leases(book: Daybook, as_json: bool) -> None:
     """Coordination entities with their lease: holder, deadline, state (held, expired, free)."""
     listing(
@@ -28,7 +28,7 @@ def leases(book: Daybook, as_json: bool) -> None:
 @click.command()
 @click.argument("name")
 @json_option()
-@with_book
+@with_book(read_only=True)
 def entity(book: Daybook, name: str, as_json: bool) -> None:
     """Show coordination entity NAME: its lease and its log (time, agent, action, data)."""
     view = book.entity(name).view()

@@ -27,7 +27,7 @@ def approvers_add(book: Daybook, name: str) -> None:
 
 
 @approvers.command("list")
-@with_book
+@with_book(read_only=True)
 def approvers_list(book: Daybook) -> None:
     """List registered approvers."""
     for name in sorted(book.store.approvers()):
@@ -36,7 +36,7 @@ def approvers_list(book: Daybook) -> None:
 
 @click.command()
 @json_option()
-@with_book
+@with_book(read_only=True)
 @click.option(
     "--history", is_flag=True, help="Every verdict attempt instead: delivered, late, refused, timed out."
 )

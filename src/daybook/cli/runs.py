@@ -7,8 +7,20 @@ import json
 import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
+from ..book import MAX_LIMIT, MAX_SECONDS
+from ..records import bounded
 from . import render
-from .app import EXIT_ATTENTION, app_option, by_option, fail, json_option, json_out, listing, with_book
+from .app import (
+    EXIT_ATTENTION,
+    Bounded,
+    app_option,
+    by_option,
+    fail,
+    json_option,
+    json_out,
+    listing,
+    with_book,
+)
 
 
 @click.command()
@@ -18,9 +30,15 @@ from .app import EXIT_ATTENTION, app_option, by_option, fail, json_option, json_
     default=None,
     help="Only runs in this status.",
 )
-@click.option("--limit", default=100, show_default=True, help="At most this many runs.")
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="At most this many runs.",
+)
 @json_option()
-@with_book
+@with_book(read_only=True)
 def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
     """List runs, newest first."""
     listing(
@@ -47,7 +65,7 @@ def _run_row(r: RunInfo) -> list[str]:
 @click.command()
 @click.argument("run_id")
 @json_option("The journal as JSON (same as export).")
-@with_book
+@with_book(read_only=True)
 def show(book: Daybook, run_id: str, as_json: bool) -> None:
     """Show a run's journal as a table: seq, step, kind, name, key, status, timing, detail."""
     if as_json:
@@ -58,10 +76,22 @@ def show(book: Daybook, run_id: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_id")
-@with_book
-def export(book: Daybook, run_id: str) -> None:
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Salvage a damaged run: rows that do not decode as stored, each with an error.",
+)
+@with_book(read_only=True)
+def export(book: Daybook, run_id: str, raw: bool) -> None:
     """The run and its whole journal as JSON on stdout."""
-    json_out(book.export(run_id))
+    found = book.export(run_id, raw=raw)
+    json_out(found)
+    if raw and (found["run_error"] or found["damaged_rows"]):
+        click.echo(
+            f"salvaged run {run_id}: {found['damaged_rows']} row(s) do not decode and are given "
+            "as stored (raw, error)" + (f"; its header: {found['run_error']}" if found["run_error"] else ""),
+            err=True,
+        )
 
 
 @click.command()
@@ -70,6 +100,7 @@ def export(book: Daybook, run_id: str) -> None:
     "--wait",
     default=0.0,
     show_default=True,
+    type=Bounded(lambda v: bounded(v, "wait (seconds)", low=0.0, high=MAX_SECONDS)),
     metavar="SECONDS",
     help="Wait this long for another process's lease on the run to expire.",
 )
@@ -116,7 +147,7 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
 @by_option("raises")
-@with_book
+@with_book(read_only=lambda options: not options["raise_"])
 def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
     """Show a run's budget (spent against caps), or raise a cap."""
     if raise_:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from .. import Daybook
+from ..book import MAX_SWEEP
+from ..records import bounded
 from . import render
-from .app import with_book
+from .app import Bounded, with_book
 
 
 @click.command()
@@ -14,11 +16,11 @@ from .app import with_book
     "--sweep",
     "sweep",
     default=None,
-    type=float,
+    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_SWEEP)),
     metavar="SECONDS",
     help="Delete orphaned staging areas older than this.",
 )
-@with_book
+@with_book(read_only=lambda options: options["sweep"] is None)
 def orphans(book: Daybook, sweep: float | None) -> None:
     """Staged records of transactions that never committed; --sweep deletes old ones."""
     if sweep is not None:

@@ -14,7 +14,7 @@ from .app import EXIT_ERROR, app_option, json_option, json_out, listing, with_bo
 
 @click.command()
 @json_option()
-@with_book
+@with_book(read_only=True)
 def versions(book: Daybook, as_json: bool) -> None:
     """In-flight runs per workflow, code version and patch marker (when a marker can go)."""
     listing(
@@ -36,7 +36,7 @@ def _version_row(v: dict[str, Any]) -> list[str]:
 @click.argument("run_ids", nargs=-1)
 @app_option("Where the workflows are defined, if not importable from the stored reference.")
 @json_option("JSON instead of lines.")
-@with_book
+@with_book(read_only=True)
 def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
     """Replay stored histories (default: all completed runs) against the current code."""
     if app:

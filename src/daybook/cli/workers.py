@@ -7,21 +7,41 @@ import signal
 import click
 
 from .. import DaybookError
-from ..worker import Worker
-from .app import apps_option, db_option, fail
+from ..book import lease_ttl_of
+from ..records import bounded
+from ..worker import MAX_CONCURRENCY, MAX_POLL, Worker
+from .app import Bounded, apps_option, db_option, fail
+
+# The numbers a worker takes, checked as `Worker` checks them (a bad one is a usage error).
+concurrency_option = click.option(
+    "--concurrency",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, MAX_CONCURRENCY),
+    help="Runs executed at once.",
+)
+poll_option = click.option(
+    "--poll",
+    default=0.5,
+    show_default=True,
+    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_POLL, above=True)),
+    help="Seconds between looks when idle.",
+)
+lease_ttl_option = click.option(
+    "--lease-ttl",
+    default=15.0,
+    show_default=True,
+    type=Bounded(lease_ttl_of),
+    help="Seconds a run stays this worker's without a heartbeat.",
+)
 
 
 @click.command()
 @db_option
 @apps_option("Import this module or script first so its workflows are known (repeatable).")
-@click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
-@click.option("--poll", default=0.5, show_default=True, help="Seconds between looks when idle.")
-@click.option(
-    "--lease-ttl",
-    default=15.0,
-    show_default=True,
-    help="Seconds a run stays this worker's without a heartbeat.",
-)
+@concurrency_option
+@poll_option
+@lease_ttl_option
 @click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
 @click.option("--quiet", is_flag=True, help="Do not print a line per run.")
 @click.option(

@@ -16,7 +16,7 @@ import time
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
-from ..store import Store
+from ..store import Store, load_listed
 from .gate import action_digest
 
 
@@ -34,7 +34,9 @@ def approvals(store: Store) -> list[dict[str, JSON]]:
     pending: list[dict[str, JSON]] = []
     for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
         for info in store.list_runs(status, 1000):
-            events = store.load(info.run_id)
+            events = load_listed(store, info.run_id)
+            if events is None:
+                continue  # damaged: flagged by load_listed, found by `daybook check`
             queued = _unread(store, info.run_id, events)
             pending.extend(
                 g
@@ -134,6 +136,9 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
                     "at": at,
                 }
             )
+        events = load_listed(store, rid)
+        if events is None:
+            continue
         rows.extend(
             {
                 "run_id": rid,
@@ -144,7 +149,7 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
                 "reason": "no verdict before the deadline",
                 "at": g["deadline"],
             }
-            for g in gates(rid, store.load(rid))
+            for g in gates(rid, events)
             if g["state"] == "timed_out"
         )
     return rows

@@ -7,7 +7,7 @@ marker (`ctx.patched`) they recorded; a marker that no unfinished run lacks can 
 from __future__ import annotations
 
 from ..records import JSON, TERMINAL, Kind
-from ..store import Store
+from ..store import Store, load_listed
 
 
 def versions(store: Store) -> list[dict[str, JSON]]:
@@ -16,8 +16,10 @@ def versions(store: Store) -> list[dict[str, JSON]]:
     the marker can be deleted)."""
     known: dict[str, set[str]] = {}
     in_flight: dict[tuple[str, str], list[set[str]]] = {}
-    for info in store.list_runs(None, 100_000):
-        events = store.load(info.run_id)
+    for info in store.list_runs(None, 1_000_000):
+        events = load_listed(store, info.run_id)
+        if events is None:
+            continue  # flagged in store.damage; the other runs are still counted
         markers = {
             e.name.removeprefix("patch:")
             for e in events

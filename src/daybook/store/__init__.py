@@ -4,7 +4,8 @@ Each method is one durable step: when it returns, what it wrote survives a crash
 (and, with the default durability, a power cut). Journal rows are append-only; only the run
 header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`,
 each with its schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to
-records.
+records; `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`).
+`open_store(url, read_only=True)` never creates, upgrades or writes a store.
 
 May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
 """
@@ -12,23 +13,31 @@ May import: `daybook.errors`, `daybook.records`. The two backends never import e
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptJournal
 from ..records import Event, RunInfo
+from .rows import RAW_TABLES as RAW_TABLES
+from .rows import flag as flag
 
 DEFAULT_URL = "sqlite:///daybook.db"
 
 
 class Store(Protocol):
     url: str
+    read_only: bool
+    # Runs that reads across the store skipped because a row of theirs does not decode:
+    # run id -> what is wrong (see `load_listed`). Listings go on without them and flag them.
+    damage: dict[str, str]
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         """Insert the header and the first journal row together; False if the run id exists."""
 
     def get_run(self, run_id: str) -> RunInfo | None: ...
 
-    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]: ...
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """Run headers, newest first; a header that does not decode is skipped (in `damage`)."""
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
@@ -76,9 +85,10 @@ class Store(Protocol):
     def load(self, run_id: str) -> list[Event]:
         """The run's whole journal in seq order, in one query."""
 
-    def open_effects(self) -> list[Event]:
+    def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         """The latest row of every effect whose outcome is not settled: in flight, unknown, or
-        failed with a retry to come."""
+        failed with a retry to come. A row that does not decode raises CorruptJournal, or with
+        `skip_damaged` (a listing, not a decision) is left out and its run put in `damage`."""
 
     def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
         """Write one record of an open transaction durably, invisible until `commit_tx`."""
@@ -102,12 +112,25 @@ class Store(Protocol):
         """The audit log: (commit_id, key, message, author, at, records JSON), oldest first."""
 
     def events_of_kind(self, kind: str) -> list[Event]:
-        """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations)."""
+        """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations);
+        a row that does not decode is left out and its run put in `damage`."""
 
     def find_intent(self, key: str) -> Event | None:
         """The intent row that issued idempotency key `key` (one at most: keys are unique)."""
 
     def close(self) -> None: ...
+
+    # -- integrity (daybook check, export --raw) ------------------------------------------------
+
+    def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        """Rows exactly as stored, JSON as text, nothing decoded: `table` is a key of RAW_TABLES
+        (columns as listed there), optionally only one run's, in key order."""
+
+    def journal_run_ids(self) -> list[str]:
+        """Every run id that has journal rows (with or without a header)."""
+
+    def quick_check(self) -> list[str]:
+        """What the database engine's own consistency check finds ([] when sound)."""
 
     # -- coordination entities (daybook.entity) ----------------------------------------------
 
@@ -141,17 +164,53 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("DAYBOOK_DB") or DEFAULT_URL
 
 
-def open_store(url: str | None = None) -> Store:
+# Store methods that write; a read-only handle refuses them before they reach the database.
+WRITES = (
+    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "suspend",
+    "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
+    "entity_release", "entity_record",
+)  # fmt: skip
+
+
+def open_store(url: str | None = None, read_only: bool = False) -> Store:
+    """Open the store at `url`. Read-write creates it if missing and upgrades an older schema;
+    `read_only` never creates, upgrades or writes anything (an error if there is no store)."""
     url = resolve_url(url)
+    store: Store
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
-        return PostgresStore(url)
-    if url.startswith("sqlite:") or "://" not in url:
+        store = PostgresStore(url, read_only)
+    elif url.startswith("sqlite:") or "://" not in url:
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(url)
-    raise ConfigError(
-        f"unsupported store URL {url!r}: use sqlite:///path/to/file.db (or a plain path) "
-        "or postgresql://user@host:port/dbname"
-    )
+        store = SQLiteStore(url, read_only)
+    else:
+        raise ConfigError(
+            f"unsupported store URL {url!r}: use sqlite:///path/to/file.db (or a plain path) "
+            "or postgresql://user@host:port/dbname"
+        )
+    if read_only:
+        for name in WRITES:
+            setattr(store, name, _refused(store.url, name))
+    return store
+
+
+def _refused(url: str, name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ConfigError(
+            f"the store {url} is open read-only (Daybook(url, read_only=True), or a read "
+            f"command), so it cannot write ({name}); open it without read_only to write"
+        )
+
+    return refuse
+
+
+def load_listed(store: Store, run_id: str) -> list[Event] | None:
+    """A run's journal for a listing across runs: None (and the run put in `store.damage`) when a
+    row does not decode, so one damaged run does not stop the listing of all the others."""
+    try:
+        return store.load(run_id)
+    except CorruptJournal as exc:
+        flag(store.damage, run_id, str(exc))
+        return None

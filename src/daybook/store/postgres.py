@@ -18,14 +18,18 @@ from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
+    RAW_TABLES,
     RUN_COLUMNS,
     check_version,
     conflict_error,
     event_from_row,
     event_params,
     events_from_rows,
+    events_skipping,
+    parse_stamp,
     run_from_row,
     run_params,
+    runs_from_rows,
 )
 
 try:
@@ -36,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra insta
 # Payloads are `json`, not `jsonb`: jsonb reorders object keys, and replay must hand the workflow
 # exactly the value the live run saw (a prompt built from a replayed dict must not change).
 
+_JSON_COLUMNS = frozenset({"input", "result", "error", "data", "payload", "records"})
 _LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
 
 
@@ -55,31 +60,65 @@ def _split(url: str) -> tuple[str, str | None]:
 
 
 class PostgresStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
             raise ConfigError("PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'")
         self.url = url
+        self.read_only = read_only
+        self.damage: dict[str, str] = {}
         conninfo, self.schema = _split(url)
         try:
             self._db = psycopg.connect(conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
             raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
+        if read_only:
+            # Defence in depth: the session refuses every write, whatever the code asks.
+            self._db.execute("SET default_transaction_read_only = on")
         if self.schema:
-            self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            if not self._db.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+            ).fetchone():
+                if read_only:
+                    raise ConfigError(
+                        f"no schema {self.schema!r} in {url}, so no daybook store there, and "
+                        "reading never creates one; check --db (or $DAYBOOK_DB)"
+                    )
+                self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             self._db.execute(f'SET search_path TO "{self.schema}"')
-        self._migrate()
+        found = self._stamp()
+        if read_only:
+            if found is None:
+                raise ConfigError(
+                    f"no daybook store in {url} (no daybook_meta table), and reading never "
+                    "creates one; check --db (or $DAYBOOK_DB)"
+                )
+            check_version(found, SCHEMA_VERSION, url, read_only=True)
+        elif found is None or found < SCHEMA_VERSION:
+            self._migrate()
+        else:
+            check_version(found, SCHEMA_VERSION, url)
         marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
 
+    def _stamp(self) -> int | None:
+        """The store's schema version; None if there is no daybook store here."""
+        if self._db.execute("SELECT to_regclass('daybook_meta')").fetchone()[0] is None:  # type: ignore[index]
+            return None
+        row = self._db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
+        return parse_stamp(row[0], self.url) if row else 0
+
     def _migrate(self) -> None:
+        # Only a store older than the code gets here, so a current store needs no DDL rights
+        # (the least-privilege role of the README). The advisory lock serialises upgraders.
         with self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
-            row = self._db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+            found = self._stamp() or 0
             check_version(found, SCHEMA_VERSION, self.url)
+            if found == SCHEMA_VERSION:
+                return  # another process upgraded it while this one waited for the lock
             if found == 0:
                 for stmt in SCHEMA_V1:
                     self._db.execute(stmt)
@@ -120,7 +159,7 @@ class PostgresStore:
             args = (status,)
         sql += " ORDER BY created_at DESC, run_id LIMIT %s"
         rows = self._db.execute(sql, (*args, limit)).fetchall()
-        return [run_from_row(r, parsed=True) for r in rows]
+        return runs_from_rows(rows, self.damage, parsed=True)
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         cur = self._db.execute(
@@ -322,7 +361,7 @@ class PostgresStore:
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq",
             (kind,),
         ).fetchall()
-        return events_from_rows(rows, parsed=True)
+        return events_skipping(rows, self.damage, parsed=True)
 
     def find_intent(self, key: str) -> Event | None:
         # Served by the partial unique index on intent keys.
@@ -331,7 +370,7 @@ class PostgresStore:
         ).fetchall()
         return events_from_rows(rows, parsed=True)[0] if rows else None
 
-    def open_effects(self) -> list[Event]:
+    def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         cols = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
         rows = self._db.execute(
             f"SELECT {cols} FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq "
@@ -339,7 +378,34 @@ class PostgresStore:
             "GROUP BY run_id, step) last ON e.run_id = last.run_id AND e.seq = last.seq "
             "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
         ).fetchall()
-        return [e for e in (event_from_row(r, parsed=True) for r in rows) if not settles(e)]
+        events = (
+            events_skipping(rows, self.damage, parsed=True)
+            if skip_damaged
+            else [event_from_row(r, parsed=True) for r in rows]
+        )
+        return [e for e in events if not settles(e)]
+
+    # -- integrity ----------------------------------------------------------------------------
+
+    def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        # JSON columns as text: a row is shown exactly as stored, whatever it holds.
+        columns = ", ".join(
+            f"{c}::text" if c in _JSON_COLUMNS else c for c in RAW_TABLES[table].replace(" ", "").split(",")
+        )
+        sql = f"SELECT {columns} FROM daybook_{table}"
+        if run_id is not None:
+            sql += " WHERE run_id = %s"
+        key = RAW_TABLES[table].split(",")[0]
+        sql += " ORDER BY run_id, seq" if table == "events" else f" ORDER BY {key}"
+        rows = self._db.execute(sql, () if run_id is None else (run_id,)).fetchall()
+        return [tuple(r) for r in rows]
+
+    def journal_run_ids(self) -> list[str]:
+        rows = self._db.execute("SELECT DISTINCT run_id FROM daybook_events ORDER BY run_id").fetchall()
+        return [r[0] for r in rows]
+
+    def quick_check(self) -> list[str]:
+        return []  # PostgreSQL checks its pages itself (checksums, amcheck are the DBA's tools)
 
     def close(self) -> None:
         self._db.close()

@@ -42,6 +42,15 @@ SCHEMA_V1 = [
         FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
 ]
 
+# The refusal every append-only table's triggers raise (row UPDATE/DELETE, statement TRUNCATE).
+_APPEND_ONLY_FUNCTION = """CREATE OR REPLACE FUNCTION {name}() RETURNS trigger AS $$
+    BEGIN RAISE EXCEPTION '% is append-only: rows are never %',
+        CASE TG_TABLE_NAME WHEN 'daybook_events' THEN 'daybook journal'
+            WHEN 'daybook_inbox' THEN 'daybook inbox' WHEN 'daybook_entity_log' THEN 'daybook entity log'
+            WHEN 'daybook_commits' THEN 'daybook commit log' ELSE TG_TABLE_NAME END,
+        CASE TG_OP WHEN 'UPDATE' THEN 'updated' WHEN 'DELETE' THEN 'deleted' ELSE 'truncated' END;
+    END $$ LANGUAGE plpgsql"""
+
 # Index i upgrades a store from schema v(i+1) to v(i+2); v1 is created whole, then upgraded.
 MIGRATIONS: list[list[str]] = [
     # v2: workers find runnable runs (pending, or running with a lapsed lease) oldest first.
@@ -112,5 +121,23 @@ MIGRATIONS: list[list[str]] = [
             author TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, records JSON NOT NULL)""",
         """CREATE OR REPLACE TRIGGER daybook_commits_append_only BEFORE UPDATE OR DELETE
             ON daybook_commits FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+    ],
+    # v8: append-only on every path. Row triggers do not fire on TRUNCATE, so a statement
+    # trigger refuses it; inbox rows are never deleted; the refusals read as sentences.
+    [
+        _APPEND_ONLY_FUNCTION.format(name="daybook_append_only"),
+        _APPEND_ONLY_FUNCTION.format(name="daybook_entity_log_append_only"),
+        "DROP TRIGGER IF EXISTS daybook_inbox_append_only ON daybook_inbox",
+        """CREATE TRIGGER daybook_inbox_append_only BEFORE UPDATE OR DELETE ON daybook_inbox
+            FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+        *(
+            stmt
+            for table in ("daybook_events", "daybook_inbox", "daybook_entity_log", "daybook_commits")
+            for stmt in (
+                f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table}",
+                f"""CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+                    FOR EACH STATEMENT EXECUTE FUNCTION daybook_append_only()""",
+            )
+        ),
     ],
 ]

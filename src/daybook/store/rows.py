@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CorruptJournal, DuplicateKey, LeaseLost
+from ..errors import CorruptJournal, DuplicateKey, LeaseLost, SchemaVersionError
 from ..records import STEPPED, Event, Kind, RunInfo, dumps, loads, validate
 
 _KIND_SET = frozenset(k.value for k in Kind)
+log = logging.getLogger("daybook")
 
 EVENT_COLUMNS = "run_id, seq, step, kind, name, key, status, attempt, fp, data, at, parent"
 RUN_COLUMNS = (
     "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
     "lease_owner, lease_expires, schema_version, wake_at, code_version"
 )
+
+
+# The tables `raw_rows` reads and their columns, in order (JSON columns come back as text).
+RAW_TABLES = {
+    "runs": RUN_COLUMNS,
+    "events": EVENT_COLUMNS,
+    "inbox": "id, run_id, name, payload, sender, at",
+    "entity_log": "id, name, at, agent, action, data",
+    "commits": "commit_id, key, message, author, at, records",
+}
 
 
 def event_params(ev: Event) -> tuple[Any, ...]:
@@ -108,34 +120,109 @@ def run_params(info: RunInfo) -> tuple[Any, ...]:
 def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
     run_id = row[0]
 
-    def val(x: Any) -> Any:
-        return x if parsed else loads(x, run_id, 0)
+    def val(x: Any, column: str) -> Any:
+        if parsed or x is None:
+            return x
+        try:
+            return json.loads(x)
+        except ValueError as exc:
+            raise CorruptJournal(
+                f"run {run_id!r}: the {column} in its header is not valid JSON ({exc}); the row "
+                f"was changed outside daybook. Restore it from a backup (`daybook export {run_id} "
+                "--raw` salvages what is readable)"
+            ) from None
 
-    return RunInfo(
-        run_id=run_id,
-        workflow=row[1],
-        ref=row[2],
-        status=row[3],
-        input=val(row[4]),
-        result=val(row[5]),
-        error=val(row[6]),
-        created_at=float(row[7]),
-        updated_at=float(row[8]),
-        lease_owner=row[9],
-        lease_expires=None if row[10] is None else float(row[10]),
-        schema_version=int(row[11]),
-        wake_at=None if row[12] is None else float(row[12]),
-        code_version=row[13] or "",
-    )
+    try:
+        return RunInfo(
+            run_id=run_id,
+            workflow=row[1],
+            ref=row[2],
+            status=row[3],
+            input=val(row[4], "input"),
+            result=val(row[5], "result"),
+            error=val(row[6], "error"),
+            created_at=float(row[7]),
+            updated_at=float(row[8]),
+            lease_owner=row[9],
+            lease_expires=None if row[10] is None else float(row[10]),
+            schema_version=int(row[11]),
+            wake_at=None if row[12] is None else float(row[12]),
+            code_version=row[13] or "",
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptJournal(
+            f"run {run_id!r}: its header does not decode ({exc}); restore it from a backup "
+            f"(`daybook export {run_id} --raw` salvages what is readable)"
+        ) from None
 
 
-def check_version(found: int, current: int, url: str) -> None:
-    from ..errors import SchemaVersionError
+def runs_from_rows(
+    rows: Sequence[Sequence[Any]], damage: dict[str, str], parsed: bool = False
+) -> list[RunInfo]:
+    """Run headers for a listing: one that does not decode is skipped and flagged in `damage`."""
+    out: list[RunInfo] = []
+    for row in rows:
+        try:
+            out.append(run_from_row(row, parsed))
+        except CorruptJournal as exc:
+            flag(damage, str(row[0]), str(exc))
+    return out
 
+
+def events_skipping(
+    rows: Sequence[Sequence[Any]], damage: dict[str, str], parsed: bool = False
+) -> list[Event]:
+    """Rows of several runs for a listing: one that does not decode is skipped and its run
+    flagged in `damage`, so one damaged row does not hide every other run's."""
+    try:
+        return events_from_rows(rows, parsed)
+    except CorruptJournal:
+        pass
+    out: list[Event] = []
+    for row in rows:
+        try:
+            out.append(event_from_row(row, parsed))
+        except CorruptJournal as exc:
+            flag(damage, str(row[0]), str(exc))
+    return out
+
+
+def flag(damage: dict[str, str], run_id: str, problem: str) -> None:
+    """Note that a listing skipped run `run_id` because of `problem` (logged once per run)."""
+    if run_id not in damage:
+        damage[run_id] = problem
+        log.warning("skipped run %r: %s", run_id, problem)
+
+
+# The oldest schema whose tables and columns this code reads as they are: a read-only handle
+# (which never migrates) can read a store stamped with it or later.
+READABLE_FROM = 7
+
+
+def parse_stamp(value: object, url: str) -> int:
+    """The schema version in `daybook_meta`, as an int (SchemaVersionError if it is not one)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        raise SchemaVersionError(
+            f"store {url} has schema version stamp {value!r}, which is not a version number; "
+            "the daybook_meta table was changed outside daybook: restore it from a backup"
+        ) from None
+
+
+def check_version(found: int, current: int, url: str, read_only: bool = False) -> None:
+    """Refuse a store written by a newer daybook; a read-only handle also refuses one too old
+    to read without the upgrade it may not make."""
     if found > current:
         raise SchemaVersionError(
             f"store {url} has daybook schema v{found}, but this daybook only knows up to "
             f"v{current}; upgrade daybook (pip install -U daybook) before opening it"
+        )
+    if read_only and found < READABLE_FROM:
+        raise SchemaVersionError(
+            f"store {url} has daybook schema v{found}, older than the v{READABLE_FROM} this "
+            "daybook reads without upgrading it, and reading never writes: upgrade the store "
+            "first with `daybook migrate`, then read it"
         )
 
 

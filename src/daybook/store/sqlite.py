@@ -16,24 +16,27 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
+from ..records import Event, RunInfo, bounded, dumps, settles
 from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
+    RAW_TABLES,
     RUN_COLUMNS,
-    check_version,
     conflict_error,
     event_from_row,
     event_params,
     events_from_rows,
+    events_skipping,
     run_from_row,
     run_params,
+    runs_from_rows,
 )
-from .sqlite_schema import MIGRATIONS, SCHEMA_V1
+from .sqlite_schema import locked, migrate, open_read_only
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
 
@@ -53,62 +56,69 @@ def _path_of(url: str) -> tuple[str, dict[str, list[str]]]:
     return path, parse_qs(parts.query)
 
 
+def _timeout_of(query: dict[str, list[str]], url: str) -> float:
+    """`?timeout=SECONDS`: how long a write waits for another process's lock (default 30)."""
+    raw = query.get("timeout", ["30"])[0]
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"timeout={raw!r} in {url!r}: give seconds, e.g. timeout=30") from None
+    return bounded(value, f"timeout in {url!r}", low=0.0, high=3600.0)
+
+
 class SQLiteStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url
+        self.read_only = read_only
+        self.damage: dict[str, str] = {}
         path, query = _path_of(url)
         sync = query.get("synchronous", ["full"])[0].lower()
         if sync not in _SYNC:
             raise ConfigError(f"synchronous={sync!r} in {url!r}: use full or normal")
         self.path = path
         self.synchronous = sync
+        self.timeout = _timeout_of(query, url)
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise ConfigError(f"directory {parent!r} for SQLite store {url!r} does not exist")
         if os.path.isdir(path):
             raise ConfigError(f"SQLite store {url!r} names a directory; give a file path")
-        try:
-            self._db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"cannot open {path!r} as a SQLite store: {exc}") from None
-        if str(mode).lower() != "wal":
-            raise ConfigError(f"could not switch {path!r} to WAL mode (got {mode})")
-        self._db.execute(f"PRAGMA synchronous = {_SYNC[sync]}")
-        self._migrate()
+        if read_only:
+            self._db = self._reader = open_read_only(path, url, self.timeout)
+        else:
+            self._db = self._open_for_writing()
+            self._reader = self._connect()
         self._group = GroupCommit(self._db)
-        self._reader = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
-        self._reader.execute("PRAGMA busy_timeout = 30000")
         self._read_lock = threading.Lock()
         ev_marks = ", ".join("?" * 12)
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({ev_marks})"
 
-    def _migrate(self) -> None:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=self.timeout, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return db
+
+    def _open_for_writing(self) -> sqlite3.Connection:
         try:
-            db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
-            check_version(found, SCHEMA_VERSION, self.url)
-            if found == 0:
-                for stmt in _statements(SCHEMA_V1):
-                    db.execute(stmt)
-                found = 1
-            for i in range(found - 1, len(MIGRATIONS)):
-                for stmt in _statements(MIGRATIONS[i]):
-                    if not _has_column_already(db, stmt):
-                        db.execute(stmt)
-            db.execute(
-                "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(SCHEMA_VERSION),),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            db = self._connect()
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigError(f"could not switch {self.path!r} to WAL mode (got {mode})")
+            db.execute(f"PRAGMA synchronous = {_SYNC[self.synchronous]}")
+            migrate(db, self.url)
+        except sqlite3.DatabaseError as exc:
+            raise locked(self.path, self.timeout, exc) or ConfigError(
+                f"cannot open {self.path!r} as a SQLite store: {exc}"
+            ) from None
+        return db
+
+    def _write(self, fn: Callable[[sqlite3.Connection], Any], atomic: bool = False) -> Any:
+        """One durable write (group commit); a lock held too long by another process is a
+        StoreUnavailable that says so."""
+        try:
+            return self._group.write(fn, atomic)
+        except sqlite3.OperationalError as exc:
+            raise locked(self.path, self.timeout, exc) or exc from None
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -125,7 +135,7 @@ class SQLiteStore:
             db.execute(self._insert_event, event_row)
             return True
 
-        created: bool = self._group.write(write, atomic=True)
+        created: bool = self._write(write, atomic=True)
         return created
 
     def get_run(self, run_id: str) -> RunInfo | None:
@@ -139,7 +149,7 @@ class SQLiteStore:
             sql += " WHERE status = ?"
             args = (status,)
         sql += " ORDER BY created_at DESC, run_id LIMIT ?"
-        return [run_from_row(r) for r in self._read(sql, (*args, limit))]
+        return runs_from_rows(self._read(sql, (*args, limit)), self.damage)
 
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         sql = (
@@ -149,7 +159,7 @@ class SQLiteStore:
             "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
         )
         params = (owner, now + ttl, run_id, now, owner, expect)
-        return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
+        return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
 
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         sql = (
@@ -161,27 +171,27 @@ class SQLiteStore:
             "AND (? IS NULL OR code_version = ?) ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
         params = (owner, now + ttl, now, now, now, version, version)
-        row = self._group.write(lambda db: db.execute(sql, params).fetchone())
+        row = self._write(lambda db: db.execute(sql, params).fetchone())
         return None if row is None else str(row[0])
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         sql = "UPDATE daybook_runs SET lease_expires = ? WHERE run_id = ? AND lease_owner = ?"
         params = (now + ttl, run_id, owner)
-        return bool(self._group.write(lambda db: db.execute(sql, params).rowcount == 1))
+        return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
 
     def release(self, run_id: str, owner: str) -> None:
         sql = (
             "UPDATE daybook_runs SET lease_owner = NULL, lease_expires = NULL "
             "WHERE run_id = ? AND lease_owner = ?"
         )
-        self._group.write(lambda db: db.execute(sql, (run_id, owner)))
+        self._write(lambda db: db.execute(sql, (run_id, owner)))
 
     # -- journal ----------------------------------------------------------------------------
 
     def append(self, event: Event) -> None:
         params = event_params(event)
         try:
-            self._group.write(lambda db: db.execute(self._insert_event, params))
+            self._write(lambda db: db.execute(self._insert_event, params))
         except sqlite3.IntegrityError as exc:
             raise _conflict(event, str(exc)) from None
 
@@ -211,7 +221,7 @@ class SQLiteStore:
                 db.execute(self._insert_event, event_row)
 
         try:
-            self._group.write(write, atomic=True)
+            self._write(write, atomic=True)
         except sqlite3.IntegrityError as exc:
             assert event is not None
             raise _conflict(event, str(exc)) from None
@@ -224,7 +234,7 @@ class SQLiteStore:
             "lease_owner = NULL, lease_expires = NULL WHERE run_id = ? AND lease_owner = ?"
         )
         params = (wake_at, wake_at, wake_at, now, run_id, owner)
-        self._group.write(lambda db: db.execute(sql, params))
+        self._write(lambda db: db.execute(sql, params))
 
     def signal(
         self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
@@ -246,7 +256,7 @@ class SQLiteStore:
             )
             return cur.lastrowid
 
-        result: int | None = self._group.write(write, atomic=True)
+        result: int | None = self._write(write, atomic=True)
         return result
 
     def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
@@ -262,7 +272,7 @@ class SQLiteStore:
             "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
             "created_at = excluded.created_at"
         )
-        self._group.write(lambda db: db.execute(sql, (name, token_hash, now)))
+        self._write(lambda db: db.execute(sql, (name, token_hash, now)))
 
     def approvers(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self._read("SELECT name, token_hash FROM daybook_approvers", ())}
@@ -278,7 +288,7 @@ class SQLiteStore:
             "INSERT INTO daybook_staging (txid, collection, record_id, data, at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (txid, collection, record_id) DO UPDATE SET data = excluded.data"
         )
-        self._group.write(lambda db: db.execute(sql, (txid, collection, record_id, data, now)))
+        self._write(lambda db: db.execute(sql, (txid, collection, record_id, data, now)))
 
     def commit_tx(
         self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
@@ -311,11 +321,11 @@ class SQLiteStore:
             db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,))
             return commit_id, records
 
-        result: tuple[str, list[list[str]]] = self._group.write(write, atomic=True)
+        result: tuple[str, list[list[str]]] = self._write(write, atomic=True)
         return result
 
     def abandon_tx(self, txid: str) -> None:
-        self._group.write(lambda db: db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,)))
+        self._write(lambda db: db.execute("DELETE FROM daybook_staging WHERE txid = ?", (txid,)))
 
     def staging(self) -> list[tuple[str, str, str, float]]:
         rows = self._read("SELECT txid, collection, record_id, at FROM daybook_staging ORDER BY at", ())
@@ -338,7 +348,7 @@ class SQLiteStore:
         rows = self._read(
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = ? ORDER BY run_id, seq", (kind,)
         )
-        return events_from_rows(rows)
+        return events_skipping(rows, self.damage)
 
     def find_intent(self, key: str) -> Event | None:
         # Served by the partial unique index on intent keys.
@@ -347,7 +357,7 @@ class SQLiteStore:
         )
         return events_from_rows(rows)[0] if rows else None
 
-    def open_effects(self) -> list[Event]:
+    def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         rows = self._read(
             f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
             "FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq FROM daybook_events "
@@ -356,17 +366,39 @@ class SQLiteStore:
             "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at",
             (),
         )
-        return [e for e in map(event_from_row, rows) if not settles(e)]
+        events = events_skipping(rows, self.damage) if skip_damaged else list(map(event_from_row, rows))
+        return [e for e in events if not settles(e)]
+
+    # -- integrity ----------------------------------------------------------------------------
+
+    def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        sql = f"SELECT {RAW_TABLES[table]} FROM daybook_{table}"
+        if run_id is not None:
+            sql += " WHERE run_id = ?"
+        key = RAW_TABLES[table].split(",")[0]
+        sql += " ORDER BY run_id, seq" if table == "events" else f" ORDER BY {key}"
+        return [tuple(r) for r in self._read(sql, () if run_id is None else (run_id,))]
+
+    def journal_run_ids(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT run_id FROM daybook_events ORDER BY run_id", ())]
+
+    def quick_check(self) -> list[str]:
+        found = [str(r[0]) for r in self._read("PRAGMA quick_check", ())]
+        return [] if found == ["ok"] else found
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         # Reads use their own connection: they must see only committed rows, never a batch
         # that another thread's leader has open.
         with self._read_lock:
-            return self._reader.execute(sql, params).fetchall()
+            try:
+                return self._reader.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise locked(self.path, self.timeout, exc) or exc from None
 
     def close(self) -> None:
         self._db.close()
-        self._reader.close()
+        if self._reader is not self._db:
+            self._reader.close()
 
     def now(self) -> float:
         return time.time()
@@ -396,7 +428,7 @@ class SQLiteStore:
             db.execute(_ENTITY_LOG, (name, at, agent, "claim", data))
             return True
 
-        claimed: bool = self._group.write(write, atomic=True)
+        claimed: bool = self._write(write, atomic=True)
         return claimed
 
     def entity_release(self, name: str, agent: str, now: float) -> bool:
@@ -412,7 +444,7 @@ class SQLiteStore:
             db.execute(_ENTITY_LOG, (name, done[0][0], agent, "release", "null"))
             return True
 
-        released: bool = self._group.write(write, atomic=True)
+        released: bool = self._write(write, atomic=True)
         return released
 
     def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
@@ -429,7 +461,7 @@ class SQLiteStore:
             db.execute(_ENTITY_LOG, (name, held[0][0], agent, action, data_json))
             return True
 
-        recorded: bool = self._group.write(write, atomic=True)
+        recorded: bool = self._write(write, atomic=True)
         return recorded
 
     def entity_view(
@@ -460,35 +492,6 @@ def _entity_from_rows(
     holder, deadline = rows[0][0], rows[0][1]
     log = [(int(r[2]), float(r[3]), str(r[4]), str(r[5]), str(r[6])) for r in rows if r[2] is not None]
     return holder, None if deadline is None else float(deadline), log
-
-
-def _has_column_already(db: sqlite3.Connection, stmt: str) -> bool:
-    """SQLite has no ADD COLUMN IF NOT EXISTS; a re-run upgrade must not fail on it."""
-    words = stmt.split()
-    if [w.upper() for w in words[:2]] != ["ALTER", "TABLE"] or "ADD" not in stmt.upper():
-        return False
-    table, column = words[2], words[5] if words[4].upper() == "COLUMN" else words[4]
-    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
-
-
-def _statements(script: str) -> list[str]:
-    # Triggers contain ';' inside BEGIN...END, so split on the blank-line-free statement ends.
-    out: list[str] = []
-    buf: list[str] = []
-    depth = 0
-    for line in script.strip().splitlines():
-        buf.append(line)
-        upper = line.upper()
-        if "BEGIN" in upper and "CREATE TRIGGER" in " ".join(buf).upper():
-            depth = 1
-        if depth and upper.rstrip().endswith("END;"):
-            depth = 0
-        if not depth and line.rstrip().endswith(";"):
-            out.append("\n".join(buf))
-            buf = []
-    if buf:
-        out.append("\n".join(buf))
-    return out
 
 
 def _lost(run_id: str) -> LeaseLost:

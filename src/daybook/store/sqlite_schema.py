@@ -1,8 +1,18 @@
 """The SQLite schema: the version-1 tables, created whole, and one migration per later version
 (index i upgrades a store from v(i+1) to v(i+2)). Every journal-like table is append-only,
-enforced by triggers."""
+enforced by triggers. Also how a store file is opened: read-write (created and upgraded when its
+stamp is older than the code's, under the write lock only then) or read-only (a `mode=ro`
+connection that never creates, migrates or writes)."""
 
 from __future__ import annotations
+
+import os
+import sqlite3
+from urllib.parse import quote
+
+from ..errors import ConfigError, StoreUnavailable
+from ..records import SCHEMA_VERSION
+from .rows import check_version, parse_stamp
 
 SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS daybook_runs (
@@ -104,4 +114,149 @@ MIGRATIONS: list[str] = [
         at REAL NOT NULL, records TEXT NOT NULL);
     CREATE TRIGGER IF NOT EXISTS daybook_commits_no_update BEFORE UPDATE ON daybook_commits
     BEGIN SELECT RAISE(ABORT, 'daybook commits are append-only'); END;""",
+    # v8: append-only on every path. REPLACE (INSERT OR REPLACE) deletes the row it collides
+    # with without firing delete triggers, so an insert that would collide is refused first;
+    # inbox and commit rows are never deleted either. (Staging is not append-only: commits and
+    # sweeps delete from it.)
+    """CREATE TRIGGER IF NOT EXISTS daybook_events_no_replace BEFORE INSERT ON daybook_events
+    WHEN EXISTS (SELECT 1 FROM daybook_events WHERE run_id = NEW.run_id AND seq = NEW.seq)
+    BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never replaced'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_inbox_no_replace BEFORE INSERT ON daybook_inbox
+    WHEN EXISTS (SELECT 1 FROM daybook_inbox WHERE id = NEW.id)
+    BEGIN SELECT RAISE(ABORT, 'daybook inbox is append-only: rows are never replaced'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_inbox_no_delete BEFORE DELETE ON daybook_inbox
+    BEGIN SELECT RAISE(ABORT, 'daybook inbox is append-only: rows are never deleted'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_entity_log_no_replace BEFORE INSERT ON daybook_entity_log
+    WHEN EXISTS (SELECT 1 FROM daybook_entity_log WHERE id = NEW.id)
+    BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never replaced'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_commits_no_replace BEFORE INSERT ON daybook_commits
+    WHEN EXISTS (SELECT 1 FROM daybook_commits WHERE commit_id = NEW.commit_id OR key = NEW.key)
+    BEGIN SELECT RAISE(ABORT, 'daybook commit log is append-only: rows are never replaced'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_commits_no_delete BEFORE DELETE ON daybook_commits
+    BEGIN SELECT RAISE(ABORT, 'daybook commit log is append-only: rows are never deleted'); END;""",
 ]
+
+
+def stamp(db: sqlite3.Connection, url: str) -> int | None:
+    """The store's schema version; None if the file holds no daybook store at all."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'daybook_meta'").fetchone():
+        row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
+        return parse_stamp(row[0], url) if row else 0
+    return None
+
+
+def migrate(db: sqlite3.Connection, url: str) -> None:
+    """Create or upgrade the store to SCHEMA_VERSION. A current store is only read: the write
+    lock is taken (and the stamp read again under it) only when there is something to do."""
+    found = stamp(db, url)
+    if found is not None:
+        check_version(found, SCHEMA_VERSION, url)
+        if found == SCHEMA_VERSION:
+            return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        found = stamp(db, url) or 0
+        check_version(found, SCHEMA_VERSION, url)
+        if found == 0:
+            for stmt in statements(SCHEMA_V1):
+                db.execute(stmt)
+            found = 1
+        for i in range(found - 1, len(MIGRATIONS)):
+            for stmt in statements(MIGRATIONS[i]):
+                if not _has_column_already(db, stmt):
+                    db.execute(stmt)
+        db.execute(
+            "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def open_read_only(path: str, url: str, timeout: float) -> sqlite3.Connection:
+    """A `mode=ro` connection to an existing daybook store: nothing is created, migrated or
+    written (the file's bytes and time stay as they are). In a directory this process cannot
+    write, a store with no write-ahead log left is opened as immutable."""
+    if not os.path.isfile(path):
+        raise ConfigError(
+            f"no daybook store at {os.path.abspath(path)!r} ({url}): the file does not exist, and "
+            "reading never creates one; check --db (or $DAYBOOK_DB)"
+        )
+    if os.path.getsize(path) == 0:
+        raise ConfigError(
+            f"{os.path.abspath(path)!r} is an empty file, not a daybook store (a store is never "
+            "empty: it may have been truncated); check --db, or restore it from a backup"
+        )
+    uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        try:
+            db = _connect_ro(uri, timeout)
+            found = stamp(db, url)
+        except sqlite3.OperationalError as exc:
+            # No -shm can be made next to the file (a read-only directory); with no -wal
+            # either, everything is in the file itself and it can be read as immutable.
+            if "readonly" not in str(exc) or os.path.exists(path + "-wal"):
+                raise
+            db = _connect_ro(uri + "&immutable=1", timeout)
+            found = stamp(db, url)
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"cannot read {path!r} as a SQLite store: {exc}") from None
+    if found is None:
+        raise ConfigError(
+            f"{os.path.abspath(path)!r} is a SQLite file but not a daybook store (no "
+            "daybook_meta table); check --db"
+        )
+    check_version(found, SCHEMA_VERSION, url, read_only=True)
+    return db
+
+
+def _connect_ro(uri: str, timeout: float) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
+    db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    return db
+
+
+def locked(path: str, timeout: float, exc: Exception) -> StoreUnavailable | None:
+    """What a driver error that means "another process holds the lock" is for a person."""
+    text = str(exc)
+    if "locked" not in text and "busy" not in text:
+        return None
+    return StoreUnavailable(
+        f"the SQLite store {path!r} is locked by another process ({text}) and stayed locked "
+        f"for {timeout:g}s: a long write, a backup, or an open sqlite3 shell holds it. Let it "
+        "finish (or close it) and try again; read commands do not need the lock"
+    )
+
+
+def _has_column_already(db: sqlite3.Connection, stmt: str) -> bool:
+    """SQLite has no ADD COLUMN IF NOT EXISTS; a re-run upgrade must not fail on it."""
+    words = stmt.split()
+    if [w.upper() for w in words[:2]] != ["ALTER", "TABLE"] or "ADD" not in stmt.upper():
+        return False
+    table, column = words[2], words[5] if words[4].upper() == "COLUMN" else words[4]
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
+
+
+def statements(script: str) -> list[str]:
+    """A script's statements (triggers contain ';' inside BEGIN...END, so not a plain split)."""
+    out: list[str] = []
+    buf: list[str] = []
+    depth = 0
+    for line in script.strip().splitlines():
+        buf.append(line)
+        upper = line.upper()
+        if "BEGIN" in upper and "CREATE TRIGGER" in " ".join(buf).upper():
+            depth = 1
+        if depth and upper.rstrip().endswith("END;"):
+            depth = 0
+        if not depth and line.rstrip().endswith(";"):
+            out.append("\n".join(buf))
+            buf = []
+    if buf:
+        out.append("\n".join(buf))
+    return out
