@@ -37,7 +37,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention
+from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention, NotSerializable
 from ..records import JSON, Event, Kind, Status, check_json
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
@@ -190,16 +190,25 @@ class EffectLifecycle:
     def _confirmed(self, value: Any) -> Done:
         try:
             check_json(value, f"step {self.step} {self.tool.name!r} result")
-        except DaybookError as exc:
-            self._write(
-                Kind.OUTCOME,
-                self.attempt,
-                Status.UNKNOWN,
-                reason=f"the tool returned a value daybook cannot journal: {exc}",
-            )
-            raise Stop(exc, True) from None
-        self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=value, **self._books(value))
+            self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=value, **self._books(value))
+        except NotSerializable as exc:
+            raise self._unjournalable(exc) from None
+        except Stop as stop:
+            if isinstance(stop.error, NotSerializable):  # over the size limit, say
+                raise self._unjournalable(stop.error) from None
+            raise
         return Done(value)
+
+    def _unjournalable(self, exc: NotSerializable) -> Stop:
+        """The tool answered, but with a value the journal cannot hold: the act happened, so
+        its outcome is recorded as unknown (with why), and the run is parked for a person."""
+        self._write(
+            Kind.OUTCOME,
+            self.attempt,
+            Status.UNKNOWN,
+            reason=f"the tool answered with a value daybook cannot journal: {exc}",
+        )
+        return Stop(exc, True, journal=True)
 
     def _refused(self, exc: BaseException) -> str:
         """The call raised: failed for certain, transient (did not arrive), or unknown."""

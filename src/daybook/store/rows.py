@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CorruptJournal, DuplicateKey, LeaseLost
-from ..records import STEPPED, Event, Kind, RunInfo, dumps, loads, validate
+from ..errors import CorruptJournal, DuplicateKey, LeaseLost, NotSerializable
+from ..records import STEPPED, Event, Kind, RunInfo, check_text, dumps, loads, safe_text, text_ok, validate
 
 _KIND_SET = frozenset(k.value for k in Kind)
 
@@ -19,6 +19,8 @@ RUN_COLUMNS = (
 
 
 def event_params(ev: Event) -> tuple[Any, ...]:
+    if not (text_ok(ev.run_id) and text_ok(ev.name) and (ev.key is None or text_ok(ev.key))):
+        _check_event_text(ev)
     parent = ev.data.get("decision") if ev.kind == "intent" else None
     return (
         ev.run_id,
@@ -34,6 +36,14 @@ def event_params(ev: Event) -> tuple[Any, ...]:
         ev.at,
         parent,
     )
+
+
+def _check_event_text(ev: Event) -> None:
+    where = f"run {ev.run_id!r} seq {ev.seq} ({ev.kind} step {ev.step})"
+    check_text(ev.run_id, f"{where}: the run id")
+    check_text(ev.name, f"{where}: the step name")
+    if ev.key is not None:
+        check_text(ev.key, f"{where}: the idempotency key")
 
 
 def event_from_row(row: Sequence[Any], parsed: bool = False) -> Event:
@@ -87,6 +97,9 @@ def events_from_rows(rows: Sequence[Sequence[Any]], parsed: bool = False) -> lis
 
 def run_params(info: RunInfo) -> tuple[Any, ...]:
     what = f"run {info.run_id!r}"
+    check_text(info.run_id, "the run id")
+    check_text(info.workflow, f"{what}: the workflow name")
+    check_text(info.ref, f"{what}: the workflow reference")
     return (
         info.run_id,
         info.workflow,
@@ -129,6 +142,27 @@ def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
     )
 
 
+def parse_version(stamp: object, url: str) -> int:
+    """The schema version stamped in `daybook_meta` (0: none yet, a new store)."""
+    from ..errors import SchemaVersionError
+
+    if stamp is None:
+        return 0
+    try:
+        return int(str(stamp))
+    except ValueError:
+        raise SchemaVersionError(
+            f"store {url} has a schema version stamp {_short(stamp)} that is not a number; "
+            "daybook_meta was changed outside daybook. Restore it from a backup, or set "
+            "schema_version to the number daybook wrote"
+        ) from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def check_version(found: int, current: int, url: str) -> None:
     from ..errors import SchemaVersionError
 
@@ -137,6 +171,16 @@ def check_version(found: int, current: int, url: str) -> None:
             f"store {url} has daybook schema v{found}, but this daybook only knows up to "
             f"v{current}; upgrade daybook (pip install -U daybook) before opening it"
         )
+
+
+def unencodable(exc: BaseException, store: str) -> NotSerializable:
+    """What an encoding refusal by the database driver means: a value or name it cannot store
+    (a lone surrogate; on PostgreSQL a NUL in text), never an unavailable store."""
+    return NotSerializable(
+        f"{store} cannot store a value daybook was given ({type(exc).__name__}: "
+        f"{safe_text(str(exc)).strip()}); text must be valid Unicode, and names, ids, keys and "
+        "senders may not hold NUL: clean the value where it is produced"
+    )
 
 
 def conflict_error(event: Event, on_key: bool) -> Exception:

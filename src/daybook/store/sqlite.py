@@ -30,8 +30,10 @@ from .rows import (
     event_from_row,
     event_params,
     events_from_rows,
+    parse_version,
     run_from_row,
     run_params,
+    unencodable,
 )
 from .sqlite_schema import MIGRATIONS, SCHEMA_V1
 
@@ -90,7 +92,7 @@ class SQLiteStore:
         try:
             db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+            found = parse_version(row[0] if row else None, self.url)
             check_version(found, SCHEMA_VERSION, self.url)
             if found == 0:
                 for stmt in _statements(SCHEMA_V1):
@@ -156,11 +158,12 @@ class SQLiteStore:
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = 'running' "
             "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
+            "(lease_owner IS NULL OR lease_expires < ?) AND (wake_at IS NULL OR wake_at <= ?)) "
+            "OR (status = 'suspended' AND "
             "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
             "AND (? IS NULL OR code_version = ?) ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
-        params = (owner, now + ttl, now, now, now, version, version)
+        params = (owner, now + ttl, now, now, now, now, version, version)
         row = self._group.write(lambda db: db.execute(sql, params).fetchone())
         return None if row is None else str(row[0])
 
@@ -215,6 +218,14 @@ class SQLiteStore:
         except sqlite3.IntegrityError as exc:
             assert event is not None
             raise _conflict(event, str(exc)) from None
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        sql = (
+            "UPDATE daybook_runs SET wake_at = ?, error = ?, updated_at = ?, lease_owner = NULL, "
+            "lease_expires = NULL WHERE run_id = ? AND lease_owner = ?"
+        )
+        params = (wake_at, error, now, run_id, owner)
+        self._group.write(lambda db: db.execute(sql, params))
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         sql = (
@@ -362,7 +373,10 @@ class SQLiteStore:
         # Reads use their own connection: they must see only committed rows, never a batch
         # that another thread's leader has open.
         with self._read_lock:
-            return self._reader.execute(sql, params).fetchall()
+            try:
+                return self._reader.execute(sql, params).fetchall()
+            except UnicodeEncodeError as exc:
+                raise unencodable(exc, "SQLite") from None
 
     def close(self) -> None:
         self._db.close()
