@@ -34,7 +34,8 @@ class Store(Protocol):
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
 
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
-        """Lease the oldest runnable run (pending; running with a lapsed lease; suspended and due)."""
+        """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
+        past now; suspended and due)."""
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
@@ -54,6 +55,10 @@ class Store(Protocol):
         now: float,
     ) -> None:
         """Set the header's status (and release the lease) together with an optional journal row."""
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        """Give a running run back after a store failure, not to be taken again before
+        `wake_at` (a backoff); `error` (JSON text) says why, and counts the failures."""
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""

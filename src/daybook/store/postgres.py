@@ -13,7 +13,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError, LeaseLost
+from ..errors import ConfigError, LeaseLost, StoreUnavailable
 from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
@@ -24,12 +24,15 @@ from .rows import (
     event_from_row,
     event_params,
     events_from_rows,
+    parse_version,
     run_from_row,
     run_params,
 )
 
 try:
     import psycopg
+
+    from .postgres_link import Link
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
 
@@ -61,33 +64,34 @@ class PostgresStore:
         self.url = url
         conninfo, self.schema = _split(url)
         try:
-            self._db = psycopg.connect(conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
+            # One connection per handle, re-established when the server drops it (postgres_link).
+            self._db = Link(conninfo, self.schema)
+        except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
-        if self.schema:
-            self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            self._db.execute(f'SET search_path TO "{self.schema}"')
         self._migrate()
         marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
 
     def _migrate(self) -> None:
-        with self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-            self._db.execute(
+        with self._db.transaction() as db:
+            # Serialised across processes: two opening a new store at once must not race.
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+            if self.schema:
+                db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            db.execute(
                 "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
-            row = self._db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+            row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
+            found = parse_version(row[0] if row else None, self.url)
             check_version(found, SCHEMA_VERSION, self.url)
             if found == 0:
                 for stmt in SCHEMA_V1:
-                    self._db.execute(stmt)
+                    db.execute(stmt)
                 found = 1
             for i in range(found - 1, len(MIGRATIONS)):
                 for stmt in MIGRATIONS[i]:
-                    self._db.execute(stmt)
-            self._db.execute(
+                    db.execute(stmt)
+            db.execute(
                 "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
@@ -139,11 +143,12 @@ class PostgresStore:
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
             "status = 'running' WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
+            "(lease_owner IS NULL OR lease_expires < %s) AND (wake_at IS NULL OR wake_at <= %s)) "
+            "OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
             "AND (%s::text IS NULL OR code_version = %s) "
             "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING run_id",
-            (owner, now + ttl, now, now, now, version, version),
+            (owner, now + ttl, now, now, now, now, version, version),
         ).fetchone()
         return None if row is None else str(row[0])
 
@@ -162,10 +167,28 @@ class PostgresStore:
         )
 
     def append(self, event: Event) -> None:
+        params = event_params(event)
         try:
-            self._db.execute(self._insert_event, event_params(event))
+            try:
+                self._db.execute(self._insert_event, params, retry=False)
+            except StoreUnavailable:
+                # The connection dropped under the insert, and is back: the row is ours if it
+                # landed, else it is written now. (The lease fences everyone else off this seq.)
+                if not self._landed(event):
+                    self._db.execute(self._insert_event, params, retry=False)
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
+
+    def _landed(self, event: Event) -> bool:
+        row = self._db.execute(
+            "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s",
+            (event.run_id, event.seq),
+        ).fetchone()
+        if row is None:
+            return False
+        if (row[0], row[1], float(row[2])) != (event.kind, event.name, event.at):
+            raise _conflict(event, Exception("another row holds this seq"))
+        return True
 
     def finish(
         self,
@@ -187,7 +210,7 @@ class PostgresStore:
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
             if event is None:
-                changed = self._db.execute(update, params).rowcount
+                changed = self._db.execute(update, params).rowcount  # idempotent
             else:
                 # One round trip: the event is inserted only if the header update took.
                 ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
@@ -195,7 +218,7 @@ class PostgresStore:
                     f"WITH u AS ({update} RETURNING run_id) "
                     f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
                 )
-                changed = self._db.execute(sql, (*params, *event_params(event))).rowcount
+                changed = self._db.execute(sql, (*params, *event_params(event)), retry=False).rowcount
         except psycopg.errors.UniqueViolation as exc:
             assert event is not None
             raise _conflict(event, exc) from None
@@ -204,6 +227,13 @@ class PostgresStore:
                 f"run {run_id!r}: another process took the run over before this one could "
                 "record how it ended; nothing was recorded here"
             )
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        self._db.execute(
+            "UPDATE daybook_runs SET wake_at = %s, error = %s::json, updated_at = %s, "
+            "lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND lease_owner = %s",
+            (wake_at, error, now, run_id, owner),
+        )
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         self._db.execute(
@@ -226,6 +256,7 @@ class PostgresStore:
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
             (run_id, any_status, now, name, payload, sender, now),
+            retry=False,  # a signal sent twice would be read twice
         ).fetchone()
         return None if row is None else int(row[0])
 
@@ -266,33 +297,33 @@ class PostgresStore:
     def commit_tx(
         self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
     ) -> tuple[str, list[list[str]]]:
-        with self._db.transaction():
+        with self._db.transaction() as db:
             if key is not None:
-                row = self._db.execute(
+                row = db.execute(
                     "SELECT commit_id, records FROM daybook_commits WHERE key = %s", (key,)
                 ).fetchone()
                 if row is not None:
-                    self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+                    db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
                     return str(row[0]), list(row[1])
-            staged = self._db.execute(
+            staged = db.execute(
                 "SELECT collection, record_id, data::text FROM daybook_staging WHERE txid = %s "
                 "ORDER BY collection, record_id",
                 (txid,),
             ).fetchall()
             records = [[c, r] for c, r, _ in staged]
-            self._db.execute(
+            db.execute(
                 "INSERT INTO daybook_commits (commit_id, key, message, author, at, records) "
                 "VALUES (%s, %s, %s, %s, %s, %s::json)",
                 (commit_id, key, message, author, now, json.dumps(records)),
             )
             for c, r, d in staged:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO daybook_records (collection, record_id, data, commit_id) "
                     "VALUES (%s, %s, %s::json, %s) ON CONFLICT (collection, record_id) DO UPDATE "
                     "SET data = excluded.data, commit_id = excluded.commit_id",
                     (c, r, d, commit_id),
                 )
-            self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+            db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
             return commit_id, records
 
     def abandon_tx(self, txid: str) -> None:
@@ -366,6 +397,7 @@ class PostgresStore:
             "SELECT name, updated_at, %(agent)s, 'claim', "
             "json_build_object('ttl', %(ttl)s, 'deadline', deadline) FROM c",
             {"name": name, "agent": agent, "now": now, "ttl": ttl},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 
@@ -377,6 +409,7 @@ class PostgresStore:
             "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
             "SELECT name, updated_at, %(agent)s, 'release', 'null'::json FROM r",
             {"name": name, "agent": agent, "now": now},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 
@@ -391,6 +424,7 @@ class PostgresStore:
             "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
             "SELECT name, updated_at, %(agent)s, %(action)s, %(data)s::json FROM h",
             {"name": name, "agent": agent, "now": now, "action": action, "data": data_json},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 
