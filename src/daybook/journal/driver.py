@@ -8,7 +8,10 @@ then sends back `("ok", value)` or `("err", exception)`. One driver is synchrono
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
+import queue
 import threading
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
@@ -40,7 +43,8 @@ def drive(
                 if op == "call":
                     reply = ("ok", call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
                 else:
-                    reply = ("ok", ask(op, tool, key, args, arg))
+                    question = functools.partial(ask, op, tool, key, args, arg)
+                    reply = ("ok", call_with_timeout(question, tool.retry.query_timeout or 0.0))
         except Exception as exc:
             reply = ("err", exc)
 
@@ -73,31 +77,69 @@ async def _call_async(op: str, arg: Any, tool: Tool[Any], key: str, args: dict[s
     if op == "call":
         pending = tool.fn(**args, idempotency_key=key)
         return await (asyncio.wait_for(pending, arg) if arg else pending)
-    answer: Any = ask(op, tool, key, args, arg)
+    limit = tool.retry.query_timeout or 0.0
+    answer: Any = call_with_timeout(functools.partial(ask, op, tool, key, args, arg), limit)
     if inspect.isawaitable(answer):
-        answer = await answer
+        answer = await (asyncio.wait_for(answer, limit) if limit else answer)
     return answer
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    """`fn()`, or `TimeoutError` once `timeout` seconds pass without an answer (0: no limit, and
+    `fn` runs in this thread). It runs on a reused helper thread, in a copy of this context; a
+    call that timed out keeps its thread until it returns, and nothing waits for it."""
     if not timeout:
         return fn()
+    context = contextvars.copy_context()
+    done = threading.Event()
     box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["ok"] = fn()
-        except BaseException as exc:
-            box["err"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+    _HANDS.give((lambda: context.run(fn), done, box))
+    if not done.wait(timeout):
         raise TimeoutError(f"no answer within {timeout:g}s")
     if "err" in box:
         raise box["err"]
     return box["ok"]
+
+
+Job = tuple[Callable[[], Any], threading.Event, dict[str, Any]]
+
+
+class _Hands:
+    """Daemon threads for calls under a timeout, kept for reuse (starting a thread per call
+    costs more than a journal write); one idle for a minute ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Job]] = []
+
+    def give(self, job: Job) -> None:
+        with self._lock:
+            jobs = self._idle.pop() if self._idle else None
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(jobs,), name="daybook-call", daemon=True).start()
+        jobs.put(job)
+
+    def _serve(self, jobs: queue.SimpleQueue[Job]) -> None:
+        while True:
+            try:
+                fn, done, box = jobs.get(timeout=60.0)
+            except queue.Empty:
+                with self._lock:
+                    if jobs in self._idle:
+                        self._idle.remove(jobs)
+                        return
+                continue  # a job was handed over just now
+            try:
+                box["ok"] = fn()
+            except BaseException as exc:
+                box["err"] = exc
+            done.set()
+            with self._lock:
+                self._idle.append(jobs)
+
+
+_HANDS = _Hands()
 
 
 def ask(op: str, tool: Tool[Any], key: str, args: dict[str, Any], ref: Any) -> Any:

@@ -41,7 +41,7 @@ from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttent
 from ..records import JSON, Event, Kind, Status, check_json
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
+from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
 
 log = logging.getLogger("daybook")
 
@@ -212,7 +212,7 @@ class EffectLifecycle:
 
     def _refused(self, exc: BaseException) -> str:
         """The call raised: failed for certain, transient (did not arrive), or unknown."""
-        verdict = classify(exc)
+        verdict = self._verdict(exc)
         if verdict == "failed":
             if not self.doubtful:
                 raise self._failed(exc)
@@ -243,6 +243,15 @@ class EffectLifecycle:
         )
         self.doubtful = True
         return "resolve"
+
+    def _verdict(self, exc: BaseException) -> str:
+        """How to read the exception: a tool that can ask the counterparty reads anything not
+        declared certain as unknown, and asks, rather than guess that nothing happened."""
+        verdict = classify(exc)
+        tool = self.tool
+        if verdict == "failed" and (tool.reconcile or tool.verify) and not is_certain(exc, tool.certain):
+            return "unknown"
+        return verdict
 
     def _question(self) -> str | None:
         """Which question to put to the counterparty; None: no question, re-send (idempotent)."""
