@@ -3,6 +3,7 @@ PostgreSQL worker outlives its connections; opening a store is idempotent and sa
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,8 +25,6 @@ from daybook.worker import Worker
 
 def _sql(db_url: str, *statements: str) -> None:
     if db_url.startswith("sqlite"):
-        import sqlite3
-
         conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
         for stmt in statements:
             conn.execute(stmt)
@@ -33,6 +32,7 @@ def _sql(db_url: str, *statements: str) -> None:
         return
     schema = db_url.rsplit("schema=", 1)[1]
     with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         conn.execute(f'SET search_path TO "{schema}"')
         for stmt in statements:
             conn.execute(stmt)
@@ -197,3 +197,12 @@ def test_processes_opening_a_new_store_at_once_all_succeed(db_url: str) -> None:
     ]
     errors = [p.communicate(timeout=60)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+
+
+def test_a_store_with_foreign_daybook_tables_or_a_bad_url_option_is_a_clear_error(db_url: str) -> None:
+    _sql(db_url, "CREATE TABLE daybook_runs (id INTEGER)")  # someone else's table, same name
+    with pytest.raises(daybook.ConfigError, match="did not make"):
+        Daybook(db_url)
+    if not db_url.startswith("sqlite"):
+        with pytest.raises(daybook.ConfigError, match="cannot connect"):
+            Daybook(db_url + "&bogus=1")

@@ -24,6 +24,7 @@ from .rows import (
     event_from_row,
     event_params,
     events_from_rows,
+    foreign_tables,
     parse_version,
     run_from_row,
     run_params,
@@ -68,7 +69,10 @@ class PostgresStore:
             self._db = Link(conninfo, self.schema)
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
-        self._migrate()
+        try:
+            self._migrate()
+        except psycopg.errors.UndefinedColumn as exc:
+            raise ConfigError(foreign_tables(url, exc)) from None
         marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
 

@@ -158,6 +158,14 @@ def parse_version(stamp: object, url: str) -> int:
         ) from None
 
 
+def foreign_tables(url: str, exc: BaseException) -> str:
+    """The message for a store whose daybook_* tables were not made by daybook."""
+    return (
+        f"{url} holds tables named like daybook's that daybook did not make "
+        f"({safe_text(str(exc)).strip()}); give daybook a file, database or ?schema= of its own"
+    )
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

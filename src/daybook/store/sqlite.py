@@ -30,6 +30,7 @@ from .rows import (
     event_from_row,
     event_params,
     events_from_rows,
+    foreign_tables,
     parse_version,
     run_from_row,
     run_params,
@@ -78,7 +79,12 @@ class SQLiteStore:
         if str(mode).lower() != "wal":
             raise ConfigError(f"could not switch {path!r} to WAL mode (got {mode})")
         self._db.execute(f"PRAGMA synchronous = {_SYNC[sync]}")
-        self._migrate()
+        try:
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if "column" not in str(exc):
+                raise
+            raise ConfigError(foreign_tables(url, exc)) from None
         self._group = GroupCommit(self._db)
         self._reader = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
         self._reader.execute("PRAGMA busy_timeout = 30000")
