@@ -2,8 +2,9 @@
 
 Each method is one durable step: when it returns, what it wrote survives a crash of this process
 (and, with the default durability, a power cut). Journal rows are append-only; only the run
-header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`,
-each with its schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to
+header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`
+(with `postgres_link`, a connection re-established when the server drops it), each with its
+schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to
 records.
 
 May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
