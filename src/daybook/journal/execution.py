@@ -116,7 +116,6 @@ class Execution:
                     f"`daybook resume {self.run_id}`"
                 ),
                 True,
-                journal=True,
             ) from None
         except Exception as exc:
             # The store is unreachable or broken: stop as a crash would (no terminal status the
@@ -194,5 +193,5 @@ def check_step_json(value: Any, what: str) -> None:
     try:
         check_json(value, what)
     except NotSerializable as exc:
-        # Refused at the step that produced it: the run is parked (and says so in its journal).
-        raise Stop(exc, True, journal=True) from None
+        # Refused at the step that produced it, before it is written: the run is parked.
+        raise Stop(exc, True) from None

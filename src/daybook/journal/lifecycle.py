@@ -208,7 +208,7 @@ class EffectLifecycle:
             Status.UNKNOWN,
             reason=f"the tool answered with a value daybook cannot journal: {exc}",
         )
-        return Stop(exc, True, journal=True)
+        return Stop(exc, True)
 
     def _refused(self, exc: BaseException) -> str:
         """The call raised: failed for certain, transient (did not arrive), or unknown."""
