@@ -79,6 +79,8 @@ def test_nul_and_surrogates_in_ids_names_and_senders_are_refused_cleanly(book: D
             book.entity(bad).claim("agent", 10)
         with pytest.raises(NotSerializable, match="claiming agent"):
             book.entity("incident").claim(bad, 10)
+        with pytest.raises(NotSerializable, match="approver name"):
+            book.add_approver(bad)
     with pytest.raises(daybook.DaybookError):  # a read: not found (SQLite) or refused (PostgreSQL)
         book.get_run("a\x00b")
 

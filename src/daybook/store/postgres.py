@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, LeaseLost, StoreUnavailable
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
+from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
@@ -272,6 +272,7 @@ class PostgresStore:
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        check_text(name, "the approver name")  # the same rule on both stores
         self._db.execute(
             "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (%s, %s, %s) "
             "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
+from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
@@ -274,6 +274,7 @@ class SQLiteStore:
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        check_text(name, "the approver name")  # the same rule on both stores
         sql = (
             "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (?, ?, ?) "
             "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
