@@ -91,52 +91,63 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     if not timeout:
         return fn()
     context = contextvars.copy_context()
-    done = threading.Event()
-    box: dict[str, Any] = {}
-    _HANDS.give((lambda: context.run(fn), done, box))
-    if not done.wait(timeout):
-        raise TimeoutError(f"no answer within {timeout:g}s")
-    if "err" in box:
-        raise box["err"]
-    return box["ok"]
+    hand = _HANDS.take()
+    hand.jobs.put(lambda: context.run(fn))
+    try:
+        ok, value = hand.results.get(timeout=timeout)
+    except queue.Empty:
+        raise TimeoutError(f"no answer within {timeout:g}s") from None  # the hand is not reused
+    _HANDS.give_back(hand)
+    if not ok:
+        raise value
+    return value
 
 
-Job = tuple[Callable[[], Any], threading.Event, dict[str, Any]]
+class _Hand:
+    """One helper thread: jobs in, (ok, value) out."""
+
+    def __init__(self, hands: _Hands) -> None:
+        self.jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+        self.results: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        threading.Thread(target=hands.serve, args=(self,), name="daybook-call", daemon=True).start()
 
 
 class _Hands:
-    """Daemon threads for calls under a timeout, kept for reuse (starting a thread per call
-    costs more than a journal write); one idle for a minute ends."""
+    """Helper threads for calls under a timeout, kept for reuse: starting a thread per call
+    costs more than a journal write. One idle for a minute ends; so does one whose caller gave
+    up on it (a call that timed out), once its call returns."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Job]] = []
+        self._idle: list[_Hand] = []
 
-    def give(self, job: Job) -> None:
+    def take(self) -> _Hand:
         with self._lock:
-            jobs = self._idle.pop() if self._idle else None
-        if jobs is None:
-            jobs = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(jobs,), name="daybook-call", daemon=True).start()
-        jobs.put(job)
+            if self._idle:
+                return self._idle.pop()
+        return _Hand(self)
 
-    def _serve(self, jobs: queue.SimpleQueue[Job]) -> None:
+    def give_back(self, hand: _Hand) -> None:
+        with self._lock:
+            self._idle.append(hand)
+
+    def serve(self, hand: _Hand) -> None:
         while True:
             try:
-                fn, done, box = jobs.get(timeout=60.0)
+                fn = hand.jobs.get(timeout=60.0)
             except queue.Empty:
                 with self._lock:
-                    if jobs in self._idle:
-                        self._idle.remove(jobs)
-                        return
-                continue  # a job was handed over just now
+                    if hand not in self._idle:
+                        if hand.results.empty():
+                            continue  # taken just now: its job is on the way
+                        return  # given up on: its last result was never read
+                    self._idle.remove(hand)
+                    return
             try:
-                box["ok"] = fn()
+                result: tuple[bool, Any] = (True, fn())
             except BaseException as exc:
-                box["err"] = exc
-            done.set()
-            with self._lock:
-                self._idle.append(jobs)
+                result = (False, exc)
+            hand.results.put(result)
 
 
 _HANDS = _Hands()
