@@ -125,6 +125,7 @@ def spender(ctx: Context, rounds: int) -> dict[str, Any]:
 @daybook.tool(
     reconcile=lambda key, args: _status_in("cancels", key, args),
     retry=daybook.Retry(max_attempts=2, backoff=0.01),
+    certain=(ValueError,),  # "past cancellation" is a refusal: nothing was cancelled
 )
 def cancel_leg(*, original: dict[str, Any], result: dict[str, Any], idempotency_key: str) -> Any:
     if original.get("n") == original.get("fail_inverse_of"):

@@ -186,49 +186,122 @@ class Why:
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
 
+# What one journal payload may be (a value, a tool's arguments or result, a run's input or
+# result): nested at most MAX_DEPTH deep, and at most MAX_PAYLOAD characters of JSON. Past these
+# a value is refused at the step that produced it, with NotSerializable.
+MAX_DEPTH = 200
+MAX_PAYLOAD = 16 * 1024 * 1024
+
+_PLAIN = (
+    "daybook journals JSON only (no pickle): use dicts with string keys, lists, str, int, float, "
+    "bool or None"
+)
+
 
 def dumps(value: JSON, what: str) -> str:
-    """Encode for the journal; `what` names the step so the error says where the bad value came from."""
+    """Encode for the journal; `what` names the step so the error says where the bad value came from.
+
+    The one gate every payload passes on its way to the store: what JSON cannot hold, what
+    UTF-8 cannot encode (a lone surrogate) and what is over the size limit are refused here."""
     try:
-        return _ENCODE(value)
-    except (TypeError, ValueError) as exc:
+        text = _ENCODE(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = _not_plain(value) or _brief(exc)
+        advice = _FIX_TEXT if "surrogate" in problem else _PLAIN
+        raise NotSerializable(f"{what} is not JSON-serialisable ({problem}); {advice}") from None
+    if len(text) > MAX_PAYLOAD:
         raise NotSerializable(
-            f"{what} is not JSON-serialisable ({exc}); daybook journals JSON only (no pickle): "
-            "return dicts, lists, str, int, float, bool or None"
-        ) from None
+            f"{what} is {len(text):,} characters of JSON, over daybook's limit of {MAX_PAYLOAD:,} "
+            "per journal payload; keep large data elsewhere (a file, an object store) and "
+            "journal its reference"
+        )
+    if not text.isascii():
+        problem = _bad_text(text)
+        if problem:
+            raise NotSerializable(f"{what} cannot be stored: {problem}; {_FIX_TEXT}")
+    return text
 
 
 def check_json(value: JSON, what: str) -> None:
-    """Refuse what JSON would change silently (tuples, non-string keys, NaN), so that replay
-    returns exactly what the live run saw. One walk, no encoding: this is on the hot path."""
+    """Refuse what JSON would change silently (tuples, non-string keys, NaN), what no store can
+    encode (a lone surrogate, nesting deeper than MAX_DEPTH), so that replay returns exactly
+    what the live run saw. One walk, no encoding: this is on the hot path."""
     problem = _not_plain(value)
     if problem:
-        raise NotSerializable(
-            f"{what} is not plain JSON ({problem}); daybook journals JSON only (no pickle): use "
-            "dicts with string keys, lists, str, int, float, bool or None"
-        )
+        advice = _FIX_TEXT if "surrogate" in problem else _PLAIN
+        raise NotSerializable(f"{what} is not plain JSON ({problem}); {advice}")
 
 
-def _not_plain(value: JSON) -> str:
-    if value is None or isinstance(value, str | int):
+def text_ok(value: str) -> bool:
+    """True for text every store can hold in a column (the fast path of `check_text`)."""
+    return value.isascii() and "\x00" not in value
+
+
+def check_text(value: str, what: str) -> None:
+    """Refuse text no store can hold in a column (a name, an id, a key, a sender): a NUL
+    character (PostgreSQL refuses it, so SQLite does too, to keep journals portable) or a lone
+    surrogate (not encodable as UTF-8)."""
+    if text_ok(value):
+        return
+    problem = _bad_text(value) or ("a NUL character (\\x00)" if "\x00" in value else "")
+    if problem:
+        raise NotSerializable(f"{what} {_brief(value)} cannot be stored: {problem}; {_FIX_TEXT}")
+
+
+_FIX_TEXT = (
+    "text daybook stores must be valid Unicode (a lone surrogate such as '\\ud83d' is often "
+    "half of an emoji cut by a truncation), and names, ids, keys and senders may not hold NUL; "
+    "clean the value where it is produced (e.g. s.encode('utf-8', 'replace').decode())"
+)
+
+
+def _bad_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {text[exc.start]!r} at position {exc.start}"
+    return ""
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def safe_text(text: str) -> str:
+    """`text` with anything UTF-8 cannot encode escaped (for messages made of foreign text:
+    an exception's message, a traceback), so recording a failure never fails in turn."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _not_plain(value: JSON, depth: int = 0) -> str:
+    if value is None or isinstance(value, int):
         return ""
+    if isinstance(value, str):
+        return "" if value.isascii() else _bad_text(value)
     if isinstance(value, float):
         return "" if math.isfinite(value) else f"non-finite float {value}"
+    if isinstance(value, list | dict):
+        return _not_plain_in(value, depth) if depth < MAX_DEPTH else f"nested deeper than {MAX_DEPTH} levels"
+    return f"a {type(value).__name__} does not survive a JSON round trip"
+
+
+def _not_plain_in(value: list[JSON] | dict[Any, JSON], depth: int) -> str:
     if isinstance(value, list):
         for item in value:
-            problem = _not_plain(item)
+            problem = _not_plain(item, depth + 1)
             if problem:
                 return problem
         return ""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"non-string key {key!r}"
-            problem = _not_plain(item)
-            if problem:
-                return problem
-        return ""
-    return f"a {type(value).__name__} does not survive a JSON round trip"
+    for key, item in value.items():
+        if not isinstance(key, str):
+            return f"non-string key {key!r}"
+        problem = (_bad_text(key) if not key.isascii() else "") or _not_plain(item, depth + 1)
+        if problem:
+            return problem
+    return ""
 
 
 def fingerprint(value: JSON, what: str, check: bool = True) -> str:
@@ -240,7 +313,7 @@ def fingerprint(value: JSON, what: str, check: bool = True) -> str:
         check_json(value, what)
     try:
         text = _CANONICAL(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         check_json(value, what)  # raises, naming what is wrong
         raise
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .book import Daybook, lease_ttl_of
-from .errors import DaybookError, NeedsAttention, Suspended
+from .errors import DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
 from .records import bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
@@ -149,6 +149,10 @@ class Worker:
         except NeedsAttention as exc:
             self.stats.add("attention")
             self.echo(f"run {run_id} needs attention: {exc}")
+        except (StoreUnavailable, LeaseLost) as exc:
+            # Not the run's failure: it is still running, resumable, and taken again later.
+            self.stats.add("errors")
+            self.echo(f"run {run_id} given back, to be taken again later: {exc}")
         except DaybookError as exc:
             self.stats.add("failed")
             self.echo(f"run {run_id}: {exc}")

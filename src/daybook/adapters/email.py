@@ -135,6 +135,7 @@ def _verify(args: dict[str, Any]) -> ReconcileResult:
     # One round: a verifier that cannot tell yet (or no verifier at all) is a question for a
     # person or a later resume, never a reason to send again.
     retry=Retry(max_attempts=3, backoff=0.2, reconcile_rounds=1),
+    certain=(smtplib.SMTPResponseException, ConfigError),  # a final refusal; a bad address
 )
 def send(
     *,

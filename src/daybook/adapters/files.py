@@ -194,6 +194,7 @@ def unstage(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     reference=lambda r: r["sha256"],
     effect_class="compensable",
     bufferable=True,
+    certain=(DaybookError,),  # refused before any file changed
 )
 def write(*, root: str, run: str, path: str, content: str, idempotency_key: str) -> dict[str, Any]:
     """Stage `content` for `path` under the run's staging directory; nothing visible changes."""
@@ -325,6 +326,7 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     inverse=restore,
     reference=lambda r: r["backup"],
     effect_class="compensable",
+    certain=(DaybookError,),  # refused before any file changed
 )
 def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_key: str) -> dict[str, Any]:
     """Publish staged entries in order: back up each target, then rename the staged file over it

@@ -387,6 +387,7 @@ def _revert_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     reference=_sha,
     effect_class="compensable",
     irreversible=False,
+    certain=(DaybookError,),  # GitError, ConfigError: refused before any change
 )
 def revert_commit(
     *, original: dict[str, Any], result: dict[str, Any], idempotency_key: str
@@ -428,6 +429,7 @@ def _commit_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     inverse=revert_commit,
     effect_class="compensable",
     bufferable=False,
+    certain=(DaybookError,),  # GitError, ConfigError: refused before any change
 )
 def commit_files(
     *,

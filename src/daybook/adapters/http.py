@@ -183,6 +183,7 @@ class JsonApi:
             inverse=inverse,
             effect_class="compensable" if inverse is not None else "idempotent",
             irreversible=False,
+            certain=(Rejected, ConfigError),  # a 4xx other than 429; a path it could not build
         )(request)
 
     # -- the wire -------------------------------------------------------------------------------

@@ -309,7 +309,12 @@ def _reference(result: Any) -> Any:
     return result["key"] if isinstance(result, dict) else None
 
 
-@tool(name="sql.undo", status=_undo_status, idempotent=True, effect_class="idempotent")
+# Every doubtful case of a transaction is raised as OutcomeUnknown or TransientError; any other
+# exception is the database's refusal, after a rollback: certain.
+_REFUSED = (Exception,)
+
+
+@tool(name="sql.undo", status=_undo_status, idempotent=True, effect_class="idempotent", certain=_REFUSED)
 def undo(*, original: JSONDict, result: JSONDict, idempotency_key: str) -> JSONDict:
     """Run a committed batch's inverse statements, newest first, in one transaction, once
     (marker `idempotency_key`, i.e. `comp/<key>`). Refuses, applying nothing, if any statement of
@@ -341,6 +346,7 @@ commit = tool(
     reference=_reference,
     effect_class="compensable",
     bufferable=True,
+    certain=_REFUSED,
 )(_commit)
 """Apply a batch whose every statement has an inverse: compensable."""
 
@@ -351,6 +357,7 @@ commit_irreversible = tool(
     reference=_reference,
     effect_class="irreversible",
     bufferable=True,
+    certain=_REFUSED,
 )(_commit)
 """Apply a batch in which some statement has no inverse: nothing registered can undo it."""
 

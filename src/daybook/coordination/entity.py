@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from ..errors import ConfigError, CorruptJournal
-from ..records import JSON, check_json, dumps
+from ..records import JSON, check_json, check_text, dumps
 from ..store import Store
 
 # Written by claim() and release() themselves; record() may not forge them.
@@ -155,6 +155,7 @@ def list_leases(store: Store, clock: Callable[[], float] = time.time) -> list[Le
 def _name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise ConfigError(f"{what} must be a non-empty string of at most 200 characters, got {value!r}")
+    check_text(value, what)
     return value
 
 

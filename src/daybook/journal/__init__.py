@@ -3,7 +3,8 @@
 Owns the execution cursor (`execution`), the recorded primitives of `ctx` (`decision`, `effect`,
 `wait`, put together as `steps.Steps` over the `facet.Facet` base), an effect's lifecycle from
 intent to settled outcome (`lifecycle`, driven by `driver`), the internal stops that unwind a
-workflow (`stop`), the tool and its counterparty profile (`tool`), the model-client protocol
+workflow (`stop`), the tool and its counterparty profile (`tool`; `wire` reads the network
+clients' errors by name), the model-client protocol
 (`llm`) and strict mode's guards (`strict`).
 
 May import: `daybook.errors`, `daybook.records`, `daybook.store`. Nothing above.

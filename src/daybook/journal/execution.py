@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable
-from ..records import Event, Kind, check_json, fingerprint
+from ..records import Event, Kind, check_json, fingerprint, safe_text
 from ..store import Store
 from .stop import Stop
 
@@ -33,8 +33,8 @@ def error_info(exc: BaseException) -> dict[str, str]:
     """How an exception is journaled: its type, message and the last frames of its traceback."""
     return {
         "type": type(exc).__name__,
-        "message": str(exc),
-        "where": "".join(traceback.format_exception(exc)[-3:])[-2000:],
+        "message": safe_text(str(exc)),
+        "where": safe_text("".join(traceback.format_exception(exc)[-3:])[-2000:]),
     }
 
 
@@ -106,6 +106,17 @@ class Execution:
             raise Stop(exc, False) from None
         except DuplicateKey as exc:
             raise Stop(exc, True) from None
+        except NotSerializable as exc:
+            # A value or a name the store cannot encode: the step that produced it is at fault,
+            # not the store. Park the run for a person; a retry would produce it again.
+            raise Stop(
+                NotSerializable(
+                    f"run {self.run_id!r} step {step} ({ev.kind} {name!r}) cannot be journaled: "
+                    f"{exc}. The run is parked; fix the code that produced it, then "
+                    f"`daybook resume {self.run_id}`"
+                ),
+                True,
+            ) from None
         except Exception as exc:
             # The store is unreachable or broken: stop as a crash would (no terminal status the
             # store could not record anyway); resume goes on from the last durable row.
@@ -182,4 +193,5 @@ def check_step_json(value: Any, what: str) -> None:
     try:
         check_json(value, what)
     except NotSerializable as exc:
+        # Refused at the step that produced it, before it is written: the run is parked.
         raise Stop(exc, True) from None

@@ -37,11 +37,11 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention
+from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention, NotSerializable
 from ..records import JSON, Event, Kind, Status, check_json
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown, Tool, classify
+from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
 
 log = logging.getLogger("daybook")
 
@@ -190,20 +190,29 @@ class EffectLifecycle:
     def _confirmed(self, value: Any) -> Done:
         try:
             check_json(value, f"step {self.step} {self.tool.name!r} result")
-        except DaybookError as exc:
-            self._write(
-                Kind.OUTCOME,
-                self.attempt,
-                Status.UNKNOWN,
-                reason=f"the tool returned a value daybook cannot journal: {exc}",
-            )
-            raise Stop(exc, True) from None
-        self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=value, **self._books(value))
+            self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=value, **self._books(value))
+        except NotSerializable as exc:
+            raise self._unjournalable(exc) from None
+        except Stop as stop:
+            if isinstance(stop.error, NotSerializable):  # over the size limit, say
+                raise self._unjournalable(stop.error) from None
+            raise
         return Done(value)
+
+    def _unjournalable(self, exc: NotSerializable) -> Stop:
+        """The tool answered, but with a value the journal cannot hold: the act happened, so
+        its outcome is recorded as unknown (with why), and the run is parked for a person."""
+        self._write(
+            Kind.OUTCOME,
+            self.attempt,
+            Status.UNKNOWN,
+            reason=f"the tool answered with a value daybook cannot journal: {exc}",
+        )
+        return Stop(exc, True)
 
     def _refused(self, exc: BaseException) -> str:
         """The call raised: failed for certain, transient (did not arrive), or unknown."""
-        verdict = classify(exc)
+        verdict = self._verdict(exc)
         if verdict == "failed":
             if not self.doubtful:
                 raise self._failed(exc)
@@ -234,6 +243,15 @@ class EffectLifecycle:
         )
         self.doubtful = True
         return "resolve"
+
+    def _verdict(self, exc: BaseException) -> str:
+        """How to read the exception: a tool that can ask the counterparty reads anything not
+        declared certain as unknown, and asks, rather than guess that nothing happened."""
+        verdict = classify(exc)
+        tool = self.tool
+        if verdict == "failed" and (tool.reconcile or tool.verify) and not is_certain(exc, tool.certain):
+            return "unknown"
+        return verdict
 
     def _question(self) -> str | None:
         """Which question to put to the counterparty; None: no question, re-send (idempotent)."""

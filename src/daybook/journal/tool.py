@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import http.client
 import inspect
+import math
 import socket
 import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EffectFailed
+from . import wire
 
 R = TypeVar("R")
 
@@ -77,16 +79,23 @@ class Retry:
     backoff: float = 0.2
     max_backoff: float = 10.0
     multiplier: float = 2.0
-    timeout: float | None = None
+    # Seconds the act may take before its outcome is read as unknown (None: no limit).
+    timeout: float | None = 300.0
     reconcile_rounds: int | None = 5
+    # Seconds a status, lookup or verify query may take before it counts as no answer.
+    query_timeout: float | None = 30.0
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ConfigError(
                 f"Retry(max_attempts={self.max_attempts}): use an int >= 1, or None for unlimited"
             )
-        if self.backoff < 0 or self.max_backoff < 0:
+        if not (0 <= self.backoff < math.inf and 0 <= self.max_backoff < math.inf):
             raise ConfigError("Retry backoff must be >= 0 seconds")
+        for name in ("timeout", "query_timeout"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < math.inf:
+                raise ConfigError(f"Retry({name}={value}): use seconds > 0, or None for no limit")
 
     def delay(self, attempt: int) -> float:
         return float(min(self.max_backoff, self.backoff * self.multiplier ** max(0, attempt - 1)))
@@ -122,6 +131,10 @@ class Tool(Generic[R]):
     # Held until commit (a staged file, a buffered SQL statement, an outbox) vs happening now.
     bufferable: bool = False
     accepts_keys: bool = True
+    # Exceptions (types, or HTTP status codes) that mean the act certainly did not happen: they
+    # are `failed` even when the tool can ask the counterparty (else such a tool's unrecognised
+    # exceptions are `unknown`, and the counterparty is asked).
+    certain: tuple[type[BaseException] | int, ...] = ()
 
     is_async: bool = field(init=False)
 
@@ -156,6 +169,7 @@ class Tool(Generic[R]):
             "list_keys": self.list_keys is not None,
             "irreversible": self.irreversible,
             "gated_by_default": self.irreversible,
+            "certain": [c if isinstance(c, int) else c.__name__ for c in self.certain],
         }
 
 
@@ -182,6 +196,7 @@ def tool(
     effect_class: str | None = None,
     bufferable: bool = False,
     accepts_keys: bool = True,
+    certain: tuple[type[BaseException] | int, ...] = (),
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -205,6 +220,7 @@ def tool(
     effect_class: str | None = None,
     bufferable: bool = False,
     accepts_keys: bool = True,
+    certain: tuple[type[BaseException] | int, ...] = (),
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -220,7 +236,9 @@ def tool(
     keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
     answer is pending (a durable timer, unlimited rounds); `effect_class` is one of idempotent,
     reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
-    held until a commit step rather than happening now."""
+    held until a commit step rather than happening now. `certain`: exception types (and HTTP
+    4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
+    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -251,6 +269,7 @@ def _make(
     effect_class: str | None = None,
     bufferable: bool = False,
     accepts_keys: bool = True,
+    certain: tuple[type[BaseException] | int, ...] = (),
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -285,7 +304,22 @@ def _make(
         effect_class=effect_class or _inferred_class(final, inverse, bool(idempotent or asker)),
         bufferable=bufferable,
         accepts_keys=accepts_keys and (profiled or irreversible is False),
+        certain=_certain(f, certain),
     )
+
+
+def _certain(f: Callable[..., Any], certain: Any) -> tuple[type[BaseException] | int, ...]:
+    items = tuple(certain) if isinstance(certain, tuple | list) else (certain,)
+    for c in items:
+        ok = (isinstance(c, type) and issubclass(c, BaseException)) or (
+            isinstance(c, int) and not isinstance(c, bool) and 400 <= c <= 499
+        )
+        if not ok:
+            raise ConfigError(
+                f"tool {f.__qualname__}: certain= takes exception types and HTTP 4xx status "
+                f"codes (the failures that prove the act did not happen), got {c!r}"
+            )
+    return items
 
 
 def _inferred_class(irreversible: bool, inverse: Tool[Any] | None, keyed: bool) -> str:
@@ -342,11 +376,14 @@ def registered() -> list[Tool[Any]]:
 
 
 def classify(exc: BaseException) -> str:
-    """Map a tool's exception to `unknown`, `transient` or `failed`.
+    """Map a tool's exception to `unknown`, `transient` or `failed`, by what it says about delivery.
 
     `unknown` when the request may have been delivered without an answer (timeouts, a connection
-    dropped mid-exchange); `transient` when it certainly was not delivered (connection refused);
-    `failed` for everything else: the counterparty answered no, or the tool itself is broken.
+    dropped mid-exchange, from the standard library or from requests, urllib3, httpx, aiohttp,
+    botocore and asyncio, recognised by class name); `transient` when it certainly was not
+    delivered (connection refused, never connected); `failed` for everything else. The lifecycle
+    reads `failed` as unknown too when the tool can ask the counterparty (`status`, `verify`)
+    and the exception is not declared certain.
     """
     if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
         reason = exc.reason
@@ -357,6 +394,9 @@ def classify(exc: BaseException) -> str:
         return "unknown"
     if isinstance(exc, TransientError | ConnectionRefusedError | socket.gaierror):
         return "transient"
+    known = wire.read(exc)
+    if known is not None:
+        return known
     if isinstance(
         exc,
         TimeoutError
@@ -367,3 +407,27 @@ def classify(exc: BaseException) -> str:
     ):
         return "unknown"
     return "failed"
+
+
+def is_certain(exc: BaseException, certain: tuple[type[BaseException] | int, ...]) -> bool:
+    """True if `exc` is a failure the tool declared certain: one of the exception types, or an
+    HTTP error whose status is one of the codes (read from `.response.status_code`, `.status`,
+    `.code` or `.status_code`, as requests, httpx, aiohttp and urllib carry it)."""
+    if isinstance(exc, EffectFailed):
+        return True
+    types = tuple(c for c in certain if isinstance(c, type))
+    if types and isinstance(exc, types):
+        return True
+    codes = {c for c in certain if isinstance(c, int)}
+    return bool(codes) and http_status(exc) in codes
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an HTTP client's error carries, if any."""
+    response = getattr(exc, "response", None)
+    for holder, attr in ((response, "status_code"), (response, "status"), (exc, "status"), (exc, "code"),
+                         (exc, "status_code")):  # fmt: skip
+        value = getattr(holder, attr, None) if holder is not None else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None

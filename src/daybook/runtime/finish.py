@@ -7,14 +7,13 @@ KeyboardInterrupt): each is one `store.finish`/`suspend`/`release` call.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
-from ..errors import DaybookError, NonDeterminismError, RunFailed
+from ..errors import DaybookError, NonDeterminismError, NotSerializable, RunFailed
 from ..journal.execution import Execution, error_info
 from ..journal.stop import Stop, Suspend
-from ..records import Event, Kind, RunStatus, check_json
+from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
 
 
@@ -39,7 +38,10 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
         at=time.time(),
     )
     stop_beat(exe)
-    store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+    try:
+        store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+    except NotSerializable as exc:  # over the payload limit: refused before anything was written
+        raise Stop(exc, True) from None
     return result
 
 
@@ -68,14 +70,42 @@ def fail(store: Store, owner: str, exe: Execution, exc: BaseException) -> BaseEx
     return RunFailed(exe.run_id, info)
 
 
+# A run whose journal writes keep failing for store reasons is retried later, not at once:
+# after 1 s, then 2, 4, ... up to BACKOFF_CAP, counted per run at the same journal position.
+BACKOFF_FIRST = 1.0
+BACKOFF_CAP = 60.0
+
+
+def back_off(store: Store, owner: str, exe: Execution, error: BaseException) -> float:
+    """Give the run back, not to be taken again (by a worker) before its backoff has passed;
+    the header's error counts the consecutive failures. Returns the delay (0: store down)."""
+    now = time.time()
+    try:
+        info = store.get_run(exe.run_id)
+        before = info.error if info is not None and isinstance(info.error, dict) else {}
+        same = before.get("seq") == exe.next_seq
+        failures = int(before.get("failures", 0)) + 1 if same else 1
+        delay = float(min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (failures - 1)))
+        record = {
+            "type": type(error).__name__,
+            "message": safe_text(str(error)),
+            "failures": failures,
+            "seq": exe.next_seq,
+            "retry_at": now + delay,
+        }
+        store.defer(exe.run_id, owner, now + delay, dumps(record, f"run {exe.run_id!r} error"), now)
+    except Exception:  # the store is still down: the lease lapses after its TTL instead
+        return 0.0
+    return delay
+
+
 def _stopped(store: Store, owner: str, exe: Execution, stop: Stop) -> BaseException:
     if not stop.attention:
         if stop.release:
-            with contextlib.suppress(Exception):  # the store may still be down
-                store.release(exe.run_id, owner)
+            back_off(store, owner, exe, stop.error)
         return stop.error  # lease lost, or the store failed: leave the run resumable
     now = time.time()
-    message = str(stop.error)
+    message = safe_text(str(stop.error))
     event = None
     if stop.journal:
         event = Event(

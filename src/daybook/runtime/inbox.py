@@ -10,7 +10,7 @@ import getpass
 import time
 
 from ..errors import ConfigError
-from ..records import JSON, check_json, dumps
+from ..records import JSON, check_json, check_text, dumps
 from .chain import live
 from .claim import Claims
 
@@ -32,6 +32,9 @@ def send(
     daybook's own (reserved) names, sent by the API that owns it."""
     if not name:
         raise ConfigError("a signal needs a name")
+    sender = sender or getpass.getuser()
+    check_text(name, "the signal name")
+    check_text(sender, f"the sender of signal {name!r}")
     if not internal and name.startswith(RESERVED):
         raise ConfigError(
             f"signal name {name!r} is reserved for daybook's own signals ({', '.join(RESERVED)}); "
@@ -42,7 +45,7 @@ def send(
     check_json(payload, what)
     text = dumps(payload, what)
     run_id = live(claims, run_id)
-    inbox_id = claims.store.signal(run_id, name, text, sender or getpass.getuser(), time.time())
+    inbox_id = claims.store.signal(run_id, name, text, sender, time.time())
     if inbox_id is None:
         info = claims.get_run(run_id)  # raises RunNotFound for an unknown id
         raise ConfigError(f"run {run_id!r} is {info.status}; a finished run takes no more signals")

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, RunConflict
-from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json
+from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text
 from .workflow import Workflow
 
 
@@ -27,6 +27,7 @@ def new_run(
     rid = run_id or uuid.uuid4().hex
     if not rid or len(rid) > 200:
         raise ConfigError("run_id must be a non-empty string of at most 200 characters")
+    check_text(rid, "the run id")
     run_input = {"args": list(args), "kwargs": kwargs}
     check_json(run_input, f"run {rid!r} input")
     now = time.time()

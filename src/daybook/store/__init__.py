@@ -2,9 +2,10 @@
 
 Each method is one durable step: when it returns, what it wrote survives a crash of this process
 (and, with the default durability, a power cut). Journal rows are append-only; only the run
-header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`,
-each with its schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to
-records; `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`).
+header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`
+(with `postgres_link`, a connection re-established when the server drops it), each with its
+schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
+`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`).
 `open_store(url, read_only=True)` never creates, upgrades or writes a store.
 
 May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
@@ -43,7 +44,8 @@ class Store(Protocol):
         """Take the lease if it is free, expired, already ours, or held by `expect`."""
 
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
-        """Lease the oldest runnable run (pending; running with a lapsed lease; suspended and due)."""
+        """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
+        past now; suspended and due)."""
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
@@ -63,6 +65,10 @@ class Store(Protocol):
         now: float,
     ) -> None:
         """Set the header's status (and release the lease) together with an optional journal row."""
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        """Give a running run back after a store failure, not to be taken again before
+        `wake_at` (a backoff); `error` (JSON text) says why, and counts the failures."""
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .rows import unencodable
+
 Write = Callable[[sqlite3.Connection], Any]
 
 
@@ -55,6 +57,8 @@ class GroupCommit:
             job.wake.acquire()
         if not job.done:
             self._lead()
+        if isinstance(job.error, UnicodeEncodeError):
+            raise unencodable(job.error, "SQLite") from job.error
         if job.error is not None:
             raise job.error
         return job.result

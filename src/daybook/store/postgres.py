@@ -13,8 +13,8 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError, LeaseLost
-from ..records import SCHEMA_VERSION, Event, RunInfo, dumps, settles
+from ..errors import ConfigError, LeaseLost, StoreUnavailable
+from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
@@ -26,6 +26,7 @@ from .rows import (
     event_params,
     events_from_rows,
     events_skipping,
+    foreign_tables,
     parse_stamp,
     run_from_row,
     run_params,
@@ -34,6 +35,8 @@ from .rows import (
 
 try:
     import psycopg
+
+    from .postgres_link import Link
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
 
@@ -68,37 +71,36 @@ class PostgresStore:
         self.damage: dict[str, str] = {}
         conninfo, self.schema = _split(url)
         try:
-            self._db = psycopg.connect(conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
+            # One connection per handle, re-established when the server drops it (postgres_link).
+            self._db = Link(conninfo, self.schema, read_only=read_only)
+        except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
-        if read_only:
-            # Defence in depth: the session refuses every write, whatever the code asks.
-            self._db.execute("SET default_transaction_read_only = on")
-        if self.schema:
-            if not self._db.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-            ).fetchone():
-                if read_only:
+        if read_only and self.schema and not self._schema_exists():
+            raise ConfigError(
+                f"no schema {self.schema!r} in {url}, so no daybook store there, and "
+                "reading never creates one; check --db (or $DAYBOOK_DB)"
+            )
+        try:
+            found = self._stamp()
+            if read_only:
+                if found is None:
                     raise ConfigError(
-                        f"no schema {self.schema!r} in {url}, so no daybook store there, and "
-                        "reading never creates one; check --db (or $DAYBOOK_DB)"
+                        f"no daybook store in {url} (no daybook_meta table), and reading never "
+                        "creates one; check --db (or $DAYBOOK_DB)"
                     )
-                self._db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            self._db.execute(f'SET search_path TO "{self.schema}"')
-        found = self._stamp()
-        if read_only:
-            if found is None:
-                raise ConfigError(
-                    f"no daybook store in {url} (no daybook_meta table), and reading never "
-                    "creates one; check --db (or $DAYBOOK_DB)"
-                )
-            check_version(found, SCHEMA_VERSION, url, read_only=True)
-        elif found is None or found < SCHEMA_VERSION:
-            self._migrate()
-        else:
-            check_version(found, SCHEMA_VERSION, url)
+                check_version(found, SCHEMA_VERSION, url, read_only=True)
+            elif found is None or found < SCHEMA_VERSION:
+                self._migrate()
+            else:
+                check_version(found, SCHEMA_VERSION, url)
+        except psycopg.errors.UndefinedColumn as exc:
+            raise ConfigError(foreign_tables(url, exc)) from None
         marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
+
+    def _schema_exists(self) -> bool:
+        sql = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+        return self._db.execute(sql, (self.schema,)).fetchone() is not None
 
     def _stamp(self) -> int | None:
         """The store's schema version; None if there is no daybook store here."""
@@ -109,10 +111,14 @@ class PostgresStore:
 
     def _migrate(self) -> None:
         # Only a store older than the code gets here, so a current store needs no DDL rights
-        # (the least-privilege role of the README). The advisory lock serialises upgraders.
-        with self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-            self._db.execute(
+        # (the least-privilege role of the README). The advisory lock serialises upgraders, and
+        # two processes opening a new store at once do not race.
+        with self._db.transaction() as db:
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+            if self.schema and not self._schema_exists():
+                # Only when missing: CREATE SCHEMA needs a right the least-privilege owner lacks.
+                db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            db.execute(
                 "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
             found = self._stamp() or 0
@@ -121,12 +127,12 @@ class PostgresStore:
                 return  # another process upgraded it while this one waited for the lock
             if found == 0:
                 for stmt in SCHEMA_V1:
-                    self._db.execute(stmt)
+                    db.execute(stmt)
                 found = 1
             for i in range(found - 1, len(MIGRATIONS)):
                 for stmt in MIGRATIONS[i]:
-                    self._db.execute(stmt)
-            self._db.execute(
+                    db.execute(stmt)
+            db.execute(
                 "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
@@ -178,11 +184,12 @@ class PostgresStore:
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
             "status = 'running' WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < %s)) OR (status = 'suspended' AND "
+            "(lease_owner IS NULL OR lease_expires < %s) AND (wake_at IS NULL OR wake_at <= %s)) "
+            "OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
             "AND (%s::text IS NULL OR code_version = %s) "
             "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING run_id",
-            (owner, now + ttl, now, now, now, version, version),
+            (owner, now + ttl, now, now, now, now, version, version),
         ).fetchone()
         return None if row is None else str(row[0])
 
@@ -201,10 +208,28 @@ class PostgresStore:
         )
 
     def append(self, event: Event) -> None:
+        params = event_params(event)
         try:
-            self._db.execute(self._insert_event, event_params(event))
+            try:
+                self._db.execute(self._insert_event, params, retry=False)
+            except StoreUnavailable:
+                # The connection dropped under the insert, and is back: the row is ours if it
+                # landed, else it is written now. (The lease fences everyone else off this seq.)
+                if not self._landed(event):
+                    self._db.execute(self._insert_event, params, retry=False)
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
+
+    def _landed(self, event: Event) -> bool:
+        row = self._db.execute(
+            "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s",
+            (event.run_id, event.seq),
+        ).fetchone()
+        if row is None:
+            return False
+        if (row[0], row[1], float(row[2])) != (event.kind, event.name, event.at):
+            raise _conflict(event, Exception("another row holds this seq"))
+        return True
 
     def finish(
         self,
@@ -226,7 +251,7 @@ class PostgresStore:
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
             if event is None:
-                changed = self._db.execute(update, params).rowcount
+                changed = self._db.execute(update, params).rowcount  # idempotent
             else:
                 # One round trip: the event is inserted only if the header update took.
                 ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
@@ -234,7 +259,7 @@ class PostgresStore:
                     f"WITH u AS ({update} RETURNING run_id) "
                     f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
                 )
-                changed = self._db.execute(sql, (*params, *event_params(event))).rowcount
+                changed = self._db.execute(sql, (*params, *event_params(event)), retry=False).rowcount
         except psycopg.errors.UniqueViolation as exc:
             assert event is not None
             raise _conflict(event, exc) from None
@@ -243,6 +268,13 @@ class PostgresStore:
                 f"run {run_id!r}: another process took the run over before this one could "
                 "record how it ended; nothing was recorded here"
             )
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        self._db.execute(
+            "UPDATE daybook_runs SET wake_at = %s, error = %s::json, updated_at = %s, "
+            "lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND lease_owner = %s",
+            (wake_at, error, now, run_id, owner),
+        )
 
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         self._db.execute(
@@ -265,6 +297,7 @@ class PostgresStore:
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
             (run_id, any_status, now, name, payload, sender, now),
+            retry=False,  # a signal sent twice would be read twice
         ).fetchone()
         return None if row is None else int(row[0])
 
@@ -276,6 +309,7 @@ class PostgresStore:
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        check_text(name, "the approver name")  # the same rule on both stores
         self._db.execute(
             "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (%s, %s, %s) "
             "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
@@ -305,33 +339,33 @@ class PostgresStore:
     def commit_tx(
         self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
     ) -> tuple[str, list[list[str]]]:
-        with self._db.transaction():
+        with self._db.transaction() as db:
             if key is not None:
-                row = self._db.execute(
+                row = db.execute(
                     "SELECT commit_id, records FROM daybook_commits WHERE key = %s", (key,)
                 ).fetchone()
                 if row is not None:
-                    self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+                    db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
                     return str(row[0]), list(row[1])
-            staged = self._db.execute(
+            staged = db.execute(
                 "SELECT collection, record_id, data::text FROM daybook_staging WHERE txid = %s "
                 "ORDER BY collection, record_id",
                 (txid,),
             ).fetchall()
             records = [[c, r] for c, r, _ in staged]
-            self._db.execute(
+            db.execute(
                 "INSERT INTO daybook_commits (commit_id, key, message, author, at, records) "
                 "VALUES (%s, %s, %s, %s, %s, %s::json)",
                 (commit_id, key, message, author, now, json.dumps(records)),
             )
             for c, r, d in staged:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO daybook_records (collection, record_id, data, commit_id) "
                     "VALUES (%s, %s, %s::json, %s) ON CONFLICT (collection, record_id) DO UPDATE "
                     "SET data = excluded.data, commit_id = excluded.commit_id",
                     (c, r, d, commit_id),
                 )
-            self._db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
+            db.execute("DELETE FROM daybook_staging WHERE txid = %s", (txid,))
             return commit_id, records
 
     def abandon_tx(self, txid: str) -> None:
@@ -432,6 +466,7 @@ class PostgresStore:
             "SELECT name, updated_at, %(agent)s, 'claim', "
             "json_build_object('ttl', %(ttl)s, 'deadline', deadline) FROM c",
             {"name": name, "agent": agent, "now": now, "ttl": ttl},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 
@@ -443,6 +478,7 @@ class PostgresStore:
             "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
             "SELECT name, updated_at, %(agent)s, 'release', 'null'::json FROM r",
             {"name": name, "agent": agent, "now": now},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 
@@ -457,6 +493,7 @@ class PostgresStore:
             "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
             "SELECT name, updated_at, %(agent)s, %(action)s, %(data)s::json FROM h",
             {"name": name, "agent": agent, "now": now, "action": action, "data": data_json},
+            retry=False,  # a log entry written twice
         )
         return cur.rowcount == 1
 

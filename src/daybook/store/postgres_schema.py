@@ -38,7 +38,7 @@ SCHEMA_V1 = [
     """CREATE OR REPLACE FUNCTION daybook_append_only() RETURNS trigger AS $$
         BEGIN RAISE EXCEPTION 'daybook journal is append-only: rows are never %', lower(TG_OP);
         END $$ LANGUAGE plpgsql""",
-    """CREATE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
+    """CREATE OR REPLACE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
         FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
 ]
 
@@ -71,7 +71,7 @@ MIGRATIONS: list[list[str]] = [
             sender TEXT NOT NULL,
             at DOUBLE PRECISION NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id)",
-        """CREATE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
+        """CREATE OR REPLACE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
             FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
     ],
     # v4: approvers, each with the hash of a secret token, for approval gates.

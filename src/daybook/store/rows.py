@@ -7,8 +7,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CorruptJournal, DuplicateKey, LeaseLost, SchemaVersionError
-from ..records import STEPPED, Event, Kind, RunInfo, dumps, loads, validate
+from ..errors import CorruptJournal, DuplicateKey, LeaseLost, NotSerializable, SchemaVersionError
+from ..records import STEPPED, Event, Kind, RunInfo, check_text, dumps, loads, safe_text, text_ok, validate
 
 _KIND_SET = frozenset(k.value for k in Kind)
 log = logging.getLogger("daybook")
@@ -31,6 +31,8 @@ RAW_TABLES = {
 
 
 def event_params(ev: Event) -> tuple[Any, ...]:
+    if not (text_ok(ev.run_id) and text_ok(ev.name) and (ev.key is None or text_ok(ev.key))):
+        _check_event_text(ev)
     parent = ev.data.get("decision") if ev.kind == "intent" else None
     return (
         ev.run_id,
@@ -46,6 +48,14 @@ def event_params(ev: Event) -> tuple[Any, ...]:
         ev.at,
         parent,
     )
+
+
+def _check_event_text(ev: Event) -> None:
+    where = f"run {ev.run_id!r} seq {ev.seq} ({ev.kind} step {ev.step})"
+    check_text(ev.run_id, f"{where}: the run id")
+    check_text(ev.name, f"{where}: the step name")
+    if ev.key is not None:
+        check_text(ev.key, f"{where}: the idempotency key")
 
 
 def event_from_row(row: Sequence[Any], parsed: bool = False) -> Event:
@@ -99,6 +109,9 @@ def events_from_rows(rows: Sequence[Sequence[Any]], parsed: bool = False) -> lis
 
 def run_params(info: RunInfo) -> tuple[Any, ...]:
     what = f"run {info.run_id!r}"
+    check_text(info.run_id, "the run id")
+    check_text(info.workflow, f"{what}: the workflow name")
+    check_text(info.ref, f"{what}: the workflow reference")
     return (
         info.run_id,
         info.workflow,
@@ -205,9 +218,23 @@ def parse_stamp(value: object, url: str) -> int:
         return int(str(value))
     except ValueError:
         raise SchemaVersionError(
-            f"store {url} has schema version stamp {value!r}, which is not a version number; "
-            "the daybook_meta table was changed outside daybook: restore it from a backup"
+            f"store {url} has schema version stamp {_short(value)}, which is not a version number "
+            "(not a number at all): the daybook_meta table was changed outside daybook. Restore it "
+            "from a backup, or set schema_version to the number daybook wrote"
         ) from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def foreign_tables(url: str, exc: BaseException) -> str:
+    """The message for a store whose daybook_* tables were not made by daybook."""
+    return (
+        f"{url} holds tables named like daybook's that daybook did not make "
+        f"({safe_text(str(exc)).strip()}); give daybook a file, database or ?schema= of its own"
+    )
 
 
 def check_version(found: int, current: int, url: str, read_only: bool = False) -> None:
@@ -224,6 +251,16 @@ def check_version(found: int, current: int, url: str, read_only: bool = False) -
             "daybook reads without upgrading it, and reading never writes: upgrade the store "
             "first with `daybook migrate`, then read it"
         )
+
+
+def unencodable(exc: BaseException, store: str) -> NotSerializable:
+    """What an encoding refusal by the database driver means: a value or name it cannot store
+    (a lone surrogate; on PostgreSQL a NUL in text), never an unavailable store."""
+    return NotSerializable(
+        f"{store} cannot store a value daybook was given ({type(exc).__name__}: "
+        f"{safe_text(str(exc)).strip()}); text must be valid Unicode, and names, ids, keys and "
+        "senders may not hold NUL: clean the value where it is produced"
+    )
 
 
 def conflict_error(event: Event, on_key: bool) -> Exception:

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import Event, RunInfo, bounded, dumps, settles
+from ..records import Event, RunInfo, bounded, check_text, dumps, settles
 from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
@@ -32,9 +32,11 @@ from .rows import (
     event_params,
     events_from_rows,
     events_skipping,
+    foreign_tables,
     run_from_row,
     run_params,
     runs_from_rows,
+    unencodable,
 )
 from .sqlite_schema import locked, migrate, open_read_only
 
@@ -106,6 +108,12 @@ class SQLiteStore:
                 raise ConfigError(f"could not switch {self.path!r} to WAL mode (got {mode})")
             db.execute(f"PRAGMA synchronous = {_SYNC[self.synchronous]}")
             migrate(db, self.url)
+        except sqlite3.OperationalError as exc:
+            if "column" in str(exc):
+                raise ConfigError(foreign_tables(self.url, exc)) from None
+            raise locked(self.path, self.timeout, exc) or ConfigError(
+                f"cannot open {self.path!r} as a SQLite store: {exc}"
+            ) from None
         except sqlite3.DatabaseError as exc:
             raise locked(self.path, self.timeout, exc) or ConfigError(
                 f"cannot open {self.path!r} as a SQLite store: {exc}"
@@ -166,11 +174,12 @@ class SQLiteStore:
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = 'running' "
             "WHERE run_id = ("
             "SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
-            "(lease_owner IS NULL OR lease_expires < ?)) OR (status = 'suspended' AND "
+            "(lease_owner IS NULL OR lease_expires < ?) AND (wake_at IS NULL OR wake_at <= ?)) "
+            "OR (status = 'suspended' AND "
             "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
             "AND (? IS NULL OR code_version = ?) ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
-        params = (owner, now + ttl, now, now, now, version, version)
+        params = (owner, now + ttl, now, now, now, now, version, version)
         row = self._write(lambda db: db.execute(sql, params).fetchone())
         return None if row is None else str(row[0])
 
@@ -226,6 +235,14 @@ class SQLiteStore:
             assert event is not None
             raise _conflict(event, str(exc)) from None
 
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        sql = (
+            "UPDATE daybook_runs SET wake_at = ?, error = ?, updated_at = ?, lease_owner = NULL, "
+            "lease_expires = NULL WHERE run_id = ? AND lease_owner = ?"
+        )
+        params = (wake_at, error, now, run_id, owner)
+        self._write(lambda db: db.execute(sql, params))
+
     def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
         sql = (
             # A signal that arrived while the run executed already set wake_at: keep the earlier.
@@ -267,6 +284,7 @@ class SQLiteStore:
         return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
 
     def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        check_text(name, "the approver name")  # the same rule on both stores
         sql = (
             "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (?, ?, ?) "
             "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
@@ -392,6 +410,8 @@ class SQLiteStore:
         with self._read_lock:
             try:
                 return self._reader.execute(sql, params).fetchall()
+            except UnicodeEncodeError as exc:
+                raise unencodable(exc, "SQLite") from None
             except sqlite3.OperationalError as exc:
                 raise locked(self.path, self.timeout, exc) or exc from None
 

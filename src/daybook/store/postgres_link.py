@@ -1,0 +1,115 @@
+"""A PostgreSQL connection that heals: the one socket a `PostgresStore` talks through.
+
+A server restart, a failover, `pg_terminate_backend` or a pooler's idle kill closes the socket
+under a long-lived handle. The next statement finds it broken; the link then opens a new
+connection (same conninfo, same `search_path`) and:
+- a read, or a write that is safe to repeat (a lease renewal, an upsert), is sent again once;
+- any other write raises `StoreUnavailable` (whether it took is unknown), so the caller can
+  check, as the journal append does, or stop and resume from the journal.
+If the server cannot be reached yet, `StoreUnavailable` is raised and the next call tries again.
+Encoding refusals (`DataError`: a NUL in text, bad Unicode) become `NotSerializable`: the value
+is at fault, never the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from ..errors import StoreUnavailable
+from .rows import unencodable
+
+_ENCODING = (psycopg.DataError, UnicodeEncodeError)
+
+
+def _lost(conn: psycopg.Connection[Any]) -> bool:
+    return conn.closed or conn.broken
+
+
+class Link:
+    """One autocommit connection, re-established when the server drops it."""
+
+    def __init__(self, conninfo: str, schema: str | None, read_only: bool = False) -> None:
+        self._conninfo = conninfo
+        self._schema = schema
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self.reconnects = 0
+        self.conn = self._connect()  # psycopg.OperationalError: the caller says what to fix
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self._conninfo, autocommit=True)
+        if self._read_only:
+            # Defence in depth: the session refuses every write, whatever the code asks.
+            conn.execute("SET default_transaction_read_only = on")
+        if self._schema:
+            # A schema that does not exist yet is allowed in search_path (the store creates it).
+            conn.execute(f'SET search_path TO "{self._schema}"')
+        return conn
+
+    def _heal(self, broken: psycopg.Connection[Any], exc: Exception) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self.conn is broken:  # else another thread has healed it already
+                with contextlib.suppress(Exception):
+                    broken.close()
+                try:
+                    self.conn = self._connect()
+                except psycopg.Error as again:
+                    raise StoreUnavailable(
+                        f"the connection to PostgreSQL was lost ({_brief(exc)}) and cannot be "
+                        f"re-established yet ({_brief(again)}); daybook tries again on the next call"
+                    ) from None
+                self.reconnects += 1
+            return self.conn
+
+    def execute(self, sql: str, params: Any = None, *, retry: bool = True) -> psycopg.Cursor[Any]:
+        """One statement. `retry`: safe to send again if the connection was lost under it."""
+        conn = self.conn
+        try:
+            return conn.execute(sql, params)
+        except _ENCODING as exc:
+            raise unencodable(exc, "PostgreSQL") from None
+        except psycopg.OperationalError as exc:
+            if not _lost(conn):
+                raise
+            conn = self._heal(conn, exc)
+            if not retry:
+                raise StoreUnavailable(
+                    f"the connection to PostgreSQL was lost during a write ({_brief(exc)}); it is "
+                    "re-established, but whether that write took is unknown"
+                ) from exc
+        try:
+            return conn.execute(sql, params)
+        except _ENCODING as exc:
+            raise unencodable(exc, "PostgreSQL") from None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction, never retried: whether a COMMIT whose answer was lost took is unknown,
+        so a lost connection raises `StoreUnavailable` (the next call uses a new one)."""
+        conn = self.conn
+        try:
+            with conn.transaction():
+                yield conn
+        except _ENCODING as exc:
+            raise unencodable(exc, "PostgreSQL") from None
+        except psycopg.OperationalError as exc:
+            if not _lost(conn):
+                raise
+            self._heal(conn, exc)
+            raise StoreUnavailable(
+                f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); it "
+                "is re-established, but whether the transaction committed is unknown"
+            ) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
