@@ -38,6 +38,7 @@ def _runs_of_every_kind(book: Daybook, bank: str) -> None:
     book.entity("desk").claim("agent-a", 60)
 
 
+@pytest.mark.slow
 def test_check_finds_nothing_in_a_sound_store(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     with Daybook(db_url, inline_wait=0.1) as book:
         _runs_of_every_kind(book, bank.url)
@@ -65,6 +66,7 @@ def two_steps(ctx: daybook.Context) -> int:
     return int(ctx.decide("a", lambda: 1).value) + int(ctx.decide("b", lambda: 2).value)
 
 
+@pytest.mark.slow
 def test_check_reports_each_kind_of_damage_and_exits_non_zero(db_url: str) -> None:
     with Daybook(db_url) as book:
         for run_id in ("sound", "gappy", "orphan-outcome", "not-object", "bad-kind", "zombie"):
@@ -159,6 +161,7 @@ LISTINGS: list[tuple[list[str], str | None]] = [
 ]
 
 
+@pytest.mark.slow
 def test_a_damaged_run_is_skipped_and_flagged_by_every_listing(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     _damage(db_url, bank.url)
     damaged = ["bad-row", "bad-header"] if db_url.startswith("sqlite") else ["bad-row"]
@@ -181,6 +184,7 @@ def test_a_damaged_run_is_skipped_and_flagged_by_every_listing(db_url: str, bank
         assert "not a JSON object" in book.damaged()["bad-row"]
 
 
+@pytest.mark.slow
 def test_export_raw_salvages_what_of_a_damaged_run_is_readable(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     _damage(db_url, bank.url)
     plain = cli("export", "bad-row", db=db_url)

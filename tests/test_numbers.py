@@ -71,6 +71,7 @@ def test_limits_waits_and_sweeps_are_checked_before_anything_is_read_or_deleted(
         assert [r.run_id for r in book.runs(limit=1)] == ["r1"]
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_bad_numbers_as_usage_errors(db_url: str) -> None:
     with Daybook(db_url) as book:
         book.run(one, run_id="r1")

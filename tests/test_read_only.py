@@ -73,6 +73,7 @@ def _fingerprint(path: Path) -> tuple[str, int]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
 
 
+@pytest.mark.slow
 def test_read_commands_leave_the_store_file_byte_for_byte_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "books.db"
     url = f"sqlite:///{path}"
@@ -89,6 +90,7 @@ def test_read_commands_leave_the_store_file_byte_for_byte_unchanged(tmp_path: Pa
     assert _fingerprint(path) == before
 
 
+@pytest.mark.slow
 def test_a_read_command_on_a_missing_store_is_an_error_naming_it_and_creates_nothing(db_url: str) -> None:
     for args in READS:
         proc = cli(*args, db=db_url)
@@ -158,6 +160,7 @@ def test_reading_a_store_of_the_previous_version_does_not_upgrade_it(db_url: str
     ]
 
 
+@pytest.mark.slow
 def test_a_store_too_old_to_read_as_it_is_says_to_migrate_it(db_url: str) -> None:
     with Daybook(db_url) as book:
         _fill(book)
@@ -202,6 +205,7 @@ def locked_store(tmp_path: Path) -> Iterator[str]:
         holder.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_held_write_lock_does_not_block_reading(locked_store: str) -> None:
     for args in (["runs"], ["show", "r1"], ["export", "r1"], ["check"], ["unknowns"]):
         proc = cli(*args, db=locked_store)
