@@ -302,9 +302,6 @@ class Daybook:
         `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
         it, so resuming sends it again under the same key.
         """
-        if sum([confirmed is not MISSING, failed is not None, absent]) != 1:
-            raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
-        run_id, step = self.find_effect(run_id, step)
         return resolve_effect(
             self._runner.claims,
             run_id,

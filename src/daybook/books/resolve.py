@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..records import JSON, Event, Kind, Status, check_json, settles
 from ..runtime.claim import Claims
+from .effects import find_effect
 
 MISSING: Any = object()  # `confirmed=` not given (None is a result a tool may return)
 
@@ -22,7 +23,7 @@ MISSING: Any = object()  # `confirmed=` not given (None is a result a tool may r
 def resolve(
     claims: Claims,
     run_id: str,
-    step: int,
+    step: int | None,
     *,
     ref: JSON = None,
     confirmed: JSON = MISSING,
@@ -31,9 +32,11 @@ def resolve(
     by: str | None = None,
     evidence: str = "",
 ) -> Event:
-    """Record the resolution of the effect at `step` of `run_id`; returns the outcome row."""
+    """Record the resolution of the effect at `step` of `run_id` (or, with `step=None`, of the
+    effect whose key is `run_id`); returns the outcome row."""
     if sum([confirmed is not MISSING, failed is not None, absent]) != 1:
         raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
+    run_id, step = find_effect(claims.store, run_id, step)
     base: dict[str, JSON] = {"resolved_by": "manual", "by": by or getpass.getuser(), "evidence": evidence}
     claims.get_run(run_id)
     claims.take_now(run_id)

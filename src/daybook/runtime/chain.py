@@ -8,16 +8,15 @@ segment (`live`) or read every segment's journal in order (`chain_events`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew
-from ..records import Event, Kind, RunStatus
+from ..records import Event, RunStatus
 from ..store import Store
 from .claim import Claims
-from .finish import stop_beat
+from .finish import stop_beat, write_completed
 from .start import check_same, new_run
 from .workflow import Workflow
 
@@ -78,16 +77,7 @@ def close_segment(claims: Claims, exe: Execution, wf: Workflow[Any], cont: Conti
         if not store.create_run(info, first):
             check_same(claims.get_run(new_id), wf, info.input)  # a retry after a crash
         carry_signals(store, exe, new_id)
-        result = {CONTINUED: new_id}
-        done = Event(
-            run_id=exe.run_id,
-            seq=exe.next_seq,
-            kind=Kind.RUN_COMPLETED.value,
-            data={"result": result},
-            at=time.time(),
-        )
-        stop_beat(exe)
-        store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+        write_completed(store, owner, exe, {CONTINUED: new_id})
         carry_signals(store, exe, new_id)  # any that arrived while this segment was closing
     finally:
         # Whatever failed, this handle lets the segment go (its lease lapses if it was not

@@ -30,6 +30,15 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
         check_json(result, f"run {exe.run_id!r} result")
     except DaybookError as exc:
         raise Stop(exc, True) from None
+    try:
+        write_completed(store, owner, exe, result)
+    except NotSerializable as exc:  # over the payload limit: refused before anything was written
+        raise Stop(exc, True) from None
+    return result
+
+
+def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> None:
+    """The `run_completed` row and the header's final status, in one store call."""
     done = Event(
         run_id=exe.run_id,
         seq=exe.next_seq,
@@ -38,11 +47,7 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
         at=time.time(),
     )
     stop_beat(exe)
-    try:
-        store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
-    except NotSerializable as exc:  # over the payload limit: refused before anything was written
-        raise Stop(exc, True) from None
-    return result
+    store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
 
 
 def fail(store: Store, owner: str, exe: Execution, exc: BaseException) -> BaseException:
