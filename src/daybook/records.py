@@ -32,6 +32,8 @@ class Kind(StrEnum):
     RUN_COMPLETED = "run_completed"
     RUN_FAILED = "run_failed"
     RUN_ATTENTION = "run_attention"
+    RUN_RETRIED = "run_retried"  # data: by, from (the status it left), error (what it had)
+    RUN_CANCELLED = "run_cancelled"  # data: by, from, compensate, from_step (where an unwind starts)
     TIMER = "timer"  # status `set` (data: fire_at), then `fired`
     SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
     OBLIGATION = "obligation"  # status `open` (data: kind, owner, due, ...), `fulfilled`, `cancelled`
@@ -54,9 +56,10 @@ class RunStatus(StrEnum):
     STUCK = "stuck"  # a compensation could not be completed; a person must finish it
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # an operator ended it (`daybook cancel`); never runs again
 
 
-TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 STEPPED = frozenset(
     k.value
     for k in (

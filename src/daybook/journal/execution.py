@@ -29,13 +29,23 @@ class Liveness(Protocol):
     def stop(self) -> None: ...
 
 
-def error_info(exc: BaseException) -> dict[str, str]:
-    """How an exception is journaled: its type, message and the last frames of its traceback."""
-    return {
+# How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
+TRACEBACK_CHARS = 16_000
+
+
+def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
+    """How an exception is journaled: its type, message and the last frames of its traceback
+    (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
+    (`traceback`, printed by `daybook show`)."""
+    lines = traceback.format_exception(exc)
+    info = {
         "type": type(exc).__name__,
         "message": safe_text(str(exc)),
-        "where": safe_text("".join(traceback.format_exception(exc)[-3:])[-2000:]),
+        "where": safe_text("".join(lines[-3:])[-2000:]),
     }
+    if full:
+        info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
+    return info
 
 
 class Execution:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RunConflict, RunLeased, RunNotFound
+from ..errors import RunCancelled, RunConflict, RunLeased, RunNotFound
 from ..records import RunInfo, RunStatus
 from ..store import Store, open_store
 from .lease import Heartbeat, is_dead_here
@@ -59,6 +59,8 @@ class Claims:
             info = self.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 return Finished(info.result)
+            if info.status == RunStatus.CANCELLED:
+                raise RunCancelled(run_id)
             if info.workflow != workflow:
                 raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {workflow!r}")
             # Reserve before claiming: the store cannot tell two threads of this handle apart.
