@@ -193,6 +193,15 @@ class Daybook:
             return None
         return self._runner.resume(run_id, 0.0, app)
 
+    def pause(self, run_id: str, *, by: str | None = None) -> str:
+        """Pause a run, journaled with who asked (`by`, default the OS user). A run no process
+        executes is `paused` at once ("paused"); an executing one stops at its next step
+        boundary, once its owner's heartbeat sees the request (within `lease_ttl / 3` seconds;
+        an act in flight finishes and is journaled first) ("requested"); "already" if it is.
+        Workers never take a paused run; `resume` (any process, any time) goes on from its last
+        committed step, and `cancel` ends it."""
+        return operator.pause(self._store, run_id, by or getpass.getuser())
+
     def cancel(
         self, run_id: str, compensate: bool = False, *, by: str | None = None, app: str | None = None
     ) -> Compensation | None:

@@ -100,6 +100,18 @@ class WorkflowFailed(DaybookError):
     still possible by hand, but nothing retries it by itself)."""
 
 
+class RunPaused(DaybookError):
+    """A person paused the run (`daybook pause`); it holds no process until resumed."""
+
+    def __init__(self, run_id: str, by: str = "") -> None:
+        who = f" by {by}" if by else ""
+        super().__init__(
+            f"run {run_id!r} is paused{who}; `daybook resume {run_id}` (or book.resume) goes on "
+            "from its last committed step, from any process, at any time"
+        )
+        self.run_id = run_id
+
+
 class RunCancelled(DaybookError):
     """The run was cancelled (`daybook cancel`); it never runs again."""
 

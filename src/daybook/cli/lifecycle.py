@@ -1,4 +1,4 @@
-"""Commands that change where a run is in its life, from outside its code: retry and cancel."""
+"""Commands that change where a run is in its life, from outside its code: retry, cancel, pause."""
 
 from __future__ import annotations
 
@@ -70,4 +70,24 @@ def cancel(book: Daybook, run_id: str, compensate: bool, app: str | None, by: st
     )
 
 
-COMMANDS = (retry, cancel)
+@click.command()
+@click.argument("run_id")
+@by_option("pauses")
+@with_book
+def pause(book: Daybook, run_id: str, by: str | None) -> None:
+    """Pause a run: at once if no process executes it, else at its next step boundary (an act in
+    flight finishes and is journaled first). Workers leave it alone; `daybook resume RUN` goes
+    on from its last committed step, from any process, any time."""
+    done = book.pause(run_id, by=by)
+    if done == "requested":
+        click.echo(
+            f"pause requested: run {run_id} stops at its next step boundary, within "
+            f"{book.lease_ttl / 3:.0f} s of its owner's next heartbeat; `daybook show {run_id}` "
+            "then says `paused`"
+        )
+    else:
+        was = "was already" if done == "already" else "is"
+        click.echo(f"run {run_id} {was} paused; `daybook resume {run_id}` goes on from its last step")
+
+
+COMMANDS = (retry, cancel, pause)

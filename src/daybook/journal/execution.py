@@ -15,16 +15,20 @@ from typing import Any, Protocol
 from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable
 from ..records import Event, Kind, check_json, fingerprint, safe_text
 from ..store import Store
-from .stop import Stop
+from .stop import Pause, Stop
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
 
 class Liveness(Protocol):
-    """What the cursor needs of a lease heartbeat: whether the lease was lost, and to stop it."""
+    """What the cursor needs of a lease heartbeat: whether the lease was lost, the newest pause
+    request seen in the run's inbox (inbox id, who asked), and to stop it."""
 
     @property
     def lost(self) -> bool: ...
+
+    @property
+    def pause(self) -> tuple[int, str] | None: ...
 
     def stop(self) -> None: ...
 
@@ -84,7 +88,7 @@ class Execution:
         self.consumed: set[int] = {
             int(ev.data["inbox_id"])
             for ev in events
-            if ev.kind == Kind.SIGNAL and ev.status == "received" and "inbox_id" in ev.data
+            if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data.get("inbox_id") is not None
         }
 
     # -- journal writes -----------------------------------------------------------------------
@@ -146,6 +150,11 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
+        if step > self.recorded_steps and self.heartbeat is not None:
+            asked = self.heartbeat.pause
+            if asked is not None and asked[0] not in self.consumed:
+                # A step boundary, live: everything before it is journaled, nothing after began.
+                raise Pause(self.run_id, asked[1], asked[0])
         self.next_step += 1
         return step
 

@@ -21,6 +21,9 @@ from .lease import Heartbeat, is_dead_here
 
 log = logging.getLogger("daybook")
 
+# The inbox name of a pause request for a run that is executing (`runtime.operator.pause`).
+PAUSE_SIGNAL = "pause:"
+
 
 @dataclass
 class Finished:
@@ -122,4 +125,11 @@ class Claims:
                     self._beat_store = open_store(self.store.url)
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
-        return Heartbeat(renew, self.lease_ttl / 3)
+        def watch() -> tuple[int, str] | None:
+            with self._beat_lock:
+                assert self._beat_store is not None
+                inbox = self._beat_store.inbox(run_id)
+            asked = [(row[0], row[3]) for row in inbox if row[1] == PAUSE_SIGNAL]
+            return asked[-1] if asked else None
+
+        return Heartbeat(renew, self.lease_ttl / 3, watch=watch)

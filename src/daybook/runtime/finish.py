@@ -21,7 +21,7 @@ from ..errors import (
     WorkflowFailed,
 )
 from ..journal.execution import Execution, error_info
-from ..journal.stop import Stop, Suspend
+from ..journal.stop import Pause, Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
 
@@ -81,6 +81,12 @@ def fail(
         # The code is wrong for this run (strict mode, a changed body): not the run's failure.
         # Park it for a person, journal untouched, resumable after the fix.
         exc = Stop(exc, True)
+    if isinstance(exc, Pause):
+        data = {"by": exc.by, "from": RunStatus.RUNNING.value, "inbox_id": exc.inbox_id}
+        now = time.time()
+        paused = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_PAUSED.value, data=data, at=now)
+        store.finish(exe.run_id, owner, RunStatus.PAUSED.value, None, None, paused, now)
+        return exc.error
     if isinstance(exc, Suspend):
         store.suspend(exe.run_id, owner, exc.wake_at, time.time())
         return exc.error

@@ -17,11 +17,14 @@ from typing import Any
 from ..errors import ConfigError, LeaseLost, RunNotFound
 from ..journal.execution import Execution
 from ..journal.stop import Stop
-from ..records import Event, Kind, RunInfo, RunStatus
+from ..records import Event, Kind, RunInfo, RunStatus, dumps
 from ..store import Store
+from .claim import PAUSE_SIGNAL
+from .lease import is_dead_here
 
-RETRYABLE = (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION, RunStatus.STUCK)
+RETRYABLE = (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION, RunStatus.STUCK, RunStatus.PAUSED)
 CANCELLABLE = (
+    RunStatus.PAUSED,
     RunStatus.PENDING,
     RunStatus.RUNNING,
     RunStatus.SUSPENDED,
@@ -44,6 +47,37 @@ def retry(store: Store, run_id: str, by: str) -> str:
 
     info = _transition(store, run_id, RETRYABLE, RunStatus.PENDING, mark, "retried")
     return info.status
+
+
+PAUSABLE = (
+    RunStatus.PENDING,
+    RunStatus.RUNNING,
+    RunStatus.SUSPENDED,
+    RunStatus.NEEDS_ATTENTION,
+    RunStatus.STUCK,
+)
+
+
+def pause(store: Store, run_id: str, by: str) -> str:
+    """Pause a run: at once if no live process executes it (`paused`, journaled with who asked);
+    else ask its owner, through its inbox, to stop at its next step boundary (an act in flight
+    finishes and is journaled first). Returns "paused", "requested" or "already"."""
+    info = store.get_run(run_id)
+    if info is None:
+        raise RunNotFound(run_id, store.url)
+    if info.status == RunStatus.PAUSED:
+        return "already"
+    executing = info.status == RunStatus.RUNNING and info.lease_owner is not None
+    if executing and (info.lease_expires or 0.0) > time.time() and not is_dead_here(info.lease_owner or ""):
+        sent = store.signal(run_id, PAUSE_SIGNAL, dumps({"by": by}, "pause"), by, time.time(), wake=False)
+        if sent is not None:
+            return "requested"
+
+    def mark(info: RunInfo, events: list[Event], now: float) -> Event:
+        return _event(run_id, events, Kind.RUN_PAUSED, "pause", {"by": by, "from": info.status}, now)
+
+    _transition(store, run_id, PAUSABLE, RunStatus.PAUSED, mark, "paused")
+    return "paused"
 
 
 def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, int]:
@@ -136,6 +170,7 @@ def _cannot(run_id: str, status: str, verb: str, allowed: tuple[RunStatus, ...])
         RunStatus.PENDING: "it has not run yet (a worker or `daybook resume` runs it)",
         RunStatus.RUNNING: "it is running",
         RunStatus.SUSPENDED: "it is waiting (a timer or a signal)",
+        RunStatus.PAUSED: f"it is paused: `daybook resume {run_id}` goes on",
     }.get(RunStatus(status), f"it is {status}")
     can = ", ".join(s.value for s in allowed)
     return f"run {run_id!r} cannot be {verb}: {hint}. Only a run that is {can} can be {verb}"

@@ -170,7 +170,7 @@ class PostgresStore:
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         cur = self._db.execute(
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
-            "status = CASE WHEN status IN ('pending', 'suspended', 'needs_attention') "
+            "status = CASE WHEN status IN ('pending', 'suspended', 'needs_attention', 'paused') "
             "THEN 'running' ELSE status END "
             "WHERE run_id = %s AND "
             "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",

@@ -162,7 +162,7 @@ class SQLiteStore:
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = CASE WHEN "
-            "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
+            "status IN ('pending', 'suspended', 'needs_attention', 'paused') THEN 'running' ELSE status END "
             "WHERE run_id = ? AND "
             "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
         )
