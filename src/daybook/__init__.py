@@ -59,6 +59,7 @@ from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
+from .steering.revision import Revision
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -106,6 +107,7 @@ __all__ = [
     "Pending",
     "Policy",
     "Retry",
+    "Revision",
     "RunCancelled",
     "RunConflict",
     "RunFailed",

@@ -35,6 +35,7 @@ from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Workflow, load
+from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store
 from .tx import audit
@@ -192,6 +193,33 @@ class Daybook:
         if submit:
             return None
         return self._runner.resume(run_id, 0.0, app)
+
+    def steer(
+        self,
+        run_id: str,
+        kind: str,
+        text: str,
+        *,
+        author: str | None = None,
+        target: str | None = None,
+        wait: float = 10.0,
+    ) -> dict[str, JSON]:
+        """Steer a live run: `kind` is "add" ("also include X"), "revise" ("8000 words, not
+        6000") or "retract" ("skip the translation"), from `author` (default the OS user), about
+        `target` (optional: a step, a topic; a retraction and an addition of one target
+        conflict). Durable and totally ordered; it wakes a suspended run. The run reads it at its
+        next step boundary (`ctx.revisions()`; the `AgentLoop` folds it into its next prompt),
+        which journals the acknowledgement. Waits up to `wait` seconds for it; returns
+        {"id", "acked", "step", "conflicts"}."""
+        return steer_run(
+            self._runner.claims,
+            run_id,
+            kind,
+            text,
+            author=author or getpass.getuser(),
+            target=target,
+            wait=_wait_of(wait),
+        )
 
     def pause(self, run_id: str, *, by: str | None = None) -> str:
         """Pause a run, journaled with who asked (`by`, default the OS user). A run no process

@@ -31,14 +31,30 @@ after such a move.
 
 from __future__ import annotations
 
-from . import books, check, demo, entities, gates, lifecycle, runs, tools, transactions, versions, workers
+from . import (
+    books,
+    check,
+    demo,
+    entities,
+    gates,
+    lifecycle,
+    runs,
+    steering,
+    tools,
+    transactions,
+    versions,
+    workers,
+)
 from .app import main
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    nouns = (runs, lifecycle, workers, demo, versions, books, tools, transactions, gates, entities, check)
+    nouns = (
+        runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
+        entities, check,
+    )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)

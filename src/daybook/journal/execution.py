@@ -85,11 +85,12 @@ class Execution:
         self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
         self.inline_wait = 2.0
-        self.consumed: set[int] = {
-            int(ev.data["inbox_id"])
-            for ev in events
-            if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data.get("inbox_id") is not None
-        }
+        self.consumed: set[int] = set()
+        for ev in events:
+            if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
+                if ev.data.get("inbox_id") is not None:
+                    self.consumed.add(int(ev.data["inbox_id"]))  # a wait's signal, a pause
+                self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
 
     # -- journal writes -----------------------------------------------------------------------
 
