@@ -9,6 +9,7 @@ given the factory for a run's `ctx` (`daybook.context.Context`).
 from __future__ import annotations
 
 import getpass
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Workflow, load
+from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store
@@ -313,6 +315,14 @@ class Daybook:
             "run": info.as_dict(),
             "events": [e.as_dict() for e in self.store.load(run_id)],
         }
+
+    def checkpoint(self, run_id: str) -> dict[str, JSON]:
+        """The run's checkpoint as one document in three parts (`executor`: history, trace,
+        scratchpad; `environment`: the workspace declared with `ctx.environment` and whether it
+        is running or stopped; `progress`: current step, each step's status, the committed
+        boundary), with `schema_version` and `saved_at`. JSON Schema:
+        `docs/checkpoint.schema.json`. A view of the journal, never a second copy."""
+        return checkpoint_of(self.store, run_id, time.time())
 
     def check(self) -> list[dict[str, JSON]]:
         """Audit the store (`daybook check`): the database's own check (SQLite `quick_check`),

@@ -20,11 +20,12 @@ from .journal.execution import Execution
 from .journal.stop import ContinueAsNew
 from .records import JSON, check_json
 from .recovery.compensation import Compensations
+from .steering.checkpoint import Environments
 from .steering.revision import Revisions
 from .steering.update import Updates
 
 
-class Context(Compensations, Gates, Obligations, Barriers, Updates, Revisions):
+class Context(Compensations, Gates, Obligations, Barriers, Updates, Revisions, Environments):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
     def __init__(self, exe: Execution) -> None:
