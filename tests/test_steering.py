@@ -4,15 +4,19 @@ prompt; opposite revisions of one target are reported, never merged. Both stores
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+import agents
 import pytest
 from conftest import cli, wait_until
 
 import daybook
 from daybook import Daybook
+from daybook.demo.bank import Bank
 
 STARTED = threading.Event()
 
@@ -173,3 +177,65 @@ def test_steer_refuses_bad_kinds_and_finished_runs_and_the_cli_prints_the_acknow
     assert out.returncode == 0 and "queued" in out.stdout, out.stderr
     bad = cli("steer", "cli", "remove", "x", db=db_url)
     assert bad.returncode == 2
+
+
+@daybook.tool(irreversible=False)
+def delete_note(*, original: dict[str, Any], result: Any, idempotency_key: str) -> str:
+    Path(original["path"]).unlink(missing_ok=True)
+    return "deleted"
+
+
+@daybook.tool(inverse=delete_note)
+def write_note(*, path: str, text: str, idempotency_key: str) -> str:
+    Path(path).write_text(text)
+    return path
+
+
+def test_a_retraction_undoes_what_was_done_for_the_steps_it_names(
+    book: Daybook, bank: Bank, tmp_path: Path
+) -> None:
+    note = tmp_path / "offer.txt"
+    prompts: list[str] = []
+    gate = threading.Event()
+    script = [
+        json.dumps({"tool": "write_note", "args": {"path": str(note), "text": "20% off"}}),
+        json.dumps({"tool": "book_leg", "args": {"bank": bank.url, "n": 1, "fail_inverse_of": -1}}),
+        json.dumps({"tool": "stop"}),
+    ]
+
+    def reply(prompt: str) -> str:
+        prompts.append(prompt)
+        if len(prompts) == 2:
+            gate.wait(30)  # the retractions arrive while the model picks the second act
+        return script[len(prompts) - 1]
+
+    loop = daybook.AgentLoop(
+        llm=daybook.ScriptedLLM(reply),
+        tools={"write_note": write_note, "book_leg": agents.book_leg},
+        observe=lambda: {},
+        prompt=lambda goal, obs, history: f"{goal} | {history}",
+        judge=lambda goal, history: daybook.Judgement(True),
+    )
+
+    @daybook.workflow
+    def offer(ctx: daybook.Context) -> dict[str, Any]:
+        return loop.run(ctx, "make the offer").as_dict()
+
+    done: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: done.update(book.run(offer, run_id="offer")))
+    runner.start()
+    wait_until(lambda: len(prompts) >= 2)
+    assert note.read_text() == "20% off"
+    book.steer("offer", "retract", "no written offer", author="ana", target="write_note", wait=0)
+    book.steer("offer", "retract", "no hold either", author="ana", target="book_leg", wait=0)
+    gate.set()
+    runner.join(60)
+    assert done["outcome"] == "ok"
+    assert not note.exists()  # the file is gone
+    assert len(bank.records["payments"]) == 1 and len(bank.records["cancels"]) == 1  # hold released
+    retractions = [h for h in done["history"] if h.get("revision") == "retract"]
+    assert [r["undone"] for r in retractions] == [["offer/2/write_note/0"], ["offer/5/book_leg/0"]]
+    assert all(r["not_undone"] == [] for r in retractions)
+    acts = [h for h in done["history"] if "tool" in h]
+    assert [h["state"] for h in acts] == ["retracted", "retracted"]
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())

@@ -180,6 +180,8 @@ class AgentLoop:
             }
             if rev.kind == "revise":
                 entry["redo"] = self._reevaluate(ctx, rev, list(history))
+            elif rev.kind == "retract" and rev.target is not None:
+                entry.update(_retract(ctx, rev.target, history))
             history.append(entry)
 
     def _reevaluate(self, ctx: Context, rev: Revision, history: list[JSONDict]) -> Any:
@@ -223,6 +225,25 @@ class AgentLoop:
         # that outcome is the run's status, not a return value.
         ctx.compensate()
         return LoopResult("compensated", history, raw, reason)
+
+
+def _retract(ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:
+    """Take back what was done for the steps a retraction names (`target`: a decision id or a
+    tool name): each is marked `retracted`, and its confirmed effects are undone by their
+    inverses, newest first, once; what cannot be undone (irreversible, or no inverse) is listed
+    in `not_undone`, never passed off as undone."""
+    hit = [h for h in history if "revision" not in h and target in (h.get("decision"), h.get("tool"))]
+    keys = [f"{h['decision']}/{h['tool']}/0" for h in hit if h.get("state") == "done"]
+    for h in hit:
+        h["state"] = "retracted"
+    if not keys:
+        return {"retracted": [h.get("decision") for h in hit], "undone": [], "not_undone": []}
+    report = ctx.compensate(keys=keys, strict=False)
+    return {
+        "retracted": [h.get("decision") for h in hit],
+        "undone": report.compensated,
+        "not_undone": report.stuck + report.no_inverse,
+    }
 
 
 def _bind(check: Callable[[Action, Any], bool], action: Action, fresh: Any) -> Callable[[], bool]:
