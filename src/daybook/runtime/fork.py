@@ -12,6 +12,7 @@ imported) needs `confirm`; compensable ones are listed.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -118,10 +119,9 @@ def _header(
     info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str
 ) -> tuple[RunInfo, Event]:
     now = time.time()
-    header = RunInfo(
+    header = dataclasses.replace(
+        info,
         run_id=fork_id,
-        workflow=info.workflow,
-        ref=info.ref,
         status=RunStatus.PENDING.value,
         input=run_input,
         result=None,
@@ -130,8 +130,7 @@ def _header(
         updated_at=now,
         lease_owner=None,
         lease_expires=None,
-        schema_version=info.schema_version,
-        code_version=info.code_version,
+        wake_at=None,
     )
     data: dict[str, JSON] = {"input": run_input, "ref": info.ref, "by": by, FORK_OF: info.run_id, "at": at}
     first = Event(run_id=fork_id, seq=1, kind=Kind.RUN_STARTED.value, name=info.workflow, data=data, at=now)
