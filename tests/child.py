@@ -2,7 +2,7 @@
 itself with SIGKILL at a chosen journal write.
 
     child.py DB start RUN_ID WORKFLOW ARGS_JSON [--kill-before KIND:N | --kill-after KIND:N]
-    child.py DB resume RUN_ID [--ready-go]
+    child.py DB resume RUN_ID [--ready-go] [--app MODULE|FILE.py]
     child.py DB threads RUN_PREFIX RUNS ARGS_JSON   (RUNS payments runs in parallel threads)
 
 KIND:N means the N-th (1-based) journal row of that kind written by this process ('any' counts
@@ -29,6 +29,7 @@ def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
     inline = take(rest, "--inline-wait")
+    app = take(rest, "--app")  # the code that defines the run's workflow (agents.py is imported)
     book = Daybook(db, lease_ttl=2.0, inline_wait=2.0 if inline is None else float(inline))
     kill_at_journal_write(book, rest)
     ready_then_go(rest)
@@ -50,7 +51,7 @@ def main() -> None:
         if action == "start":
             wf = treasury if rest[0] == "treasury" else getattr(agents, rest[0])
             return book.run(wf, *json.loads(rest[1]), run_id=run_id)
-        return book.resume(run_id)
+        return book.resume(run_id, app=app)
 
     report(run)
 

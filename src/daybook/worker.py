@@ -134,7 +134,7 @@ class Worker:
         start = time.monotonic()
         try:
             try:
-                book.load_workflow(run_id)
+                book.load_workflow(run_id, self.apps)
             except DaybookError as exc:
                 # Code this worker cannot load: park the run for a person instead of retrying
                 # it every lease period.
