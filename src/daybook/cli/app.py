@@ -168,18 +168,40 @@ def with_book(fn: Callable[..., Any] | None = None, *, read_only: ReadOnly = Fal
             with Daybook(db, read_only=reading) as book:
                 try:
                     return command(book, **kwargs)
+                except (NeedsAttention, Suspended) as exc:
+                    stopped(book, exc)
                 finally:
                     warn_damaged(book)
-        except NeedsAttention as exc:
-            fail(str(exc), EXIT_ATTENTION)
-        except Suspended as exc:
-            fail(str(exc), EXIT_SUSPENDED)
         except CorruptJournal as exc:
             fail(_with_salvage_hint(str(exc)))
         except DaybookError as exc:
             fail(str(exc))
 
     return wrapper
+
+
+def stopped(book: Daybook, exc: NeedsAttention | Suspended) -> NoReturn:
+    """A run that stopped for a person (exit 3) or suspended (exit 5): say why, with the
+    `daybook resume` that continues it given the `--app` its stored reference suggests, and the
+    `daybook approve` that decides the gate it waits at."""
+    message = str(exc)
+    with contextlib.suppress(DaybookError):  # no such run to look up: the message stands
+        message = message.replace(f"`daybook resume {exc.run_id}`", resume_hint(book, exc.run_id))
+    if isinstance(exc, Suspended):
+        fail(message + _gate_hint(exc), EXIT_SUSPENDED)
+    fail(message, EXIT_ATTENTION)
+
+
+def _gate_hint(exc: Suspended) -> str:
+    """When a run waits at an approval gate, name the command that decides it."""
+    found = re.search(r"'verdict:([^']+)'", exc.waiting_for)
+    if found is None:
+        return ""
+    run, gate = shlex.quote(exc.run_id), shlex.quote(found.group(1))
+    return (
+        f"; it waits at approval gate {found.group(1)}: decide it with `daybook approve {run} {gate} "
+        f"--as NAME` or `daybook deny {run} {gate} --as NAME` (the token in $DAYBOOK_TOKEN)"
+    )
 
 
 def _with_salvage_hint(message: str) -> str:

@@ -163,15 +163,22 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
 @by_option("raises")
+@json_option("JSON instead of a table: {caps, spent, ...} (with --raise: {signal, raised}).")
 @with_book(read_only=lambda options: not options["raise_"])
-def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
+def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None, as_json: bool) -> None:
     """Show a run's budget (spent against caps), or raise a cap."""
     if raise_:
         amounts = _amounts(raise_)
         signal_id = book.raise_budget(run_id, by=by, **amounts)
-        say(f"raise #{signal_id} sent to {run_id}: {amounts}")
+        if as_json:
+            json_out({"signal": signal_id, "raised": amounts})
+        else:
+            say(f"raise #{signal_id} sent to {run_id}: {amounts}")
         return
     state = book.budget(run_id)
+    if as_json:
+        json_out(state)
+        return
     names = sorted(set(state["caps"]) | set(state["spent"]))
     if not names:
         say(f"run {run_id} has no budget")
