@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import re
 import shlex
 import sys
@@ -73,6 +74,18 @@ class SafeGroup(click.Group):
 @click.version_option(__version__, package_name=DISTRIBUTION, prog_name="daybook")
 def main() -> None:
     """daybook: a durable journal for AI agents. Intent before every act, outcome after."""
+    logger = logging.getLogger("daybook")
+    if not any(isinstance(f, _EscapedLog) for f in logger.filters):
+        logger.addFilter(_EscapedLog())
+
+
+class _EscapedLog(logging.Filter):
+    """daybook's own log lines (which quote run ids, keys and errors) escaped like everything
+    else the CLI prints, whatever handler the operator's logging set up."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = render.safe(record.getMessage(), lines=True), None
+        return True
 
 
 def say(text: str, err: bool = False) -> None:
