@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,11 @@ def test_the_operator_names_the_code_with_app_or_DAYBOOK_APP(db_url: str, tmp_pa
 
 
 def test_resume_in_python_takes_app(db_url: str, tmp_path: Path) -> None:
+    name = f"doubler_{uuid.uuid4().hex[:8]}"  # not registered in this process by another case
     app = tmp_path / "pyapp.py"
-    app.write_text(APP.format(name="doubler_api"))
+    app.write_text(APP.format(name=name))
     with Daybook(db_url) as book:
-        planted: Workflow[int] = Workflow(fn=lambda ctx, x: x, name="doubler_api", ref=f"{app}:doubler_api")
+        planted: Workflow[int] = Workflow(fn=lambda ctx, x: x, name=name, ref=f"{app}:{name}")
         book.submit(planted, 5, run_id="p1")
         with pytest.raises(ConfigError, match=f"app='{app}'"):
             book.resume("p1")

@@ -100,6 +100,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
+_TAKES_VALUE = {"--raise", "--payload", "--confirmed", "--failed", "--app", "--sweep", "--day", "--by"}
 _HINT = re.compile(r"`(daybook [^`]*)`")
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
 
@@ -112,17 +113,15 @@ def with_db(text: str, db: str | None = None) -> str:
     if not db:
         return text
     shown = _PASSWORD.sub(r"\1****@", db)  # never print a password (D10)
-    flag = f" --db {shown}" if re.fullmatch(r"[\w@%+=:,./-]+", shown) else f" --db '{shown}'"
+    flag = f" --db {shlex.quote(shown)}"
 
     def add(match: re.Match[str]) -> str:
         words = match.group(1).split(" ")
         if "--db" in words:
             return match.group(0)
-        if not words[-1].startswith("-"):
-            return f"`{match.group(1)}{flag}`"
-        # It ends in an option (which may take a value): put --db right after the command's name.
-        at = 3 if words[1:2] == ["approvers"] else 2
-        return "`" + " ".join([*words[:at], flag.strip(), *words[at:]]) + "`"
+        if words[-1] in _TAKES_VALUE:  # `daybook budget RUN --raise`: not between it and its value
+            return "`" + " ".join([*words[:-1], flag.strip(), words[-1]]) + "`"
+        return f"`{match.group(1)}{flag}`"
 
     return _HINT.sub(add, text)
 
