@@ -147,3 +147,20 @@ def test_replay_check_of_a_run_whose_workflow_raised_is_no_traceback(db_url: str
     done = CliRunner().invoke(main, ["replay-check", "f1", "--db", db_url])
     assert done.exception is None or isinstance(done.exception, SystemExit), done.output
     assert done.exit_code == 0 and done.output.startswith("ok"), done.output  # it fails the same way
+
+
+def test_a_worker_in_python_imports_only_its_apps(db_url: str, tmp_path: Path) -> None:
+    from daybook.worker import Worker
+
+    name = f"doubler_{uuid.uuid4().hex[:8]}"
+    app = tmp_path / "workerapp.py"
+    app.write_text(APP.format(name=name))
+    evil, marker = _plant(db_url, tmp_path)
+    with Daybook(db_url) as book:
+        book.submit(Workflow(fn=lambda ctx, x: x, name=name, ref=f"{app}:{name}"), 4, run_id="w1")
+    stats = Worker(db_url, apps=str(app), poll=0.05).run(until_idle=True)
+    assert (stats.completed, stats.attention) == (1, 1)
+    assert not marker.exists()
+    with Daybook(db_url) as book:
+        assert book.get_run("w1").result == {"doubled": 8}
+        assert f"--app {evil}" in str(book.get_run("evil1").error)
