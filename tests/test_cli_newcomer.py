@@ -16,6 +16,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner, Result
+from test_cli_fuzz import printed_traceback
 
 import daybook
 from daybook import Daybook, NeedsAttention, Suspended
@@ -30,7 +31,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def run(db: str, *args: str, **env: str) -> Result:
     result = CliRunner().invoke(main, [*args, "--db", db], env=env or None)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    assert "Traceback" not in result.output
+    assert not printed_traceback(result.output), result.output
     return result
 
 
@@ -186,7 +187,7 @@ def test_run_data_cannot_write_to_the_terminal(db_url: str) -> None:
 def test_app_is_repeatable_and_listings_take_json(db_url: str) -> None:
     with Daybook(db_url) as book:
         book.run(noisy, run_id="j1")
-    for command in ("resume", "replay-check", "worker", "reconcile", "tools"):
+    for command in ("resume", "replay-check", "worker", "reconcile", "tools", "retry", "cancel"):
         option = next(p for p in main.commands[command].params if p.name == "apps")
         assert isinstance(option, click.Option) and option.multiple, command
     assert run(db_url, "replay-check", "j1", "--app", "json", "--app", "os.path").exit_code == 0

@@ -25,16 +25,20 @@ from .errors import (
     NonDeterminismError,
     NotAuthorized,
     NotSerializable,
+    RunCancelled,
     RunConflict,
     RunFailed,
     RunLeased,
     RunNotFound,
+    RunParked,
+    RunPaused,
     RunStuck,
     SchemaVersionError,
     StepFailed,
     StoreUnavailable,
     Suspended,
     UpdateTimeout,
+    WorkflowFailed,
 )
 from .gates.gate import Verdict
 from .journal.decision import Decision
@@ -55,6 +59,7 @@ from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
+from .steering.revision import Revision
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -102,11 +107,15 @@ __all__ = [
     "Pending",
     "Policy",
     "Retry",
+    "Revision",
+    "RunCancelled",
     "RunConflict",
     "RunFailed",
     "RunInfo",
     "RunLeased",
     "RunNotFound",
+    "RunParked",
+    "RunPaused",
     "RunStatus",
     "RunStuck",
     "SchemaVersionError",
@@ -125,6 +134,7 @@ __all__ = [
     "Verdict",
     "Why",
     "Workflow",
+    "WorkflowFailed",
     "__version__",
     "tool",
     "workflow",

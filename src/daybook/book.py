@@ -9,6 +9,7 @@ given the factory for a run's `ctx` (`daybook.context.Context`).
 from __future__ import annotations
 
 import getpass
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,12 +29,15 @@ from .errors import ConfigError
 from .gates import approval
 from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
-from .runtime import inbox
+from .recovery.compensation import Compensation
+from .runtime import inbox, operator
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
+from .steering.checkpoint import checkpoint as checkpoint_of
+from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store
 from .tx import audit
@@ -62,6 +66,10 @@ class Daybook:
     `read_only=True` opens an existing store for reading only: nothing is created, upgraded or
     written (SQLite: a `mode=ro` connection, so a read-only file works and a writer's lock does
     not block it), and every method that writes raises ConfigError.
+    `on_error`: what an exception the workflow did not raise on purpose does to its run:
+    `"park"` (default: `needs_attention`, journal kept, `retry` after a fix) or `"fail"`
+    (terminal `failed`). Raised on purpose: `WorkflowFailed`, a certain `StepFailed`,
+    `BudgetExceeded`, and what the workflow lists in `@workflow(fail_on=...)`.
     """
 
     def __init__(
@@ -72,14 +80,22 @@ class Daybook:
         inline_wait: float = 2.0,
         strict: bool = False,
         read_only: bool = False,
+        on_error: str = "park",
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
         if strict:
             strict_mode.install()
         self._store: Store = open_store(url, read_only=read_only)
+        if on_error not in ("park", "fail"):
+            raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
         self._runner = Runner(
-            self._store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
+            self._store,
+            lease_ttl=lease_ttl,
+            inline_wait=inline_wait,
+            strict=strict,
+            context=Context,
+            park=on_error == "park",
         )
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
@@ -167,6 +183,77 @@ class Daybook:
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
+    def retry(
+        self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False
+    ) -> Any:
+        """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
+        its journal: confirmed effects and recorded decisions are replayed, never repeated; the
+        step that raised runs again. Journaled with who asked (`by`, default the OS user).
+
+        Runs it here and returns its result (as `resume`), or with `submit=True` only marks it
+        due for a worker (`daybook worker`) and returns None."""
+        operator.retry(self._store, run_id, by or getpass.getuser())
+        if submit:
+            return None
+        return self._runner.resume(run_id, 0.0, app)
+
+    def steer(
+        self,
+        run_id: str,
+        kind: str,
+        text: str,
+        *,
+        author: str | None = None,
+        target: str | None = None,
+        wait: float = 10.0,
+    ) -> dict[str, JSON]:
+        """Steer a live run: `kind` is "add" ("also include X"), "revise" ("8000 words, not
+        6000") or "retract" ("skip the translation"), from `author` (default the OS user), about
+        `target` (optional: a step, a topic; a retraction and an addition of one target
+        conflict). Durable and totally ordered; it wakes a suspended run. The run reads it at its
+        next step boundary (`ctx.revisions()`; the `AgentLoop` folds it into its next prompt),
+        which journals the acknowledgement. Waits up to `wait` seconds for it; returns
+        {"id", "acked", "step", "conflicts"}."""
+        return steer_run(
+            self._runner.claims,
+            run_id,
+            kind,
+            text,
+            author=author or getpass.getuser(),
+            target=target,
+            wait=_wait_of(wait),
+        )
+
+    def pause(self, run_id: str, *, by: str | None = None) -> str:
+        """Pause a run, journaled with who asked (`by`, default the OS user). A run no process
+        executes is `paused` at once ("paused"); an executing one stops at its next step
+        boundary, once its owner's heartbeat sees the request (within `lease_ttl / 3` seconds;
+        an act in flight finishes and is journaled first) ("requested"); "already" if it is.
+        Workers never take a paused run; `resume` (any process, any time) goes on from its last
+        committed step, and `cancel` ends it."""
+        return operator.pause(self._store, run_id, by or getpass.getuser())
+
+    def cancel(
+        self, run_id: str, compensate: bool = False, *, by: str | None = None, app: Apps = None
+    ) -> Compensation | None:
+        """End a run for good (`cancelled`), journaled with who asked. A live owner stops at its
+        next journal write; an act it has in flight then stays open in the effect ledger.
+
+        With `compensate=True` the run's confirmed effects are then undone here, newest first,
+        as `ctx.compensate` does (each tool's inverse, once, under `comp/<key>`); it returns
+        the `Compensation` report and raises `RunStuck` if something could not be undone.
+        Calling it again on a cancelled run finishes an unwind a crash interrupted. `app`
+        names the module that registers the tools (when this process has not imported it)."""
+        by = by or getpass.getuser()
+        info = self.get_run(run_id)
+        if info.status != RunStatus.CANCELLED:
+            operator.cancel(self._store, run_id, by, compensate)
+        if not compensate:
+            return None
+        load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
+        done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
+        return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
+
     def execute_claimed(self, run_id: str, app: Apps = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         return self._runner.execute_claimed(run_id, app)
@@ -231,6 +318,14 @@ class Daybook:
             "run": info.as_dict(),
             "events": [e.as_dict() for e in self.store.load(run_id)],
         }
+
+    def checkpoint(self, run_id: str) -> dict[str, JSON]:
+        """The run's checkpoint as one document in three parts (`executor`: history, trace,
+        scratchpad; `environment`: the workspace declared with `ctx.environment` and whether it
+        is running or stopped; `progress`: current step, each step's status, the committed
+        boundary), with `schema_version` and `saved_at`. JSON Schema:
+        `docs/checkpoint.schema.json`. A view of the journal, never a second copy."""
+        return checkpoint_of(self.store, run_id, time.time())
 
     def check(self) -> list[dict[str, JSON]]:
         """Audit the store (`daybook check`): the database's own check (SQLite `quick_check`),

@@ -34,14 +34,31 @@ after such a move.
 
 from __future__ import annotations
 
-from . import books, check, demo, entities, gates, runs, tools, transactions, versions, workers
+from . import (
+    books,
+    check,
+    demo,
+    entities,
+    gates,
+    lifecycle,
+    runs,
+    steering,
+    tools,
+    transactions,
+    versions,
+    workers,
+)
 from .app import main
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    for noun in (runs, workers, demo, versions, books, tools, transactions, gates, entities, check):
+    nouns = (
+        runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
+        entities, check,
+    )  # fmt: skip
+    for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)
 

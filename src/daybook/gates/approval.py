@@ -169,6 +169,7 @@ def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bo
         approver,
         time.time(),
         any_status=True,
+        wake=False,  # a refusal is not news for the run: a suspended run stays suspended
     )
 
 

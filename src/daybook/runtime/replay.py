@@ -75,9 +75,9 @@ def _check_one(
     except DaybookError as exc:
         return {"state": "diverged", "error": str(exc)}
     except Exception as exc:  # the workflow's own code raised while replaying
-        stored = (info.error or {}).get("type") if info.status == RunStatus.FAILED else None
-        if stored == type(exc).__name__:
-            return {"state": "ok"}  # it failed the same way when it ran
+        error = info.error if isinstance(info.error, dict) and info.status != RunStatus.COMPLETED else {}
+        if error.get("type") == type(exc).__name__:
+            return {"state": "ok"}  # it raised the same way when it ran (failed, or parked)
         return {"state": "raised", "error": f"{type(exc).__name__}: {exc}"}
     done = info.status == RunStatus.COMPLETED
     return {"state": "changed" if done and result != info.result else "ok"}

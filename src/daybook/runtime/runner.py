@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DaybookError, RunFailed, RunLeased
+from ..errors import DaybookError, RunCancelled, RunFailed, RunLeased
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Stop
@@ -41,6 +41,7 @@ class Runner:
         inline_wait: float,
         strict: bool,
         context: Callable[[Execution], Any],
+        park: bool = True,
     ) -> None:
         self.store = store
         self.lease_ttl = lease_ttl
@@ -49,6 +50,8 @@ class Runner:
         self.owner = new_owner()
         self.claims = Claims(store, self.owner, lease_ttl)
         self.context = context
+        # An exception the workflow did not raise on purpose parks the run (`finish.fail`).
+        self.park_bugs = park
 
     def close(self) -> None:
         self.claims.close()
@@ -141,6 +144,8 @@ class Runner:
                 return Finished(info.result)
             if info.status == RunStatus.FAILED:
                 raise RunFailed(run_id, info.error or {})
+            if info.status == RunStatus.CANCELLED:
+                raise RunCancelled(run_id)
             events = self.store.load(run_id)
         except BaseException:
             self.claims.let_go(run_id)
@@ -161,7 +166,7 @@ class Runner:
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
+            raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -173,7 +178,7 @@ class Runner:
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
+            raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
@@ -185,9 +190,11 @@ class Runner:
         finally:
             self.claims.unreserve(exe.run_id)
 
-    def _fail(self, exe: Execution, exc: BaseException) -> BaseException:
+    def _fail(self, exe: Execution, exc: BaseException, wf: Workflow[Any] | None = None) -> BaseException:
         try:
-            return finish.fail(self.store, self.owner, exe, exc)
+            return finish.fail(
+                self.store, self.owner, exe, exc, wf.fail_on if wf is not None else (), self.park_bugs
+            )
         finally:
             self.claims.unreserve(exe.run_id)
 
