@@ -91,6 +91,7 @@ def test_usage_errors_exit_2(db_url: str) -> None:
         ["approve", "n1", "n1/1", "--as", "oncall"],
         ["orphans", "--sweep", "-10"],
         ["runs", "--limit", "99999999999999999999999"],
+        ["export", "n1", "--checkpoint", "--raw"],
     ):
         done = run(db_url, *args)
         assert done.exit_code == 2, (args, done.output)
