@@ -239,3 +239,63 @@ def test_a_retraction_undoes_what_was_done_for_the_steps_it_names(
     acts = [h for h in done["history"] if "tool" in h]
     assert [h["state"] for h in acts] == ["retracted", "retracted"]
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+
+
+def test_after_a_long_pause_the_agent_loop_starts_again_from_a_recorded_primer(book: Daybook) -> None:
+    prompts: list[str] = []
+    script = [
+        json.dumps({"tool": "announce", "args": {"text": "sale"}}),
+        json.dumps({"tool": "stop"}),
+    ]
+
+    def reply(prompt: str) -> str:
+        prompts.append(prompt)
+        return script[min(len(prompts), len(script)) - 1]
+
+    @daybook.tool(irreversible=True)
+    def announce(*, text: str, idempotency_key: str) -> str:
+        return text
+
+    loop = daybook.AgentLoop(
+        llm=daybook.ScriptedLLM(reply),
+        tools={"announce": announce},
+        observe=lambda: {},
+        prompt=lambda goal, obs, history: f"{goal} | {history}",
+        judge=lambda goal, history: daybook.Judgement(True),
+        primer_after=0.3,
+    )
+
+    @daybook.workflow
+    def sale(ctx: daybook.Context) -> dict[str, Any]:
+        return loop.run(ctx, "announce the sale").as_dict()
+
+    book.inline_wait = 0
+    token = book.add_approver("ana")
+    with pytest.raises(daybook.Suspended):
+        book.run(sale, run_id="sale")  # the irreversible announcement waits for approval
+    assert book.pause("sale", by="ana") == "paused"
+    time.sleep(0.5)  # longer than primer_after
+    book.approve("sale", book.approvals()[0]["gate_id"], approver="ana", token=token)
+    done = book.resume("sale")
+    primers = [h["primer"] for h in done["history"] if "primer" in h]
+    assert len(primers) == 1 and primers[0].startswith("Resumed after a pause of")
+    assert "announce done" in primers[0]
+    assert "Resumed after a pause" in prompts[-1]  # the next model call starts from it
+    rows = [ev for ev in book.journal("sale") if ev.name == "primer"]
+    assert len(rows) == 1 and rows[0].data["why"]["note"] == primers[0]  # type: ignore[index]
+    assert book.replay("sale") == done
+
+
+def test_a_short_pause_makes_no_primer(book: Daybook) -> None:
+    @daybook.workflow
+    def brief(ctx: daybook.Context) -> str | None:
+        ctx.wait_for("go", timeout=3600)
+        return ctx.primer(3600, lambda paused: "never")
+
+    book.inline_wait = 0
+    with pytest.raises(daybook.Suspended):
+        book.run(brief, run_id="brief")
+    book.pause("brief")
+    book.signal("brief", "go")
+    assert book.resume("brief") is None
+    assert not [ev for ev in book.journal("brief") if ev.name == "primer"]

@@ -31,6 +31,7 @@ from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
 from .recovery.compensation import Compensation
 from .runtime import inbox, operator
+from .runtime.fork import fork as fork_run
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
@@ -222,6 +223,38 @@ class Daybook:
             author=author or getpass.getuser(),
             target=target,
             wait=_wait_of(wait),
+        )
+
+    def fork(
+        self,
+        run_id: str,
+        at: int,
+        *,
+        args: Sequence[JSON] | None = None,
+        kwargs: dict[str, JSON] | None = None,
+        new_run_id: str | None = None,
+        confirm: bool = False,
+        by: str | None = None,
+    ) -> tuple[str, list[dict[str, JSON]]]:
+        """Edit a past turn: a new `pending` run that shares `run_id`'s journal up to step `at`
+        (replayed, never re-fired) and goes on from there with the same input, or with `args`
+        / `kwargs` (the edited input; a shared step that reads it differently is a
+        NonDeterminismError when the fork runs). The original is untouched. Returns the
+        fork's id (default `<run_id>~fork-<hex>`; run it with `resume` or a worker) and the
+        effects the original made after `at` (step, tool, key, status, class): a fork does
+        not undo them, so irreversible ones (or ones of a tool this process has not imported)
+        need `confirm=True`; the fork point's shared effects must all be settled."""
+        run_input = None
+        if args is not None or kwargs is not None:
+            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
+        return fork_run(
+            self._store,
+            run_id,
+            at,
+            new_id=new_run_id,
+            run_input=run_input,
+            confirm=confirm,
+            by=by or getpass.getuser(),
         )
 
     def pause(self, run_id: str, *, by: str | None = None) -> str:

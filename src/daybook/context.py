@@ -21,11 +21,11 @@ from .journal.stop import ContinueAsNew
 from .records import JSON, check_json
 from .recovery.compensation import Compensations
 from .steering.checkpoint import Environments
-from .steering.revision import Revisions
+from .steering.revision import Primers, Revisions
 from .steering.update import Updates
 
 
-class Context(Compensations, Gates, Obligations, Barriers, Updates, Revisions, Environments):
+class Context(Compensations, Gates, Obligations, Barriers, Updates, Revisions, Primers, Environments):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
     def __init__(self, exe: Execution) -> None:

@@ -113,6 +113,9 @@ class AgentLoop:
     # earlier history entries, recorded in a `re-evaluate` decision. None: nothing is redone;
     # the revision is in the next prompt and the model takes it from there.
     reevaluate: Callable[[Revision, list[JSONDict]], list[str]] | None = None
+    # After a pause longer than this (seconds), the first pass after resume starts with a
+    # recorded primer: a short summary of the trace and the revisions (`summarize` below).
+    primer_after: float = 3600.0
 
     def run(self, ctx: Context, goal: str) -> LoopResult:
         history: list[JSONDict] = []
@@ -169,7 +172,11 @@ class AgentLoop:
     def _fold_revisions(self, ctx: Context, history: list[JSONDict]) -> None:
         """Revisions sent since the last pass join the history the next prompt is built from
         (an entry with a `revision` key: add | revise | retract); a revision also gets a
-        recorded `re-evaluate` decision listing which earlier decisions it redoes."""
+        recorded `re-evaluate` decision listing which earlier decisions it redoes. After a long
+        pause, a recorded primer comes first."""
+        primer = ctx.primer(self.primer_after, lambda paused: summarize(paused, history))
+        if primer is not None:
+            history.append({"primer": primer})
         for rev in ctx.revisions():
             entry: JSONDict = {
                 "revision": rev.kind,
@@ -225,6 +232,18 @@ class AgentLoop:
         # that outcome is the run's status, not a return value.
         ctx.compensate()
         return LoopResult("compensated", history, raw, reason)
+
+
+def summarize(paused: float, history: list[JSONDict], last: int = 5) -> str:
+    """The resume primer: how long the run was paused, what it did last, what it was told."""
+    acts = [h for h in history if "tool" in h]
+    told = [h for h in history if "revision" in h]
+    done = "; ".join(f"{h['tool']} {h.get('state', '?')}" for h in acts[-last:]) or "nothing yet"
+    said = "; ".join(f"{h['revision']} '{h['text']}' ({h['author']})" for h in told[-last:]) or "none"
+    return (
+        f"Resumed after a pause of {paused / 3600:.1f} h. {len(acts)} act(s) so far, the last: "
+        f"{done}. Revisions: {said}."
+    )
 
 
 def _retract(ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:

@@ -1,13 +1,18 @@
-"""`daybook steer`: revise a live run by addition, revision or retraction, and see it acknowledged."""
+"""Steering a run: `daybook steer` (revise it live, see it acknowledged) and `daybook fork` (edit a
+past turn)."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import click
 
 from .. import Daybook
 from ..book import MAX_SECONDS
 from ..records import bounded
-from .app import Bounded, json_option, json_out, say, with_book
+from . import render
+from .app import Bounded, apps_option, import_apps, json_option, json_out, resume_hint, say, with_book
 
 
 @click.command()
@@ -59,4 +64,74 @@ def steer(
         say(f"conflict: revisions {conflict['ids']} pull target {conflict['target']!r} two ways")
 
 
-COMMANDS = (steer,)
+@click.command()
+@click.argument("run_id")
+@click.option("--at", "at", type=int, required=True, help="The last step the fork shares with RUN.")
+@click.option(
+    "--input",
+    "input_",
+    default=None,
+    metavar="JSON",
+    help='The edited input: {"args": [...], "kwargs": {...}} or a list of args (default: RUN\'s).',
+)
+@click.option("--run-id", "new_run_id", default=None, help="The fork's run id (default RUN~fork-<hex>).")
+@click.option(
+    "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
+)
+@click.option("--by", default=None, help="Who forks it (default: the OS user).")
+@apps_option("The module or script defining RUN's tools, so their classes can be told.")
+@json_option("The fork's id and the later effects as JSON.")
+@with_book
+def fork(
+    book: Daybook,
+    run_id: str,
+    at: int,
+    input_: str | None,
+    new_run_id: str | None,
+    confirm: bool,
+    by: str | None,
+    apps: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Edit a past turn: start a new run sharing RUN's journal up to step --at (replayed, never
+    re-fired), then going on with the same or an edited input. Lists what RUN did after that
+    step; effects that cannot be undone block the fork until --confirm."""
+    args, kwargs = _edited(input_)
+    import_apps(apps)  # the tools it registers say which later effects can be undone
+    fork_id, later = book.fork(
+        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by
+    )
+    if as_json:
+        json_out({"run_id": fork_id, "later_effects": later})
+        return
+    say(f"forked {run_id} at step {at} as {fork_id} (pending): run it with {resume_hint(book, fork_id)}")
+    if later:
+        say(f"what {run_id} did after step {at} (a fork does not undo it):")
+        say(
+            render.table(
+                ["step", "tool", "key", "status", "class"],
+                [
+                    [str(e["step"]), str(e["tool"]), str(e["key"]), str(e["status"]), str(e["class"])]
+                    for e in later
+                ],
+            )
+        )
+
+
+def _edited(text: str | None) -> tuple[list[Any] | None, dict[str, Any] | None]:
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
+    if isinstance(value, list):
+        return value, {}
+    if isinstance(value, dict) and set(value) <= {"args", "kwargs"}:
+        args, kwargs = value.get("args", []), value.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise click.BadParameter('give {"args": [...], "kwargs": {...}} or a list of args', param_hint="--input")
+
+
+COMMANDS = (steer, fork)

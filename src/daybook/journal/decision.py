@@ -132,7 +132,7 @@ class Decisions(Facet):
             check_step_json(reasons, f"step {step} decision {name!r} why")
             data["why"] = reasons
         self._exe.append(Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data=data)
-        return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
+        return self._made(Decision(id=self._exe.id_of(step), name=name, value=value, step=step))
 
     def _made(self, decision: Decision[Any]) -> Decision[Any]:
         if decision.name not in NOT_REASONS and ":" not in decision.name:
@@ -155,7 +155,7 @@ class Decisions(Facet):
                 info,
             )
         return self._made(
-            Decision(id=f"{self.run_id}/{step}", name=name, value=ev.data.get("value"), step=step)
+            Decision(id=self._exe.id_of(step), name=name, value=ev.data.get("value"), step=step)
         )
 
     def patched(self, name: str) -> bool:

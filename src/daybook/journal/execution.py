@@ -68,9 +68,18 @@ class Execution:
         self.run_id = run_id
         self.heartbeat = heartbeat
         self.steps: dict[int, list[Event]] = {}
+        # Steps a fork shares with the run it branched from keep that run's ids and keys.
+        self.id_owner: dict[int, str] = {}
+        # When the run was paused, if it has taken no step since (for the resume primer).
+        self.paused_at: float | None = None
         for ev in events:
             if ev.step is not None:
                 self.steps.setdefault(ev.step, []).append(ev)
+                if ev.run_id != run_id:
+                    self.id_owner[ev.step] = ev.run_id
+                self.paused_at = None
+            elif ev.kind == Kind.RUN_PAUSED:
+                self.paused_at = ev.at
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -148,6 +157,10 @@ class Execution:
         # only ever read back by a later process, from the store).
         self.next_seq += 1
         return ev
+
+    def id_of(self, step: int) -> str:
+        """The id of the decision (or the default key of the effect) made at `step`."""
+        return f"{self.id_owner.get(step, self.run_id)}/{step}"
 
     def alloc(self) -> int:
         step = self.next_step

@@ -23,6 +23,7 @@ from ..store import Store
 from . import finish
 from .chain import Next, close_segment, next_id
 from .claim import Claims, Finished
+from .fork import expand
 from .lease import new_owner
 from .start import check_same, new_run
 from .workflow import Apps, Workflow, as_workflow, load
@@ -146,7 +147,7 @@ class Runner:
                 raise RunFailed(run_id, info.error or {})
             if info.status == RunStatus.CANCELLED:
                 raise RunCancelled(run_id)
-            events = self.store.load(run_id)
+            events = expand(self.store, self.store.load(run_id))
         except BaseException:
             self.claims.let_go(run_id)
             raise

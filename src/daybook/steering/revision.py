@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
 from ..journal.execution import step_fingerprint
 from ..journal.steps import Steps
-from ..records import JSON, Kind, check_text
+from ..records import JSON, Kind, Why, check_text
 from ..runtime.chain import live
 from ..runtime.claim import Claims
 from ..runtime.inbox import send
 
 STEER_SIGNAL = "steer:"
+PRIMER = "primer"
 KINDS = ("add", "revise", "retract")
 LABEL = "revisions"
 
@@ -81,6 +83,31 @@ class Revisions(Steps):
         got = [Revision(**r) for r in data.get("revisions") or []]
         self._steered.extend(got)
         return got
+
+
+class Primers(Steps):
+    """`ctx.primer`."""
+
+    def primer(self, after: float, summarize: Callable[[float], str]) -> str | None:
+        """After a pause longer than `after` seconds, once, at the first step boundary of the
+        resumed run: `summarize(paused_seconds)` as a recorded decision `primer` (its text also
+        in the decision ledger's note), for the next decision to start from; None otherwise. Like
+        `revisions`, the step exists only when a primer was made, and replay mirrors it."""
+        exe = self._exe
+        step = exe.next_step
+        recorded = exe.steps.get(step)
+        if recorded:
+            if recorded[0].kind != Kind.DECISION or recorded[0].name != PRIMER:
+                return None
+            return str(self.decide(PRIMER, summarize, 0.0).value)
+        if step <= exe.recorded_steps or exe.read_only or exe.paused_at is None:
+            return None
+        paused = exe.clock() - exe.paused_at
+        exe.paused_at = None  # once per resume
+        if paused <= after:
+            return None
+        text = str(summarize(paused))
+        return str(self.decide(PRIMER, lambda _: text, 0.0, why=Why(note=text)).value)
 
 
 def _unread(inbox: list[tuple[int, str, str, str, float]], consumed: set[int]) -> list[Revision]:
