@@ -65,7 +65,10 @@ def _split(url: str) -> tuple[str, str | None]:
 class PostgresStore:
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
-            raise ConfigError("PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'")
+            raise ConfigError(
+                "PostgreSQL support needs psycopg 3: pip install 'psycopg[binary]>=3.1' (or the "
+                "extra, pip install 'daybook-runtime[postgres]'; from a checkout, pip install '.[postgres]')"
+            )
         self.url = url
         self.read_only = read_only
         self.damage: dict[str, str] = {}
