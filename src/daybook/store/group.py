@@ -35,8 +35,10 @@ class _Job:
 
 
 class GroupCommit:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, guard: Callable[[], None] | None = None) -> None:
         self._conn = conn
+        # Asked before each commit; raising refuses the whole batch (see `sqlite.WalWatch`).
+        self._guard = guard
         self._lock = threading.Lock()
         self._queue: list[_Job] = []
         self._leading = False
@@ -85,6 +87,13 @@ class GroupCommit:
     def _commit(self, batch: list[_Job]) -> None:
         self.commits += 1
         self.writes += len(batch)
+        if self._guard is not None:
+            try:
+                self._guard()
+            except BaseException as exc:
+                for job in batch:
+                    job.error = exc
+                return
         if len(batch) == 1 and not batch[0].atomic:
             job = batch[0]
             try:
