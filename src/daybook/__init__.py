@@ -31,6 +31,7 @@ from .errors import (
     RunNotFound,
     RunStuck,
     SchemaVersionError,
+    SecretUnavailable,
     StepFailed,
     StoreUnavailable,
     Suspended,
@@ -55,6 +56,8 @@ from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
+from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
+from .store.secrets import Secret
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -86,6 +89,7 @@ __all__ = [
     "EntityEntry",
     "EntityView",
     "Event",
+    "FernetCodec",
     "InvariantViolated",
     "Judgement",
     "Kind",
@@ -99,8 +103,10 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "OutcomeUnknown",
+    "PayloadCodec",
     "Pending",
     "Policy",
+    "RedactingCodec",
     "Retry",
     "RunConflict",
     "RunFailed",
@@ -111,6 +117,8 @@ __all__ = [
     "RunStuck",
     "SchemaVersionError",
     "ScriptedLLM",
+    "Secret",
+    "SecretUnavailable",
     "Signal",
     "Status",
     "StepFailed",

@@ -36,6 +36,10 @@ from .runtime.versions import versions as code_versions
 from .runtime.workflow import Workflow, load
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store
+from .store.codec import PayloadCodec
+from .store.codec import from_env as codec_from_env
+from .store.guarded import guard
+from .store.keys import bind_key
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 
@@ -62,6 +66,9 @@ class Daybook:
     `read_only=True` opens an existing store for reading only: nothing is created, upgraded or
     written (SQLite: a `mode=ro` connection, so a read-only file works and a writer's lock does
     not block it), and every method that writes raises ConfigError.
+    `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
+    else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
+    store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
     """
 
     def __init__(
@@ -72,12 +79,16 @@ class Daybook:
         inline_wait: float = 2.0,
         strict: bool = False,
         read_only: bool = False,
+        secret_key: str | bytes | None = None,
+        codec: PayloadCodec | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
         if strict:
             strict_mode.install()
-        self._store: Store = open_store(url, read_only=read_only)
+        # Every payload passes the guard: secrets become digests, the codec (if any) encodes.
+        self._store: Store = guard(open_store(url, read_only=read_only), codec or codec_from_env())
+        bind_key(self._store, secret_key)
         self._runner = Runner(
             self._store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
         )

@@ -140,3 +140,7 @@ class RunStuck(NeedsAttention):
 
 class UpdateTimeout(DaybookError):
     """A run did not answer an update in time (the request stays queued)."""
+
+
+class SecretUnavailable(DaybookError):
+    """A secret was read where only its digest is known (a step replayed from the journal)."""

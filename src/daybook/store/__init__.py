@@ -126,6 +126,10 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def meta_value(self, key: str, default: str) -> str:
+        """The store-wide setting `key` (e.g. the default secret key), set to `default` first
+        if it has none; a read-only handle only reads (`default` when unset)."""
+
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:

@@ -441,6 +441,14 @@ class PostgresStore:
     def quick_check(self) -> list[str]:
         return []  # PostgreSQL checks its pages itself (checksums, amcheck are the DBA's tools)
 
+    def meta_value(self, key: str, default: str) -> str:
+        """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
+        if not self.read_only:
+            sql = "INSERT INTO daybook_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+            self._db.execute(sql, (key, default))
+        row = self._db.execute("SELECT value FROM daybook_meta WHERE key = %s", (key,)).fetchone()
+        return str(row[0]) if row else default
+
     def close(self) -> None:
         self._db.close()
 

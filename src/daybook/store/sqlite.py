@@ -415,6 +415,14 @@ class SQLiteStore:
             except sqlite3.OperationalError as exc:
                 raise locked(self.path, self.timeout, exc) or exc from None
 
+    def meta_value(self, key: str, default: str) -> str:
+        """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
+        if not self.read_only:
+            sql = "INSERT INTO daybook_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+            self._write(lambda db: db.execute(sql, (key, default)))
+        row = self._read("SELECT value FROM daybook_meta WHERE key = ?", (key,))
+        return str(row[0][0]) if row else default
+
     def close(self) -> None:
         self._db.close()
         if self._reader is not self._db:
