@@ -421,6 +421,8 @@ class EffectLifecycle:
         return self._effect_failed(info)
 
     def _effect_failed(self, info: dict[str, str]) -> EffectFailed:
+        # The error goes up to the caller (and its logs): a secret the tool quoted stays out.
+        info = concealer_for(self.exe.store).scrub(info)
         return EffectFailed(
             f"step {self.step} {self.tool.name!r} (key {self.key!r}) failed: "
             f"{info.get('type')}: {info.get('message')}",

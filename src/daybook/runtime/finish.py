@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import DaybookError, NonDeterminismError, NotSerializable, RunFailed
 from ..journal.execution import Execution, error_info
+from ..store.secrets import concealer_for
 from ..journal.stop import Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
@@ -66,7 +67,8 @@ def fail(store: Store, owner: str, exe: Execution, exc: BaseException) -> BaseEx
         # KeyboardInterrupt and friends: leave the run resumable, as a crash would.
         store.release(exe.run_id, owner)
         return exc
-    info = error_info(exc)
+    # Scrubbed here, not only in the store: the RunFailed raised to the caller carries it too.
+    info = concealer_for(store).scrub(error_info(exc))
     now = time.time()
     event = Event(
         run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value, data={"error": info}, at=now
