@@ -4,17 +4,17 @@ raw bytes (with its -wal and -shm), or every row of every table of a PostgreSQL 
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
-
 from conftest import PG_URL
 
 
 def store_text(db_url: str) -> str:
     if db_url.startswith("sqlite:"):
         path = db_url.removeprefix("sqlite:///")
-        data = b"".join(open(p, "rb").read() for p in sorted(glob.glob(path + "*")))
+        data = b"".join(Path(p).read_bytes() for p in sorted(glob.glob(path + "*")))
         return data.decode("latin-1")
     schema = parse_qs(urlsplit(db_url).query)["schema"][0]
     out: list[str] = []

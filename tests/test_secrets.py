@@ -146,7 +146,7 @@ def test_a_secret_as_workflow_input_is_refused_with_what_to_do_instead(db_url: s
         return None
 
     with Daybook(db_url) as book:
-        with pytest.raises(ConfigError, match="cannot be workflow input.*secret manager"):
+        with pytest.raises(ConfigError, match=r"cannot be workflow input.*secret manager"):
             book.run(uses, Secret(planted), run_id="i1")
         assert book.store.get_run("i1") is None
         assert planted not in store_text(db_url)

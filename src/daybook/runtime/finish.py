@@ -12,10 +12,10 @@ from typing import Any
 
 from ..errors import DaybookError, NonDeterminismError, NotSerializable, RunFailed
 from ..journal.execution import Execution, error_info
-from ..store.secrets import concealer_for
 from ..journal.stop import Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
+from ..store.secrets import concealer_for
 
 
 def stop_beat(exe: Execution) -> None:

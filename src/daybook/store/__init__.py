@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import ConfigError, CorruptJournal
+from ..errors import ConfigError, CorruptJournal, redact_url
 from ..records import Event, RunInfo
 from .rows import RAW_TABLES as RAW_TABLES
 from .rows import flag as flag
@@ -197,7 +197,7 @@ def open_store(url: str | None = None, read_only: bool = False) -> Store:
         store = SQLiteStore(url, read_only)
     else:
         raise ConfigError(
-            f"unsupported store URL {url!r}: use sqlite:///path/to/file.db (or a plain path) "
+            f"unsupported store URL {redact_url(url)!r}: use sqlite:///path/to/file.db (or a plain path) "
             "or postgresql://user@host:port/dbname"
         )
     if read_only:

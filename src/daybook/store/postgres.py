@@ -13,7 +13,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError, LeaseLost, StoreUnavailable
+from ..errors import ConfigError, LeaseLost, StoreUnavailable, redact_url
 from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
@@ -62,19 +62,28 @@ def _split(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
 
 
+def _without(text: str, dsn: str) -> str:
+    """A driver's message with the URL's password taken out, should the driver quote it."""
+    password = urlsplit(dsn).password
+    return text.replace(password, "***") if password else text
+
+
 class PostgresStore:
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
             raise ConfigError("PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'")
-        self.url = url
+        # `url` is for showing (messages, `daybook` output): its password masked (audit D10);
+        # `dsn` is what connects (a heartbeat's own connection is opened with it).
+        self.dsn = url
+        self.url = url = redact_url(url)
         self.read_only = read_only
         self.damage: dict[str, str] = {}
-        conninfo, self.schema = _split(url)
+        conninfo, self.schema = _split(self.dsn)
         try:
             # One connection per handle, re-established when the server drops it (postgres_link).
             self._db = Link(conninfo, self.schema, read_only=read_only)
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
-            raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
+            raise ConfigError(f"cannot connect to {url}: {_without(str(exc).strip(), self.dsn)}") from None
         if read_only and self.schema and not self._schema_exists():
             raise ConfigError(
                 f"no schema {self.schema!r} in {url}, so no daybook store there, and "
