@@ -9,6 +9,8 @@ given the factory for a run's `ctx` (`daybook.context.Context`).
 from __future__ import annotations
 
 import getpass
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +29,7 @@ from .coordination.pool import BudgetPool
 from .errors import ConfigError
 from .gates import approval
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, check_text, whole
 from .runtime import inbox
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
@@ -39,7 +41,7 @@ from .store import Store, integrity, open_store
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
-from .store.keys import bind_key
+from .store.keys import bind_key, key_for
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 
@@ -48,6 +50,7 @@ from .tx.commit import Transaction, TxResult, run_transaction
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
+MAX_RETENTION = 100 * 365 * 86_400.0
 
 
 def lease_ttl_of(value: object) -> float:
@@ -446,5 +449,33 @@ class Daybook:
         return list_leases(self.store)
 
 
+    # -- retention (issue 11 part 2): appended here, after the rest of the facade -------------
+
+    def gc(self, older_than: float, *, dry_run: bool = False, by: str | None = None) -> dict[str, JSON]:
+        """Erase the payloads of finished runs (completed, failed, cancelled) last updated more
+        than `older_than` seconds ago; keep the audit spine (kinds, keys, statuses, fingerprints,
+        times) and a keyed digest of each erased payload. The pass is logged, append-only, with
+        who (`by`, else the OS user), when, the cutoff and the counts (`gc_log`). `dry_run`
+        only counts. Returns the pass: gc_id, who, at, cutoff, runs, rows, run_ids."""
+        seconds = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_RETENTION)
+        if self.read_only and not dry_run:
+            raise ConfigError("gc erases payloads, and this handle is read-only; open it without read_only")
+        now = time.time()
+        who = by or _user()
+        check_text(who, "gc's `by`")
+        gc_id = f"gc-{uuid.uuid4().hex[:12]}"
+        return self.store.gc(now - seconds, now, who, gc_id, key_for(self.store), dry_run)
+
+    def gc_log(self) -> list[dict[str, JSON]]:
+        """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""
+        return self.store.gc_log()
+
 def _wait_of(value: object) -> float:
     return bounded(value, "wait (seconds)", low=0.0, high=MAX_SECONDS)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "unknown"

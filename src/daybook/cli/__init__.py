@@ -31,14 +31,15 @@ after such a move.
 
 from __future__ import annotations
 
-from . import books, check, demo, entities, gates, runs, tools, transactions, versions, workers
+from . import books, check, demo, entities, gates, retention, runs, tools, transactions, versions, workers
 from .app import main
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    for noun in (runs, workers, demo, versions, books, tools, transactions, gates, entities, check):
+    nouns = (runs, workers, demo, versions, books, tools, transactions, gates, entities, check, retention)
+    for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)
 

@@ -126,6 +126,15 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs last updated before `cutoff`, keeping the audit
+        spine, logged in the append-only gc log (see `retention`); `dry_run` only counts."""
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        """Every gc pass, oldest first: gc_id, who, at, cutoff, runs, rows."""
+
     def meta_value(self, key: str, default: str) -> str:
         """The store-wide setting `key` (e.g. the default secret key), set to `default` first
         if it has none; a read-only handle only reads (`default` when unset)."""

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, LeaseLost, StoreUnavailable, redact_url
 from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
+from . import retention
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
@@ -449,6 +450,19 @@ class PostgresStore:
 
     def quick_check(self) -> list[str]:
         return []  # PostgreSQL checks its pages itself (checksums, amcheck are the DBA's tools)
+
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs updated before `cutoff` (store/retention.py)."""
+        with self._db.transaction() as db:
+            return retention.collect(
+                db.execute, cutoff=cutoff, now=now, who=who, gc_id=gc_id, key=key, dry_run=dry_run,
+                cast="::json",
+            )  # fmt: skip
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        return retention.history(self._db.execute)
 
     def meta_value(self, key: str, default: str) -> str:
         """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
