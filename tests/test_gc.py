@@ -19,6 +19,9 @@ import daybook
 from daybook import ConfigError, Daybook, Suspended
 
 PLANT = f"PAYLOAD-{uuid.uuid4().hex}"
+FORGED_LOG = (
+    "INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) VALUES ('g', 'r', 'x', 0, 0, 1, 1)"
+)
 
 
 @daybook.tool(idempotent=True)
@@ -40,7 +43,9 @@ def waits(ctx: daybook.Context) -> None:
 
 
 def _spine(book: Daybook, run_id: str) -> list[tuple[object, ...]]:
-    return [(e.seq, e.step, e.kind, e.name, e.key, e.status, e.attempt, e.fp, e.at) for e in book.journal(run_id)]
+    return [
+        (e.seq, e.step, e.kind, e.name, e.key, e.status, e.attempt, e.fp, e.at) for e in book.journal(run_id)
+    ]
 
 
 def test_gc_erases_old_finished_payloads_and_keeps_the_spine(db_url: str) -> None:
@@ -83,13 +88,13 @@ def test_the_journal_stays_append_only_outside_gc(db_url: str) -> None:
         db = sqlite3.connect(db_url.removeprefix("sqlite:///"))
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             db.execute("UPDATE daybook_events SET data = ? WHERE run_id = 'r'", (erase,))
-        db.execute(
-            "INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) VALUES ('g', 'r', 'x', 0, 0, 1, 1)"
-        )
+        db.execute(FORGED_LOG)
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):  # an erasure mark only
             db.execute("UPDATE daybook_events SET data = '{\"value\": 1}' WHERE run_id = 'r'")
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):  # the spine never
-            db.execute("UPDATE daybook_events SET data = ?, key = 'k2' WHERE run_id = 'r' AND seq = 3", (erase,))
+            db.execute(
+                "UPDATE daybook_events SET data = ?, key = 'k2' WHERE run_id = 'r' AND seq = 3", (erase,)
+            )
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             db.execute("DELETE FROM daybook_gc")
         db.close()
@@ -99,13 +104,14 @@ def test_the_journal_stays_append_only_outside_gc(db_url: str) -> None:
         conn.execute(f'SET search_path TO "{schema}"')
         with pytest.raises(psycopg.Error, match="append-only"):
             conn.execute("UPDATE daybook_events SET data = %s::json WHERE run_id = 'r'", (erase,))
-        conn.execute(
-            "INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) VALUES ('g', 'r', 'x', 0, 0, 1, 1)"
-        )
+        conn.execute(FORGED_LOG)
         with pytest.raises(psycopg.Error, match="append-only"):
             conn.execute("UPDATE daybook_events SET data = '{\"value\": 1}'::json WHERE run_id = 'r'")
         with pytest.raises(psycopg.Error, match="append-only"):
-            conn.execute("UPDATE daybook_events SET data = %s::json, key = 'k2' WHERE run_id = 'r' AND seq = 3", (erase,))
+            conn.execute(
+                "UPDATE daybook_events SET data = %s::json, key = 'k2' WHERE run_id = 'r' AND seq = 3",
+                (erase,),
+            )
         with pytest.raises(psycopg.Error, match="append-only"):
             conn.execute("DELETE FROM daybook_gc")
         with pytest.raises(psycopg.Error, match="append-only"):

@@ -47,9 +47,7 @@ def _everywhere(db_url: str, run_id: str, book: Daybook) -> str:
     """The raw store, the API export and the CLI export, as one text to search."""
     exported = cli("export", run_id, db=db_url)
     assert exported.returncode == 0, exported.stderr
-    return "\n".join(
-        [store_text(db_url), json.dumps(book.export(run_id)), exported.stdout, exported.stderr]
-    )
+    return "\n".join([store_text(db_url), json.dumps(book.export(run_id)), exported.stdout, exported.stderr])
 
 
 def test_a_secret_reaches_the_tool_but_never_the_store_the_export_or_a_resume(
