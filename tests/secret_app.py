@@ -75,3 +75,10 @@ def sign_in_unmarked(ctx: daybook.Context, bank: str, user: str) -> dict[str, An
 @daybook.workflow
 def refused(ctx: daybook.Context, user: str) -> None:
     ctx.effect(bad_login, user=user, password=daybook.Secret(os.environ["PLANTED_SECRET"]))
+
+
+@daybook.workflow
+def sign_in_env(ctx: daybook.Context, bank: str, user: str) -> dict[str, Any]:
+    # Unmarked, read from the environment (as a resume in the same deployment reads it again).
+    rec = ctx.effect(login_unmarked, bank=bank, user=user, password=os.environ["PLANTED_SECRET"])
+    return {"login": rec["id"]}

@@ -94,7 +94,9 @@ class FernetCodec:
 class RedactingCodec:
     """Writes the value of every field named in `fields`, at any depth of any payload, as a
     keyed digest (`{"$secret": "hmac-sha256:..."}`): a store-wide policy such as "no field called
-    password, ever". Nothing comes back: replay reads the digest as a withheld `Secret`."""
+    password, ever". Nothing comes back: replay reads the mark (`{"$secret": ...}`) in its place.
+    The step's fingerprint is taken before any codec; to have it taken over the digest, mark
+    the argument on the tool (`secrets=`)."""
 
     name = "redact"
     opaque = False

@@ -83,16 +83,17 @@ class GuardedStore:
         return dataclasses.replace(info, **fields)
 
     def load(self, run_id: str) -> list[Event]:
-        events = self.inner.load(run_id)
-        return events if self.codec is None else [self._event_out(e) for e in events]
+        # Decoded even with no codec: a handle without the key must refuse an encoded journal
+        # (ConfigError) rather than replay it as if its payloads were empty.
+        return [self._event_out(e) for e in self.inner.load(run_id)]
 
     def get_run(self, run_id: str) -> RunInfo | None:
         info = self.inner.get_run(run_id)
-        return info if info is None or self.codec is None else self._run_out(info)
+        return info if info is None else self._run_out(info)
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         runs = self.inner.list_runs(status, limit)
-        return runs if self.codec is None else [self._run_out(r, strict=False) for r in runs]
+        return [self._run_out(r, strict=False) for r in runs]
 
     def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         return self._events(self.inner.open_effects(skip_damaged))
@@ -102,10 +103,10 @@ class GuardedStore:
 
     def find_intent(self, key: str) -> Event | None:
         ev = self.inner.find_intent(key)
-        return ev if ev is None or self.codec is None else self._event_out(ev)
+        return ev if ev is None else self._event_out(ev)
 
     def _events(self, events: list[Event]) -> list[Event]:
-        return events if self.codec is None else [self._event_out(e) for e in events]
+        return [self._event_out(e) for e in events]
 
 
 def guard(store: Store, codec: PayloadCodec | None) -> Store:
