@@ -32,15 +32,20 @@ class GuardedStore:
 
     # -- in ---------------------------------------------------------------------------------
 
-    def _in(self, value: JSON, spine: bool = False) -> JSON:
+    def _in(self, value: JSON, spine: bool = False, conceal: bool = False) -> JSON:
         cover = concealer_for(self)
-        value = cover.scrub(cover.conceal(value)[0])
+        if conceal:  # a workflow's result: the journal layer concealed everything else already
+            value = cover.conceal(value)[0]
+        if cover.live:
+            value = cover.scrub(value)
         return value if self.codec is None else encode_payload(self.codec, value, spine)
 
-    def _event_in(self, ev: Event | None) -> Event | None:
+    def _event_in(self, ev: Event | None, conceal: bool = False) -> Event | None:
         if ev is None:
             return None
-        return dataclasses.replace(ev, data=cast(dict[str, JSON], self._in(ev.data, spine=True)))
+        data = self._in(ev.data, spine=True, conceal=conceal)
+        # The hot path (no codec, no live secret): the same row, not a copy.
+        return ev if data is ev.data else dataclasses.replace(ev, data=cast(dict[str, JSON], data))
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         sealed = dataclasses.replace(info, input=self._in(info.input))
@@ -59,9 +64,8 @@ class GuardedStore:
         event: Event | None,
         now: float,
     ) -> None:
-        self.inner.finish(
-            run_id, owner, status, self._in(result), self._in(error), self._event_in(event), now
-        )
+        sealed, row = self._in(result, conceal=True), self._event_in(event, conceal=True)
+        self.inner.finish(run_id, owner, status, sealed, self._in(error), row, now)
 
     def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
         cover = concealer_for(self)
