@@ -19,7 +19,7 @@ import weakref
 from typing import Any, Generic, TypeVar
 
 from ..errors import SecretUnavailable
-from ..records import JSON
+from ..records import JSON, MAX_DEPTH
 from .keys import digest, key_for
 
 T = TypeVar("T")
@@ -124,7 +124,10 @@ class Concealer:
             return out, found
         if not has_secret(value):
             return value, False  # the hot path: nothing rebuilt
-        return self._walk(value)
+        try:
+            return self._walk(value)
+        except RecursionError:  # too deep to journal: check_json refuses it, saying so
+            return value, False
 
     def _walk(self, value: Any) -> tuple[JSON, bool]:
         if isinstance(value, Secret):
@@ -211,14 +214,17 @@ def withheld(value: JSON) -> Any:
     return value
 
 
-def has_secret(value: Any) -> bool:
-    """True if a Secret is anywhere inside `value`."""
+def has_secret(value: Any, depth: int = 0) -> bool:
+    """True if a Secret is anywhere inside `value` (looked for down to MAX_DEPTH: deeper, the
+    value is refused as a journal payload anyway, by `check_json`, with its own message)."""
     if isinstance(value, Secret):
         return True
+    if depth >= MAX_DEPTH:
+        return False
     if isinstance(value, dict):
-        return any(has_secret(v) for v in value.values())
+        return any(has_secret(v, depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
-        return any(has_secret(v) for v in value)
+        return any(has_secret(v, depth + 1) for v in value)
     return False
 
 
