@@ -74,6 +74,10 @@ def test_gc_erases_old_finished_payloads_and_keeps_the_spine(db_url: str) -> Non
         assert [(p["who"], p["runs"], p["rows"]) for p in logged][-1] == ("auditor", 1, len(before))
         assert len(logged) == 2 and logged[-1]["gc_id"] == done["gc_id"]
         assert book.gc(0)["runs"] == 0  # erased once
+        assert book.check() == []  # an erased run is a sound journal
+        assert [r["state"] for r in book.replay_check(["old"])] == ["erased"]
+        with pytest.raises(ConfigError, match="erased by `daybook gc`"):
+            book.replay("old")
         book.signal("live", "go")
         book.resume("live")
         book.gc(0)

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DaybookError, RunNotFound
+from ..errors import ConfigError, DaybookError, RunNotFound
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Stop
 from ..records import JSON, RunInfo, RunStatus
@@ -23,6 +23,13 @@ from .workflow import load
 def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: str | None = None) -> Any:
     """Re-run `run_id`'s workflow from its journal and return what the workflow returns."""
     info = _get(store, run_id)
+    if isinstance(info.input, dict) and "$erased" in info.input:
+        # Retention (`daybook gc`) erased what replay would need: only the spine is left.
+        raise ConfigError(
+            f"run {run_id!r}: its payloads were erased by `daybook gc` ({info.input['$erased']}), "
+            "so it cannot be replayed; its spine (kinds, keys, statuses, times) is still there "
+            f"to read with `daybook show {run_id}`"
+        )
     wf = load(info.workflow, info.ref, app)
     exe = Execution(store, run_id, store.load(run_id), None, read_only=True)
     exe.sleep = lambda _seconds: None
@@ -54,6 +61,10 @@ def replay_check(
     for run_id in ids:
         info = _get(store, run_id)
         row: dict[str, JSON] = {"run_id": run_id, "workflow": info.workflow}
+        if isinstance(info.input, dict) and "$erased" in info.input:
+            row["state"] = "erased"  # by retention: nothing left to replay, nothing diverged
+            report.append(row)
+            continue
         try:
             result = replay(store, context, run_id, app)
         except DaybookError as exc:
