@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -157,6 +158,16 @@ def saga(ctx: Context, bank: str, legs: int, fail_inverse_of: int, notify: str) 
 
 
 STUCK_ALERTS: list[list[str]] = []
+
+
+@daybook.workflow
+def buggy_legs(ctx: Context, bank: str, legs: int, fixed_flag: str) -> dict[str, Any]:
+    """Book legs, then hit a bug (a KeyError) until the file `fixed_flag` exists: the fix."""
+    booked = [ctx.effect(book_leg, bank=bank, n=n, fail_inverse_of=-1)["id"] for n in range(legs)]
+    if not os.path.exists(fixed_flag):
+        booked_by_leg: dict[int, str] = {}
+        booked.append(booked_by_leg[legs])  # the bug: a lookup that cannot succeed
+    return {"booked": booked}
 
 
 WORLD: dict[str, Any] = {"price": 100}

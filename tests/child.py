@@ -3,6 +3,7 @@ itself with SIGKILL at a chosen journal write.
 
     child.py DB start RUN_ID WORKFLOW ARGS_JSON [--kill-before KIND:N | --kill-after KIND:N]
     child.py DB resume RUN_ID [--ready-go]
+    child.py DB cancel RUN_ID   (cancel the run, unwinding its effects)
     child.py DB threads RUN_PREFIX RUNS ARGS_JSON   (RUNS payments runs in parallel threads)
 
 KIND:N means the N-th (1-based) journal row of that kind written by this process ('any' counts
@@ -50,6 +51,9 @@ def main() -> None:
         if action == "start":
             wf = treasury if rest[0] == "treasury" else getattr(agents, rest[0])
             return book.run(wf, *json.loads(rest[1]), run_id=run_id)
+        if action == "cancel":
+            done = book.cancel(run_id, compensate=True)
+            return None if done is None else {"compensated": done.compensated}
         return book.resume(run_id)
 
     report(run)

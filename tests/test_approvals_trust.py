@@ -103,6 +103,19 @@ def test_refused_attempts_are_journaled_with_who_when_and_why(book: Daybook) -> 
     assert states.count("refused") == 2 and states.count("delivered") == 1
 
 
+def test_a_refused_verdict_does_not_wake_the_suspended_run(book: Daybook) -> None:
+    book.add_approver("alice")
+    _suspend(book, wire_gate, "asleep")
+    before = book.get_run("asleep")
+    assert before.status == "suspended"
+    with pytest.raises(daybook.NotAuthorized):
+        book.approve("asleep", "asleep/1", approver="mallory", token="guess")
+    after = book.get_run("asleep")
+    # A worker takes a suspended run when its wake time is due: a refusal must not set one.
+    assert after.status == "suspended" and after.wake_at == before.wake_at
+    assert book.store.claim_next("a-worker", 5.0, time.time()) is None
+
+
 def test_late_and_timed_out_verdicts_are_shown_beside_refusals(book: Daybook) -> None:
     token = book.add_approver("alice")
     book.inline_wait = 5

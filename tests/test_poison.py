@@ -110,12 +110,13 @@ def test_a_workflow_returning_a_lone_surrogate_is_parked_not_left_running(book: 
 def test_an_exception_whose_message_holds_a_lone_surrogate_is_recorded_escaped(book: Daybook) -> None:
     @daybook.workflow
     def raises(ctx: daybook.Context) -> None:
-        raise ValueError("bad reply: \ud83d")
+        raise daybook.WorkflowFailed("bad reply: \ud83d")
 
     with pytest.raises(daybook.RunFailed):
         book.run(raises, run_id="surrogate-error")
     info = book.get_run("surrogate-error")
     assert info.status == RunStatus.FAILED and "\\ud83d" in info.error["message"]
+    assert "\\ud83d" in info.error["traceback"]
 
 
 def test_a_value_nested_5000_deep_parks_the_run_instead_of_failing_it(book: Daybook) -> None:

@@ -25,10 +25,13 @@ from .errors import (
     NonDeterminismError,
     NotAuthorized,
     NotSerializable,
+    RunCancelled,
     RunConflict,
     RunFailed,
     RunLeased,
     RunNotFound,
+    RunParked,
+    RunPaused,
     RunStuck,
     SchemaVersionError,
     SecretUnavailable,
@@ -36,6 +39,7 @@ from .errors import (
     StoreUnavailable,
     Suspended,
     UpdateTimeout,
+    WorkflowFailed,
 )
 from .gates.gate import Verdict
 from .journal.decision import Decision
@@ -56,6 +60,7 @@ from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
+from .steering.revision import Revision
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
 from .tx.commit import InvariantViolated, Transaction, TxResult
@@ -108,11 +113,15 @@ __all__ = [
     "Policy",
     "RedactingCodec",
     "Retry",
+    "Revision",
+    "RunCancelled",
     "RunConflict",
     "RunFailed",
     "RunInfo",
     "RunLeased",
     "RunNotFound",
+    "RunParked",
+    "RunPaused",
     "RunStatus",
     "RunStuck",
     "SchemaVersionError",
@@ -133,6 +142,7 @@ __all__ = [
     "Verdict",
     "Why",
     "Workflow",
+    "WorkflowFailed",
     "__version__",
     "tool",
     "workflow",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,15 +28,19 @@ from .coordination.pool import BudgetPool
 from .errors import ConfigError
 from .gates import approval
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, check_text, whole
-from .runtime import inbox
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
+from .recovery.compensation import Compensation
+from .runtime import inbox, operator
+from .runtime.fork import fork as fork_run
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Workflow, load
+from .steering.checkpoint import checkpoint as checkpoint_of
+from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
-from .store import Store, integrity, open_store
+from .store import Store, integrity, open_store, retention
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -50,7 +53,6 @@ from .tx.commit import Transaction, TxResult, run_transaction
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
-MAX_RETENTION = 100 * 365 * 86_400.0
 
 
 def lease_ttl_of(value: object) -> float:
@@ -69,6 +71,10 @@ class Daybook:
     `read_only=True` opens an existing store for reading only: nothing is created, upgraded or
     written (SQLite: a `mode=ro` connection, so a read-only file works and a writer's lock does
     not block it), and every method that writes raises ConfigError.
+    `on_error`: what an exception the workflow did not raise on purpose does to its run:
+    `"park"` (default: `needs_attention`, journal kept, `retry` after a fix) or `"fail"`
+    (terminal `failed`). Raised on purpose: `WorkflowFailed`, a certain `StepFailed`,
+    `BudgetExceeded`, and what the workflow lists in `@workflow(fail_on=...)`.
     `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
     else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
     store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
@@ -82,6 +88,7 @@ class Daybook:
         inline_wait: float = 2.0,
         strict: bool = False,
         read_only: bool = False,
+        on_error: str = "park",
         secret_key: str | bytes | None = None,
         codec: PayloadCodec | None = None,
     ) -> None:
@@ -92,8 +99,15 @@ class Daybook:
         # Every payload passes the guard: secrets become digests, the codec (if any) encodes.
         self._store: Store = guard(open_store(url, read_only=read_only), codec or codec_from_env())
         bind_key(self._store, secret_key)
+        if on_error not in ("park", "fail"):
+            raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
         self._runner = Runner(
-            self._store, lease_ttl=lease_ttl, inline_wait=inline_wait, strict=strict, context=Context
+            self._store,
+            lease_ttl=lease_ttl,
+            inline_wait=inline_wait,
+            strict=strict,
+            context=Context,
+            park=on_error == "park",
         )
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
@@ -180,6 +194,109 @@ class Daybook:
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
+    def retry(
+        self, run_id: str, *, by: str | None = None, app: str | None = None, submit: bool = False
+    ) -> Any:
+        """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
+        its journal: confirmed effects and recorded decisions are replayed, never repeated; the
+        step that raised runs again. Journaled with who asked (`by`, default the OS user).
+
+        Runs it here and returns its result (as `resume`), or with `submit=True` only marks it
+        due for a worker (`daybook worker`) and returns None."""
+        operator.retry(self._store, run_id, by or getpass.getuser())
+        if submit:
+            return None
+        return self._runner.resume(run_id, 0.0, app)
+
+    def steer(
+        self,
+        run_id: str,
+        kind: str,
+        text: str,
+        *,
+        author: str | None = None,
+        target: str | None = None,
+        wait: float = 10.0,
+    ) -> dict[str, JSON]:
+        """Steer a live run: `kind` is "add" ("also include X"), "revise" ("8000 words, not
+        6000") or "retract" ("skip the translation"), from `author` (default the OS user), about
+        `target` (optional: a step, a topic; a retraction and an addition of one target
+        conflict). Durable and totally ordered; it wakes a suspended run. The run reads it at its
+        next step boundary (`ctx.revisions()`; the `AgentLoop` folds it into its next prompt),
+        which journals the acknowledgement. Waits up to `wait` seconds for it; returns
+        {"id", "acked", "step", "conflicts"}."""
+        return steer_run(
+            self._runner.claims,
+            run_id,
+            kind,
+            text,
+            author=author or getpass.getuser(),
+            target=target,
+            wait=_wait_of(wait),
+        )
+
+    def fork(
+        self,
+        run_id: str,
+        at: int,
+        *,
+        args: Sequence[JSON] | None = None,
+        kwargs: dict[str, JSON] | None = None,
+        new_run_id: str | None = None,
+        confirm: bool = False,
+        by: str | None = None,
+    ) -> tuple[str, list[dict[str, JSON]]]:
+        """Edit a past turn: a new `pending` run that shares `run_id`'s journal up to step `at`
+        (replayed, never re-fired) and goes on from there with the same input, or with `args`
+        / `kwargs` (the edited input; a shared step that reads it differently is a
+        NonDeterminismError when the fork runs). The original is untouched. Returns the
+        fork's id (default `<run_id>~fork-<hex>`; run it with `resume` or a worker) and the
+        effects the original made after `at` (step, tool, key, status, class): a fork does
+        not undo them, so irreversible ones (or ones of a tool this process has not imported)
+        need `confirm=True`; the fork point's shared effects must all be settled."""
+        run_input = None
+        if args is not None or kwargs is not None:
+            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
+        return fork_run(
+            self._store,
+            run_id,
+            at,
+            new_id=new_run_id,
+            run_input=run_input,
+            confirm=confirm,
+            by=by or getpass.getuser(),
+        )
+
+    def pause(self, run_id: str, *, by: str | None = None) -> str:
+        """Pause a run, journaled with who asked (`by`, default the OS user). A run no process
+        executes is `paused` at once ("paused"); an executing one stops at its next step
+        boundary, once its owner's heartbeat sees the request (within `lease_ttl / 3` seconds;
+        an act in flight finishes and is journaled first) ("requested"); "already" if it is.
+        Workers never take a paused run; `resume` (any process, any time) goes on from its last
+        committed step, and `cancel` ends it."""
+        return operator.pause(self._store, run_id, by or getpass.getuser())
+
+    def cancel(
+        self, run_id: str, compensate: bool = False, *, by: str | None = None, app: str | None = None
+    ) -> Compensation | None:
+        """End a run for good (`cancelled`), journaled with who asked. A live owner stops at its
+        next journal write; an act it has in flight then stays open in the effect ledger.
+
+        With `compensate=True` the run's confirmed effects are then undone here, newest first,
+        as `ctx.compensate` does (each tool's inverse, once, under `comp/<key>`); it returns
+        the `Compensation` report and raises `RunStuck` if something could not be undone.
+        Calling it again on a cancelled run finishes an unwind a crash interrupted. `app`
+        names the module that registers the tools (when this process has not imported it)."""
+        by = by or getpass.getuser()
+        info = self.get_run(run_id)
+        if info.status != RunStatus.CANCELLED:
+            operator.cancel(self._store, run_id, by, compensate)
+        if not compensate:
+            return None
+        load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
+        done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
+        return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
+
     def execute_claimed(self, run_id: str, app: str | None = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         return self._runner.execute_claimed(run_id, app)
@@ -242,6 +359,14 @@ class Daybook:
             "run": info.as_dict(),
             "events": [e.as_dict() for e in self.store.load(run_id)],
         }
+
+    def checkpoint(self, run_id: str) -> dict[str, JSON]:
+        """The run's checkpoint as one document in three parts (`executor`: history, trace,
+        scratchpad; `environment`: the workspace declared with `ctx.environment` and whether it
+        is running or stopped; `progress`: current step, each step's status, the committed
+        boundary), with `schema_version` and `saved_at`. JSON Schema:
+        `docs/checkpoint.schema.json`. A view of the journal, never a second copy."""
+        return checkpoint_of(self.store, run_id, time.time())
 
     def check(self) -> list[dict[str, JSON]]:
         """Audit the store (`daybook check`): the database's own check (SQLite `quick_check`),
@@ -448,34 +573,18 @@ class Daybook:
         """Every coordination entity with its holder, deadline and lease state (a read)."""
         return list_leases(self.store)
 
-
-    # -- retention (issue 11 part 2): appended here, after the rest of the facade -------------
+    # -- retention (issue 11 part 2) --------------------------------------------------------
 
     def gc(self, older_than: float, *, dry_run: bool = False, by: str | None = None) -> dict[str, JSON]:
-        """Erase the payloads of finished runs (completed, failed, cancelled) last updated more
-        than `older_than` seconds ago; keep the audit spine (kinds, keys, statuses, fingerprints,
-        times) and a keyed digest of each erased payload. The pass is logged, append-only, with
-        who (`by`, else the OS user), when, the cutoff and the counts (`gc_log`). `dry_run`
-        only counts. Returns the pass: gc_id, who, at, cutoff, runs, rows, run_ids."""
-        seconds = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_RETENTION)
-        if self.read_only and not dry_run:
-            raise ConfigError("gc erases payloads, and this handle is read-only; open it without read_only")
-        now = time.time()
-        who = by or _user()
-        check_text(who, "gc's `by`")
-        gc_id = f"gc-{uuid.uuid4().hex[:12]}"
-        return self.store.gc(now - seconds, now, who, gc_id, key_for(self.store), dry_run)
+        """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
+        the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
+        when; cutoff; counts). `dry_run` only counts. Returns the pass (`store/retention.py`)."""
+        return retention.run(self.store, older_than, dry_run, by or getpass.getuser(), key_for(self.store))
 
     def gc_log(self) -> list[dict[str, JSON]]:
         """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""
         return self.store.gc_log()
 
+
 def _wait_of(value: object) -> float:
     return bounded(value, "wait (seconds)", low=0.0, high=MAX_SECONDS)
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container)
-        return "unknown"

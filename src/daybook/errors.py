@@ -55,7 +55,10 @@ class LeaseLost(DaybookError):
 
 
 class RunFailed(DaybookError):
-    """The workflow raised; the run is `failed` and its error is journaled."""
+    """The workflow raised and the run did not finish; its error is journaled. The run is
+    `failed` (terminal: `WorkflowFailed`, a certain `StepFailed`, a budget refusal, or an
+    exception the workflow lists in `fail_on`) or, for any other exception, parked
+    (`RunParked`): `daybook retry` continues it after a fix."""
 
     def __init__(self, run_id: str, error: dict[str, str]) -> None:
         super().__init__(
@@ -71,6 +74,54 @@ class NeedsAttention(DaybookError):
 
     def __init__(self, run_id: str, message: str) -> None:
         super().__init__(message)
+        self.run_id = run_id
+
+
+class RunParked(NeedsAttention, RunFailed):
+    """The workflow raised an exception it did not declare (a bug, most likely): the run is parked
+    as `needs_attention` with its journal and traceback, not failed for good. Fix the code, then
+    `daybook retry RUN` (or `book.retry`) continues it: confirmed effects are not repeated.
+
+    It is a `RunFailed` too, so code that catches that still sees a run that did not finish."""
+
+    def __init__(self, run_id: str, error: dict[str, str]) -> None:
+        DaybookError.__init__(
+            self,
+            f"run {run_id!r} is parked: the workflow raised {error.get('type', 'Error')}: "
+            f"{error.get('message', '')}. Its journal is kept: fix the code, then "
+            f"`daybook retry {run_id}` continues it without repeating confirmed effects "
+            f"(`daybook show {run_id}` prints the traceback)",
+        )
+        self.run_id = run_id
+        self.error = error
+
+
+class WorkflowFailed(DaybookError):
+    """Raise it from workflow code to end the run as `failed` on purpose (terminal: a retry is
+    still possible by hand, but nothing retries it by itself)."""
+
+
+class RunPaused(DaybookError):
+    """A person paused the run (`daybook pause`); it holds no process until resumed."""
+
+    def __init__(self, run_id: str, by: str = "") -> None:
+        who = f" by {by}" if by else ""
+        super().__init__(
+            f"run {run_id!r} is paused{who}; `daybook resume {run_id}` (or book.resume) goes on "
+            "from its last committed step, from any process, at any time"
+        )
+        self.run_id = run_id
+
+
+class RunCancelled(DaybookError):
+    """The run was cancelled (`daybook cancel`); it never runs again."""
+
+    def __init__(self, run_id: str, by: str = "") -> None:
+        who = f" by {by}" if by else ""
+        super().__init__(
+            f"run {run_id!r} was cancelled{who}; it does not run again (`daybook show {run_id}` "
+            "shows what it did and what was unwound)"
+        )
         self.run_id = run_id
 
 

@@ -32,6 +32,9 @@ class Kind(StrEnum):
     RUN_COMPLETED = "run_completed"
     RUN_FAILED = "run_failed"
     RUN_ATTENTION = "run_attention"
+    RUN_RETRIED = "run_retried"  # data: by, from (the status it left), error (what it had)
+    RUN_CANCELLED = "run_cancelled"  # data: by, from, compensate, from_step (where an unwind starts)
+    RUN_PAUSED = "run_paused"  # data: by, from, inbox_id (the pause request it answers, if any)
     TIMER = "timer"  # status `set` (data: fire_at), then `fired`
     SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
     OBLIGATION = "obligation"  # status `open` (data: kind, owner, due, ...), `fulfilled`, `cancelled`
@@ -51,12 +54,14 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     SUSPENDED = "suspended"  # waiting for a timer or a signal; holds no process
     NEEDS_ATTENTION = "needs_attention"
+    PAUSED = "paused"  # a person paused it (`daybook pause`); `daybook resume` goes on, any time
     STUCK = "stuck"  # a compensation could not be completed; a person must finish it
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # an operator ended it (`daybook cancel`); never runs again
 
 
-TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 STEPPED = frozenset(
     k.value
     for k in (

@@ -22,6 +22,7 @@ from ..errors import BudgetExceeded, EffectFailed
 from ..journal.decision import Decision
 from ..journal.llm import LLMClient
 from ..journal.tool import Tool
+from ..steering.revision import Revision
 
 JSONDict = dict[str, Any]
 
@@ -108,11 +109,19 @@ class AgentLoop:
     estimate: Mapping[str, float] = field(default_factory=dict)
     cost: Callable[[JSONDict], Mapping[str, float]] | None = None
     max_iterations: int = 20
+    # What a revision ("8000 words, not 6000") makes the agent redo: the decision ids of
+    # earlier history entries, recorded in a `re-evaluate` decision. None: nothing is redone;
+    # the revision is in the next prompt and the model takes it from there.
+    reevaluate: Callable[[Revision, list[JSONDict]], list[str]] | None = None
+    # After a pause longer than this (seconds), the first pass after resume starts with a
+    # recorded primer: a short summary of the trace and the revisions (`summarize` below).
+    primer_after: float = 3600.0
 
     def run(self, ctx: Context, goal: str) -> LoopResult:
         history: list[JSONDict] = []
         try:
             for _ in range(self.max_iterations):
+                self._fold_revisions(ctx, history)
                 observation = ctx.decide("observe", self.observe).value
                 decision = self._decide(ctx, goal, observation, history)
                 action = Action.parse(decision.value["text"])
@@ -160,6 +169,35 @@ class AgentLoop:
             return self._unwind(ctx, history, f"{type(exc).__name__}: {exc}")
         return self._judge(ctx, goal, history)
 
+    def _fold_revisions(self, ctx: Context, history: list[JSONDict]) -> None:
+        """Revisions sent since the last pass join the history the next prompt is built from
+        (an entry with a `revision` key: add | revise | retract); a revision also gets a
+        recorded `re-evaluate` decision listing which earlier decisions it redoes. After a long
+        pause, a recorded primer comes first."""
+        primer = ctx.primer(self.primer_after, lambda paused: summarize(paused, history))
+        if primer is not None:
+            history.append({"primer": primer})
+        for rev in ctx.revisions():
+            entry: JSONDict = {
+                "revision": rev.kind,
+                "text": rev.text,
+                "author": rev.author,
+                "target": rev.target,
+                "id": rev.id,
+            }
+            if rev.kind == "revise":
+                entry["redo"] = self._reevaluate(ctx, rev, list(history))
+            elif rev.kind == "retract" and rev.target is not None:
+                entry.update(_retract(ctx, rev.target, history))
+            history.append(entry)
+
+    def _reevaluate(self, ctx: Context, rev: Revision, history: list[JSONDict]) -> Any:
+        redo = self.reevaluate
+        # Inside the step: on replay the recorded choice is read back, the hook is not asked.
+        return ctx.decide(
+            "re-evaluate", lambda: {"revision": rev.id, "redo": redo(rev, history) if redo else []}
+        ).value["redo"]
+
     def _decide(
         self, ctx: Context, goal: str, observation: Any, history: list[JSONDict]
     ) -> Decision[JSONDict]:
@@ -194,6 +232,37 @@ class AgentLoop:
         # that outcome is the run's status, not a return value.
         ctx.compensate()
         return LoopResult("compensated", history, raw, reason)
+
+
+def summarize(paused: float, history: list[JSONDict], last: int = 5) -> str:
+    """The resume primer: how long the run was paused, what it did last, what it was told."""
+    acts = [h for h in history if "tool" in h]
+    told = [h for h in history if "revision" in h]
+    done = "; ".join(f"{h['tool']} {h.get('state', '?')}" for h in acts[-last:]) or "nothing yet"
+    said = "; ".join(f"{h['revision']} '{h['text']}' ({h['author']})" for h in told[-last:]) or "none"
+    return (
+        f"Resumed after a pause of {paused / 3600:.1f} h. {len(acts)} act(s) so far, the last: "
+        f"{done}. Revisions: {said}."
+    )
+
+
+def _retract(ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:
+    """Take back what was done for the steps a retraction names (`target`: a decision id or a
+    tool name): each is marked `retracted`, and its confirmed effects are undone by their
+    inverses, newest first, once; what cannot be undone (irreversible, or no inverse) is listed
+    in `not_undone`, never passed off as undone."""
+    hit = [h for h in history if "revision" not in h and target in (h.get("decision"), h.get("tool"))]
+    keys = [f"{h['decision']}/{h['tool']}/0" for h in hit if h.get("state") == "done"]
+    for h in hit:
+        h["state"] = "retracted"
+    if not keys:
+        return {"retracted": [h.get("decision") for h in hit], "undone": [], "not_undone": []}
+    report = ctx.compensate(keys=keys, strict=False)
+    return {
+        "retracted": [h.get("decision") for h in hit],
+        "undone": report.compensated,
+        "not_undone": report.stuck + report.no_inverse,
+    }
 
 
 def _bind(check: Callable[[Action, Any], bool], action: Action, fresh: Any) -> Callable[[], bool]:

@@ -53,7 +53,7 @@ class Obligations(Steps):
                     "decision": decision.id if decision else exe.last_decision,
                 },
             )
-        return f"{self.run_id}/{step}"
+        return self._exe.id_of(step)
 
     def fulfil(self, obligation_id: str, note: str = "") -> None:
         """Mark an obligation fulfilled (a new row; the open one stays as history)."""

@@ -31,14 +31,31 @@ after such a move.
 
 from __future__ import annotations
 
-from . import books, check, demo, entities, gates, retention, runs, tools, transactions, versions, workers
+from . import (
+    books,
+    check,
+    demo,
+    entities,
+    gates,
+    lifecycle,
+    retention,
+    runs,
+    steering,
+    tools,
+    transactions,
+    versions,
+    workers,
+)
 from .app import main
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    nouns = (runs, workers, demo, versions, books, tools, transactions, gates, entities, check, retention)
+    nouns = (
+        runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
+        entities, check, retention,
+    )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)

@@ -139,4 +139,7 @@ def journal(info: RunInfo, events: list[Event]) -> str:
     if info.error:
         head.append(f"attention: {info.error.get('message', info.error)}")
     body = table(["seq", "step", "kind", "name", "key", "status", "at", "took", "detail"], rows)
-    return "\n".join(head) + "\n\n" + body
+    trace = info.error.get("traceback") if isinstance(info.error, dict) else None
+    # The traceback of a failed or parked run: where the bug is, without a debugger.
+    tail = f"\n\ntraceback (the workflow raised):\n{trace.rstrip()}" if trace else ""
+    return "\n".join(head) + "\n\n" + body + tail

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .. import Daybook
-from ..book import MAX_RETENTION
+from ..store.retention import MAX_RETENTION
 from . import render
 from .app import _ParamType, json_option, json_out, with_book
 

@@ -81,9 +81,20 @@ def show(book: Daybook, run_id: str, as_json: bool) -> None:
     is_flag=True,
     help="Salvage a damaged run: rows that do not decode as stored, each with an error.",
 )
+@click.option(
+    "--checkpoint",
+    is_flag=True,
+    help="The checkpoint document instead: executor, environment and progress state "
+    "(schema: docs/checkpoint.schema.json).",
+)
 @with_book(read_only=True)
-def export(book: Daybook, run_id: str, raw: bool) -> None:
+def export(book: Daybook, run_id: str, raw: bool, checkpoint: bool) -> None:
     """The run and its whole journal as JSON on stdout."""
+    if checkpoint:
+        if raw:
+            fail("--checkpoint and --raw do not go together: salvage with --raw alone")
+        json_out(book.checkpoint(run_id))
+        return
     found = book.export(run_id, raw=raw)
     json_out(found)
     if raw and (found["run_error"] or found["damaged_rows"]):

@@ -30,9 +30,10 @@ def add_approver(store: Store, name: str) -> str:
 
 
 def approvals(store: Store) -> list[dict[str, JSON]]:
-    """Gates waiting for a verdict, across unfinished runs."""
+    """Gates waiting for a verdict, across unfinished runs (a paused run's too: it reads the
+    verdict when resumed)."""
     pending: list[dict[str, JSON]] = []
-    for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value):
+    for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value, RunStatus.PAUSED.value):
         for info in store.list_runs(status, 1000):
             events = load_listed(store, info.run_id)
             if events is None:
@@ -169,6 +170,7 @@ def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bo
         approver,
         time.time(),
         any_status=True,
+        wake=False,  # a refusal is not news for the run: a suspended run stays suspended
     )
 
 

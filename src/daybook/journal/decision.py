@@ -136,7 +136,7 @@ class Decisions(Facet):
             check_step_json(reasons, f"step {step} decision {name!r} why")
             data["why"] = reasons
         self._exe.append(Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data=data)
-        return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
+        return self._made(Decision(id=self._exe.id_of(step), name=name, value=value, step=step))
 
     def _made(self, decision: Decision[Any]) -> Decision[Any]:
         if decision.name not in NOT_REASONS and ":" not in decision.name:
@@ -161,7 +161,7 @@ class Decisions(Facet):
         value = ev.data.get("value")
         if ev.data.get(SEALED):
             value = withheld(value)  # the journal has digests only: secrets come back withheld
-        return self._made(Decision(id=f"{self.run_id}/{step}", name=name, value=value, step=step))
+        return self._made(Decision(id=self._exe.id_of(step), name=name, value=value, step=step))
 
     def patched(self, name: str) -> bool:
         """A versioning marker: True where new code runs (a fresh execution, or a history that

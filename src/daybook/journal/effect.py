@@ -119,7 +119,7 @@ class Effects(Facet):
             key = decision.key(tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
-        key = key or f"{exe.run_id}/{step}"
+        key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:
             raise Stop(

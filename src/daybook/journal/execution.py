@@ -15,27 +15,41 @@ from typing import Any, Protocol
 from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable
 from ..records import Event, Kind, check_json, fingerprint, safe_text
 from ..store import Store
-from .stop import Stop
+from .stop import Pause, Stop
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
 
 class Liveness(Protocol):
-    """What the cursor needs of a lease heartbeat: whether the lease was lost, and to stop it."""
+    """What the cursor needs of a lease heartbeat: whether the lease was lost, the newest pause
+    request seen in the run's inbox (inbox id, who asked), and to stop it."""
 
     @property
     def lost(self) -> bool: ...
 
+    @property
+    def pause(self) -> tuple[int, str] | None: ...
+
     def stop(self) -> None: ...
 
 
-def error_info(exc: BaseException) -> dict[str, str]:
-    """How an exception is journaled: its type, message and the last frames of its traceback."""
-    return {
+# How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
+TRACEBACK_CHARS = 16_000
+
+
+def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
+    """How an exception is journaled: its type, message and the last frames of its traceback
+    (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
+    (`traceback`, printed by `daybook show`)."""
+    lines = traceback.format_exception(exc)
+    info = {
         "type": type(exc).__name__,
         "message": safe_text(str(exc)),
-        "where": safe_text("".join(traceback.format_exception(exc)[-3:])[-2000:]),
+        "where": safe_text("".join(lines[-3:])[-2000:]),
     }
+    if full:
+        info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
+    return info
 
 
 class Execution:
@@ -54,9 +68,18 @@ class Execution:
         self.run_id = run_id
         self.heartbeat = heartbeat
         self.steps: dict[int, list[Event]] = {}
+        # Steps a fork shares with the run it branched from keep that run's ids and keys.
+        self.id_owner: dict[int, str] = {}
+        # When the run was paused, if it has taken no step since (for the resume primer).
+        self.paused_at: float | None = None
         for ev in events:
             if ev.step is not None:
                 self.steps.setdefault(ev.step, []).append(ev)
+                if ev.run_id != run_id:
+                    self.id_owner[ev.step] = ev.run_id
+                self.paused_at = None
+            elif ev.kind == Kind.RUN_PAUSED:
+                self.paused_at = ev.at
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -71,11 +94,12 @@ class Execution:
         self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
         self.inline_wait = 2.0
-        self.consumed: set[int] = {
-            int(ev.data["inbox_id"])
-            for ev in events
-            if ev.kind == Kind.SIGNAL and ev.status == "received" and "inbox_id" in ev.data
-        }
+        self.consumed: set[int] = set()
+        for ev in events:
+            if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
+                if ev.data.get("inbox_id") is not None:
+                    self.consumed.add(int(ev.data["inbox_id"]))  # a wait's signal, a pause
+                self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -134,8 +158,17 @@ class Execution:
         self.next_seq += 1
         return ev
 
+    def id_of(self, step: int) -> str:
+        """The id of the decision (or the default key of the effect) made at `step`."""
+        return f"{self.id_owner.get(step, self.run_id)}/{step}"
+
     def alloc(self) -> int:
         step = self.next_step
+        if step > self.recorded_steps and self.heartbeat is not None:
+            asked = self.heartbeat.pause
+            if asked is not None and asked[0] not in self.consumed:
+                # A step boundary, live: everything before it is journaled, nothing after began.
+                raise Pause(self.run_id, asked[1], asked[0])
         self.next_step += 1
         return step
 

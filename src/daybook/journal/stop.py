@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DaybookError, Suspended
+from ..errors import DaybookError, RunPaused, Suspended
 
 
 class Stop(BaseException):
@@ -30,6 +30,15 @@ class Stop(BaseException):
         self.journal = journal
         self.release = release
         self.status = status
+
+
+class Pause(Stop):
+    """A person asked the run to pause (`daybook pause`): stop before the next step."""
+
+    def __init__(self, run_id: str, by: str, inbox_id: int) -> None:
+        super().__init__(RunPaused(run_id, by), False)
+        self.by = by
+        self.inbox_id = inbox_id
 
 
 class Suspend(Stop):

@@ -44,6 +44,8 @@ class Compensations(Gates):
         validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
         approvers: Sequence[str] | None = None,
         gate_timeout: float = 8 * 3600,
+        keys: Sequence[str] | None = None,
+        strict: bool = True,
     ) -> Compensation:
         """Undo this run's confirmed effects, newest first, each with its tool's registered inverse
         under its own key `comp/<key>`, once (a kill mid-unwind resumes it without repeats).
@@ -56,12 +58,16 @@ class Compensations(Gates):
         `{"tool": NAME, "args": {...}}`: it must name a registered tool that is not irreversible,
         pass `validate(effect, plan)` (recorded) and an approval gate like any forward act
         (`approvers`, `gate_timeout`); the effect itself must not be irreversible. Otherwise the
-        effect stays listed as having no inverse."""
+        effect stays listed as having no inverse.
+
+        `keys` limits the unwind to those effects (a retraction undoes what was done for one
+        step, not the run); `strict=False` returns an incomplete report instead of stopping the
+        run as `stuck` (the caller says what remains, as a retraction's entry does)."""
         effects = self._done_so_far()
         report = Compensation()
         for step in sorted(effects, reverse=True):
             eff = effects[step]
-            if eff.get("status") != Status.CONFIRMED:
+            if eff.get("status") != Status.CONFIRMED or (keys is not None and eff["key"] not in keys):
                 continue
             tool = lookup_tool(eff["name"])
             if tool is None or tool.inverse is None:
@@ -77,7 +83,7 @@ class Compensations(Gates):
                 report.compensated.append(str(eff["key"]))
             except EffectFailed:
                 report.stuck.append(str(eff["key"]))
-        if report.complete:
+        if report.complete or not strict:
             return report
         if on_stuck is not None:
             self.decide("on_stuck", lambda: on_stuck(report))

@@ -14,12 +14,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RunConflict, RunLeased, RunNotFound
+from ..errors import RunCancelled, RunConflict, RunLeased, RunNotFound
 from ..records import RunInfo, RunStatus
 from ..store import Store, open_store
 from .lease import Heartbeat, is_dead_here
 
 log = logging.getLogger("daybook")
+
+# The inbox name of a pause request for a run that is executing (`runtime.operator.pause`).
+PAUSE_SIGNAL = "pause:"
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Claims:
             info = self.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 return Finished(info.result)
+            if info.status == RunStatus.CANCELLED:
+                raise RunCancelled(run_id)
             if info.workflow != workflow:
                 raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {workflow!r}")
             # Reserve before claiming: the store cannot tell two threads of this handle apart.
@@ -121,4 +126,11 @@ class Claims:
                     self._beat_store = open_store(getattr(self.store, "dsn", self.store.url))
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
-        return Heartbeat(renew, self.lease_ttl / 3)
+        def watch() -> tuple[int, str] | None:
+            with self._beat_lock:
+                assert self._beat_store is not None
+                inbox = self._beat_store.inbox(run_id)
+            asked = [(row[0], row[3]) for row in inbox if row[1] == PAUSE_SIGNAL]
+            return asked[-1] if asked else None
+
+        return Heartbeat(renew, self.lease_ttl / 3, watch=watch)

@@ -10,9 +10,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..errors import DaybookError, NonDeterminismError, NotSerializable, RunFailed
+from ..errors import (
+    BudgetExceeded,
+    DaybookError,
+    NonDeterminismError,
+    NotSerializable,
+    RunFailed,
+    RunParked,
+    StepFailed,
+    WorkflowFailed,
+)
 from ..journal.execution import Execution, error_info
-from ..journal.stop import Stop, Suspend
+from ..journal.stop import Pause, Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
 from ..store.secrets import concealer_for
@@ -51,13 +60,34 @@ def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> No
     store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
 
 
-def fail(store: Store, owner: str, exe: Execution, exc: BaseException) -> BaseException:
-    """Record how the body stopped and return the exception for the caller to raise."""
+# What a workflow raises on purpose ends its run as `failed`: a refusal it decided, an act that
+# failed for certain, a budget that said no. Anything else is most likely a bug and parks the run.
+ON_PURPOSE: tuple[type[BaseException], ...] = (WorkflowFailed, StepFailed, BudgetExceeded)
+
+
+def fail(
+    store: Store,
+    owner: str,
+    exe: Execution,
+    exc: BaseException,
+    fail_on: tuple[type[BaseException], ...] = (),
+    park: bool = True,
+) -> BaseException:
+    """Record how the body stopped and return the exception for the caller to raise. An
+    exception not raised on purpose (`ON_PURPOSE`, or the workflow's `fail_on`) parks the run
+    as `needs_attention` when `park`, as Temporal retries a failed workflow task: a code fix
+    and `daybook retry` continue it; otherwise it is `failed`."""
     stop_beat(exe)
     if isinstance(exc, NonDeterminismError):
         # The code is wrong for this run (strict mode, a changed body): not the run's failure.
         # Park it for a person, journal untouched, resumable after the fix.
         exc = Stop(exc, True)
+    if isinstance(exc, Pause):
+        data = {"by": exc.by, "from": RunStatus.RUNNING.value, "inbox_id": exc.inbox_id}
+        now = time.time()
+        paused = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_PAUSED.value, data=data, at=now)
+        store.finish(exe.run_id, owner, RunStatus.PAUSED.value, None, None, paused, now)
+        return exc.error
     if isinstance(exc, Suspend):
         store.suspend(exe.run_id, owner, exc.wake_at, time.time())
         return exc.error
@@ -68,8 +98,18 @@ def fail(store: Store, owner: str, exe: Execution, exc: BaseException) -> BaseEx
         store.release(exe.run_id, owner)
         return exc
     # Scrubbed here, not only in the store: the RunFailed raised to the caller carries it too.
-    info = concealer_for(store).scrub(error_info(exc))
+    info = concealer_for(store).scrub(error_info(exc, full=True))
     now = time.time()
+    if park and not isinstance(exc, ON_PURPOSE + fail_on):
+        parked = Event(
+            run_id=exe.run_id,
+            seq=exe.next_seq,
+            kind=Kind.RUN_ATTENTION.value,
+            data={"message": info["message"], "error": info["type"], "parked": True},
+            at=now,
+        )
+        store.finish(exe.run_id, owner, RunStatus.NEEDS_ATTENTION.value, None, info, parked, now)
+        return RunParked(exe.run_id, info)
     event = Event(
         run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value, data={"error": info}, at=now
     )

@@ -16,7 +16,7 @@ from .claim import Claims
 
 # Names daybook gives its own signals. A plain signal may not take them: a verdict is written only
 # by `approve` after the token check, an update by `update`, a budget raise by `raise_budget`.
-RESERVED = ("verdict:", "late-verdict:", "refused-verdict:", "update:", "budget:")
+RESERVED = ("verdict:", "late-verdict:", "refused-verdict:", "update:", "budget:", "pause:", "steer:")
 
 
 def send(

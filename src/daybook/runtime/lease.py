@@ -64,6 +64,10 @@ class Heartbeat:
     renew: Callable[[], bool]
     interval: float
     lost: bool = False
+    # Looked at after each renewal (on the heartbeat's own connection): the newest pause request
+    # in the run's inbox as (inbox id, who asked), which the run honours at its next step.
+    watch: Callable[[], tuple[int, str] | None] | None = None
+    pause: tuple[int, str] | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -76,6 +80,8 @@ class Heartbeat:
                 if not self.renew():
                     self.lost = True
                     return
+                if self.watch is not None:
+                    self.pause = self.watch()
             except Exception:
                 # A transient store error must not kill the run; the lease may still be ours and
                 # the journal's (run_id, seq) key fences a takeover anyway.

@@ -17,6 +17,7 @@ from ..journal.stop import ContinueAsNew, Stop
 from ..records import JSON, RunInfo, RunStatus
 from ..store import Store
 from .chain import CONTINUED, next_segment
+from .fork import expand
 from .workflow import load
 
 
@@ -31,7 +32,7 @@ def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: 
             f"to read with `daybook show {run_id}`"
         )
     wf = load(info.workflow, info.ref, app)
-    exe = Execution(store, run_id, store.load(run_id), None, read_only=True)
+    exe = Execution(store, run_id, expand(store, store.load(run_id)), None, read_only=True)
     exe.sleep = lambda _seconds: None
     ctx = context(exe)
     try:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DaybookError, RunFailed, RunLeased
+from ..errors import DaybookError, RunCancelled, RunFailed, RunLeased
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Stop
@@ -23,6 +23,7 @@ from ..store import Store
 from . import finish
 from .chain import Next, close_segment, next_id
 from .claim import Claims, Finished
+from .fork import expand
 from .lease import new_owner
 from .start import check_same, new_run
 from .workflow import Workflow, as_workflow, load
@@ -41,6 +42,7 @@ class Runner:
         inline_wait: float,
         strict: bool,
         context: Callable[[Execution], Any],
+        park: bool = True,
     ) -> None:
         self.store = store
         self.lease_ttl = lease_ttl
@@ -49,6 +51,8 @@ class Runner:
         self.owner = new_owner()
         self.claims = Claims(store, self.owner, lease_ttl)
         self.context = context
+        # An exception the workflow did not raise on purpose parks the run (`finish.fail`).
+        self.park_bugs = park
 
     def close(self) -> None:
         self.claims.close()
@@ -141,7 +145,9 @@ class Runner:
                 return Finished(info.result)
             if info.status == RunStatus.FAILED:
                 raise RunFailed(run_id, info.error or {})
-            events = self.store.load(run_id)
+            if info.status == RunStatus.CANCELLED:
+                raise RunCancelled(run_id)
+            events = expand(self.store, self.store.load(run_id))
         except BaseException:
             self.claims.let_go(run_id)
             raise
@@ -161,7 +167,7 @@ class Runner:
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
+            raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
 
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -173,7 +179,7 @@ class Runner:
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
-            raise self._fail(exe, exc) from _cause(exc)
+            raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
@@ -185,9 +191,11 @@ class Runner:
         finally:
             self.claims.unreserve(exe.run_id)
 
-    def _fail(self, exe: Execution, exc: BaseException) -> BaseException:
+    def _fail(self, exe: Execution, exc: BaseException, wf: Workflow[Any] | None = None) -> BaseException:
         try:
-            return finish.fail(self.store, self.owner, exe, exc)
+            return finish.fail(
+                self.store, self.owner, exe, exc, wf.fail_on if wf is not None else (), self.park_bugs
+            )
         finally:
             self.claims.unreserve(exe.run_id)
 

@@ -27,6 +27,8 @@ class Workflow(Generic[R]):
     name: str
     ref: str
     version: str = ""
+    # Exceptions this workflow raises on purpose: they end a run as `failed`, not parked.
+    fail_on: tuple[type[BaseException], ...] = ()
 
     @property
     def is_async(self) -> bool:
@@ -50,24 +52,44 @@ def _ref_of(fn: Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
+FailOn = tuple[type[BaseException], ...]
+
+
 @overload
 def workflow(fn: Callable[..., R], /) -> Workflow[R]: ...
 
 
 @overload
-def workflow(*, name: str | None = None, version: str = "") -> Callable[[Callable[..., R]], Workflow[R]]: ...
+def workflow(
+    *, name: str | None = None, version: str = "", fail_on: FailOn = ()
+) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
 @overload
-def workflow(fn: Callable[..., R], /, *, name: str | None = None, version: str = "") -> Workflow[R]: ...
+def workflow(
+    fn: Callable[..., R], /, *, name: str | None = None, version: str = "", fail_on: FailOn = ()
+) -> Workflow[R]: ...
 
 
-def workflow(fn: Callable[..., R] | None = None, /, *, name: str | None = None, version: str = "") -> Any:
+def workflow(
+    fn: Callable[..., R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str = "",
+    fail_on: FailOn = (),
+) -> Any:
     """Register a workflow so any process can resume its runs. Use bare or with `name=`;
-    `version` labels the code a run starts on (shown by `daybook versions`)."""
+    `version` labels the code a run starts on (shown by `daybook versions`); `fail_on` lists
+    exceptions the workflow raises on purpose, which end a run as `failed` (any other exception
+    parks it as `needs_attention`, to be retried after a fix)."""
+    if not isinstance(fail_on, tuple) or not all(
+        isinstance(t, type) and issubclass(t, BaseException) for t in fail_on
+    ):
+        raise ConfigError(f"fail_on must be a tuple of exception classes, not {fail_on!r}")
 
     def wrap(f: Callable[..., R]) -> Workflow[R]:
-        wf = Workflow(fn=f, name=name or f.__name__, ref=_ref_of(f), version=version)
+        wf = Workflow(fn=f, name=name or f.__name__, ref=_ref_of(f), version=version, fail_on=fail_on)
         _REGISTRY[wf.name] = wf
         return wf
 

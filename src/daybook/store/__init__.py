@@ -69,6 +69,14 @@ class Store(Protocol):
     ) -> None:
         """Set the header's status (and release the lease) together with an optional journal row."""
 
+    def transition(
+        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
+    ) -> bool:
+        """An operator's change of a run's status (retry, cancel), whoever holds its lease: if the
+        status is one of `allowed`, set it (and `error`), drop the lease, and append `event` in
+        the same transaction; False (nothing written) otherwise. `pending` makes it due now.
+        Raises LeaseLost if `event`'s seq was taken meanwhile (read the journal again)."""
+
     def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
         """Give a running run back after a store failure, not to be taken again before
         `wake_at` (a backoff); `error` (JSON text) says why, and counts the failures."""
@@ -77,10 +85,18 @@ class Store(Protocol):
         """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""
 
     def signal(
-        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+        self,
+        run_id: str,
+        name: str,
+        payload: str,
+        sender: str,
+        now: float,
+        any_status: bool = False,
+        wake: bool = True,
     ) -> int | None:
-        """Append a signal to the run's inbox and wake it; None if the run is missing, or over
-        (unless `any_status`: a late verdict is still recorded against a finished run)."""
+        """Append a signal to the run's inbox and (unless not `wake`) wake it; None if the run is
+        missing, or over (unless `any_status`: a late verdict is still recorded against a
+        finished run). A refused verdict is recorded without waking the run."""
 
     def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
         """The run's signals in arrival order: (id, name, payload JSON text, sender, at)."""
@@ -188,7 +204,8 @@ def resolve_url(url: str | None) -> str:
 
 # Store methods that write; a read-only handle refuses them before they reach the database.
 WRITES = (
-    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "suspend",
+    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
+    "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
     "entity_release", "entity_record",
 )  # fmt: skip

@@ -180,7 +180,7 @@ class PostgresStore:
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         cur = self._db.execute(
             "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, "
-            "status = CASE WHEN status IN ('pending', 'suspended', 'needs_attention') "
+            "status = CASE WHEN status IN ('pending', 'suspended', 'needs_attention', 'paused') "
             "THEN 'running' ELSE status END "
             "WHERE run_id = %s AND "
             "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
@@ -256,7 +256,8 @@ class PostgresStore:
             "UPDATE daybook_runs SET status = %s, result = %s::json, error = %s::json, "
             "updated_at = %s, lease_owner = NULL, lease_expires = NULL, wake_at = NULL "
             "WHERE run_id = %s AND "
-            "(lease_owner = %s OR lease_owner IS NULL)"
+            # A cancelled run stays cancelled: an owner that had not noticed records nothing.
+            "(lease_owner = %s OR lease_owner IS NULL) AND status <> 'cancelled'"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
@@ -279,6 +280,26 @@ class PostgresStore:
                 "record how it ended; nothing was recorded here"
             )
 
+    def transition(
+        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
+    ) -> bool:
+        marks = ", ".join(["%s"] * len(allowed))
+        ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
+        sql = (
+            "WITH u AS (UPDATE daybook_runs SET status = %s, error = %s::json, updated_at = %s, "
+            "lease_owner = NULL, lease_expires = NULL, "
+            "wake_at = CASE WHEN %s = 'pending' THEN %s::float8 ELSE NULL END "
+            f"WHERE run_id = %s AND status IN ({marks}) RETURNING run_id) "
+            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
+        )
+        error_text = dumps(error, f"run {run_id!r} error")
+        params = (status, error_text, now, status, now, run_id, *allowed, *event_params(event))
+        try:
+            changed = self._db.execute(sql, params, retry=False).rowcount
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+        return bool(changed == 1)
+
     def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
         self._db.execute(
             "UPDATE daybook_runs SET wake_at = %s, error = %s::json, updated_at = %s, "
@@ -296,17 +317,24 @@ class PostgresStore:
         )
 
     def signal(
-        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+        self,
+        run_id: str,
+        name: str,
+        payload: str,
+        sender: str,
+        now: float,
+        any_status: bool = False,
+        wake: bool = True,
     ) -> int | None:
         # One round trip: the insert happens only for a live run, and wakes it if suspended.
         row = self._db.execute(
             "WITH r AS (SELECT run_id FROM daybook_runs WHERE run_id = %s AND "
-            "(%s OR status NOT IN ('completed', 'failed'))), "
+            "(%s OR status NOT IN ('completed', 'failed', 'cancelled'))), "
             "w AS (UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM r) "
-            "AND status NOT IN ('completed', 'failed')) "
+            "AND %s AND status NOT IN ('completed', 'failed', 'cancelled')) "
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
-            (run_id, any_status, now, name, payload, sender, now),
+            (run_id, any_status, now, wake, name, payload, sender, now),
             retry=False,  # a signal sent twice would be read twice
         ).fetchone()
         return None if row is None else int(row[0])

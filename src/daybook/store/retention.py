@@ -16,13 +16,17 @@ Both backends share this code; `Exec` runs one statement with `%s` placeholders.
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..records import JSON
+from ..errors import ConfigError
+from ..records import JSON, bounded, check_text
 from .keys import digest
 
 Exec = Callable[[str, Sequence[Any]], Any]
+MAX_RETENTION = 100 * 365 * 86_400.0
 
 FINISHED = "('completed', 'failed', 'cancelled')"
 _DUE = (
@@ -85,3 +89,14 @@ def history(execute: Exec) -> list[dict[str, JSON]]:
     ).fetchall()
     keys = ("gc_id", "who", "at", "cutoff", "runs", "rows")
     return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def run(store: Any, older_than: float, dry_run: bool, who: str, key: bytes) -> dict[str, JSON]:
+    """One gc pass on `store` (`book.gc`): the age checked, the pass named and timed."""
+    seconds = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_RETENTION)
+    if store.read_only and not dry_run:
+        raise ConfigError("gc erases payloads, and this handle is read-only; open it without read_only")
+    check_text(who, "gc's `by`")
+    now = time.time()
+    done: dict[str, JSON] = store.gc(now - seconds, now, who, f"gc-{uuid.uuid4().hex[:12]}", key, dry_run)
+    return done

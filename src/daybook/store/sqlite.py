@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost
-from ..records import Event, RunInfo, bounded, check_text, dumps, settles
+from ..records import TERMINAL, Event, RunInfo, bounded, check_text, dumps, settles
 from . import retention
 from .group import GroupCommit
 from .rows import (
@@ -169,7 +169,7 @@ class SQLiteStore:
     def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
         sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = CASE WHEN "
-            "status IN ('pending', 'suspended', 'needs_attention') THEN 'running' ELSE status END "
+            "status IN ('pending', 'suspended', 'needs_attention', 'paused') THEN 'running' ELSE status END "
             "WHERE run_id = ? AND "
             "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
         )
@@ -226,7 +226,8 @@ class SQLiteStore:
         update = (
             "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
             "lease_owner = NULL, lease_expires = NULL, wake_at = NULL WHERE run_id = ? AND "
-            "(lease_owner = ? OR lease_owner IS NULL)"
+            # A cancelled run stays cancelled: an owner that had not noticed records nothing.
+            "(lease_owner = ? OR lease_owner IS NULL) AND status <> 'cancelled'"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
 
@@ -240,6 +241,29 @@ class SQLiteStore:
             self._write(write, atomic=True)
         except sqlite3.IntegrityError as exc:
             assert event is not None
+            raise _conflict(event, str(exc)) from None
+
+    def transition(
+        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
+    ) -> bool:
+        marks = ", ".join("?" * len(allowed))
+        update = (
+            "UPDATE daybook_runs SET status = ?, error = ?, updated_at = ?, lease_owner = NULL, "
+            "lease_expires = NULL, wake_at = CASE WHEN ? = 'pending' THEN ? ELSE NULL END "
+            f"WHERE run_id = ? AND status IN ({marks})"
+        )
+        params = (status, dumps(error, f"run {run_id!r} error"), now, status, now, run_id, *allowed)
+        event_row = event_params(event)
+
+        def write(db: sqlite3.Connection) -> bool:
+            if db.execute(update, params).rowcount == 0:
+                return False
+            db.execute(self._insert_event, event_row)
+            return True
+
+        try:
+            return bool(self._write(write, atomic=True))
+        except sqlite3.IntegrityError as exc:
             raise _conflict(event, str(exc)) from None
 
     def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
@@ -261,11 +285,18 @@ class SQLiteStore:
         self._write(lambda db: db.execute(sql, params))
 
     def signal(
-        self, run_id: str, name: str, payload: str, sender: str, now: float, any_status: bool = False
+        self,
+        run_id: str,
+        name: str,
+        payload: str,
+        sender: str,
+        now: float,
+        any_status: bool = False,
+        wake: bool = True,
     ) -> int | None:
         def write(db: sqlite3.Connection) -> int | None:
             status = db.execute("SELECT status FROM daybook_runs WHERE run_id = ?", (run_id,)).fetchone()
-            if status is None or (status[0] in ("completed", "failed") and not any_status):
+            if status is None or (status[0] in TERMINAL and not any_status):
                 return None
             cur = db.execute(
                 "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) VALUES (?, ?, ?, ?, ?)",
@@ -274,9 +305,9 @@ class SQLiteStore:
             db.execute(
                 # Also for a run executing now: if it suspends before reading this signal, the
                 # wake time survives the suspend and a worker picks the run up again.
-                "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND "
-                "status NOT IN ('completed', 'failed')",
-                (now, run_id),
+                "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND ? AND "
+                "status NOT IN ('completed', 'failed', 'cancelled')",
+                (now, run_id, wake),
             )
             return cur.lastrowid
 

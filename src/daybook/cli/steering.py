@@ -1,0 +1,139 @@
+"""Steering a run: `daybook steer` (revise it live, see it acknowledged) and `daybook fork` (edit a
+past turn)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .. import Daybook
+from ..book import MAX_SECONDS
+from ..records import bounded
+from ..runtime.workflow import load_app
+from . import render
+from .app import Bounded, apps_option, json_option, json_out, with_book
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("kind", type=click.Choice(["add", "revise", "retract"]))
+@click.argument("text")
+@click.option("--as", "author", default=None, metavar="NAME", help="Who steers (default: the OS user).")
+@click.option(
+    "--target",
+    default=None,
+    help="What it is about (a step, a topic): opposite revisions of one target conflict.",
+)
+@click.option(
+    "--wait",
+    default=10.0,
+    show_default=True,
+    type=Bounded(lambda v: bounded(v, "wait (seconds)", low=0.0, high=MAX_SECONDS)),
+    metavar="SECONDS",
+    help="How long to wait for the run to acknowledge it.",
+)
+@json_option("The acknowledgement as JSON.")
+@with_book
+def steer(
+    book: Daybook,
+    run_id: str,
+    kind: str,
+    text: str,
+    author: str | None,
+    target: str | None,
+    wait: float,
+    as_json: bool,
+) -> None:
+    """Steer a live run: add ("also include X"), revise ("8000 words, not 6000") or retract
+    ("skip the translation"). The revision is journaled in order with its author; the run reads
+    it at its next step boundary and acknowledges it, which this command waits for."""
+    ack = book.steer(run_id, kind, text, author=author, target=target, wait=wait)
+    if as_json:
+        json_out(ack)
+        return
+    if not ack["acked"]:
+        click.echo(
+            f"revision #{ack['id']} queued for run {run_id}; not acknowledged within {wait:g} s: "
+            "the run reads it at its next step boundary (is it running? `daybook show "
+            f"{run_id}`)"
+        )
+        return
+    click.echo(f"revision #{ack['id']} acknowledged by run {run_id} at step {ack['step']}")
+    for conflict in ack["conflicts"] or []:
+        click.echo(f"conflict: revisions {conflict['ids']} pull target {conflict['target']!r} two ways")
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--at", "at", type=int, required=True, help="The last step the fork shares with RUN.")
+@click.option(
+    "--input",
+    "input_",
+    default=None,
+    metavar="JSON",
+    help='The edited input: {"args": [...], "kwargs": {...}} or a list of args (default: RUN\'s).',
+)
+@click.option("--run-id", "new_run_id", default=None, help="The fork's run id (default RUN~fork-<hex>).")
+@click.option(
+    "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
+)
+@click.option("--by", default=None, help="Who forks it (default: the OS user).")
+@apps_option("Modules or files defining RUN's tools, so their classes can be told.")
+@json_option("The fork's id and the later effects as JSON.")
+@with_book
+def fork(
+    book: Daybook,
+    run_id: str,
+    at: int,
+    input_: str | None,
+    new_run_id: str | None,
+    confirm: bool,
+    by: str | None,
+    apps: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Edit a past turn: start a new run sharing RUN's journal up to step --at (replayed, never
+    re-fired), then going on with the same or an edited input. Lists what RUN did after that
+    step; effects that cannot be undone block the fork until --confirm."""
+    args, kwargs = _edited(input_)
+    for app in apps:
+        load_app(app)  # the tools it registers say which later effects can be undone
+    fork_id, later = book.fork(
+        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by
+    )
+    if as_json:
+        json_out({"run_id": fork_id, "later_effects": later})
+        return
+    click.echo(f"forked {run_id} at step {at} as {fork_id} (pending): run it with `daybook resume {fork_id}`")
+    if later:
+        click.echo(f"what {run_id} did after step {at} (a fork does not undo it):")
+        click.echo(
+            render.table(
+                ["step", "tool", "key", "status", "class"],
+                [
+                    [str(e["step"]), str(e["tool"]), str(e["key"]), str(e["status"]), str(e["class"])]
+                    for e in later
+                ],
+            )
+        )
+
+
+def _edited(text: str | None) -> tuple[list[Any] | None, dict[str, Any] | None]:
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
+    if isinstance(value, list):
+        return value, {}
+    if isinstance(value, dict) and set(value) <= {"args", "kwargs"}:
+        args, kwargs = value.get("args", []), value.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise click.BadParameter('give {"args": [...], "kwargs": {...}} or a list of args', param_hint="--input")
+
+
+COMMANDS = (steer, fork)

@@ -1,0 +1,167 @@
+"""The revision channel: people steer a live run by addition, revision or retraction.
+
+`book.steer` appends a revision (kind, text, optional target, author) to the run's inbox as a
+`steer:` signal: durable, totally ordered, waking a suspended run. The run reads the new ones at a
+step boundary with `ctx.revisions()`, a recorded step whose row is the acknowledgement (`steer`
+waits for it): it lists what was read and any conflict (a retraction against an addition or a
+revision of the same target, now or earlier in the run), never merged silently. The step is
+written only when something new arrived, so a run nobody steers journals nothing extra, and
+replay mirrors it: at a recorded position the row is read back; at any other it is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..journal.execution import step_fingerprint
+from ..journal.steps import Steps
+from ..records import JSON, Kind, Why, check_text
+from ..runtime.chain import live
+from ..runtime.claim import Claims
+from ..runtime.inbox import send
+
+STEER_SIGNAL = "steer:"
+PRIMER = "primer"
+KINDS = ("add", "revise", "retract")
+LABEL = "revisions"
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of a run, as the run read it: `kind` add | revise | retract."""
+
+    id: int  # its inbox id: the total order of revisions to this run
+    kind: str
+    text: str
+    author: str
+    at: float
+    target: str | None = None
+
+
+class Revisions(Steps):
+    """`ctx.revisions()`."""
+
+    _steered: list[Revision]
+
+    def revisions(self) -> list[Revision]:
+        """The revisions sent to this run (`book.steer`, `daybook steer`) since the last call, in
+        the order they were sent; [] when none. Reading them is a recorded step (the
+        acknowledgement the sender waits for), written only when there is something new."""
+        exe = self._exe
+        if not hasattr(self, "_steered"):
+            self._steered = []
+        step = exe.next_step
+        recorded = exe.steps.get(step)
+        if recorded:
+            if recorded[0].kind != Kind.SIGNAL or recorded[0].name != LABEL:
+                return []  # replay: nothing was read at this point
+            exe.alloc()
+            exe.expect(step, Kind.SIGNAL, LABEL, recorded[0].fp or "")
+            return self._remember(recorded[0].data)
+        if step <= exe.recorded_steps or exe.read_only:
+            return []
+        new = _unread(exe.store.inbox(exe.run_id), exe.consumed)
+        if not new:
+            return []
+        step = exe.alloc()
+        data: dict[str, JSON] = {
+            "inbox_ids": [r.id for r in new],
+            "revisions": [asdict(r) for r in new],
+            "conflicts": _conflicts(self._steered, new),
+        }
+        fp = step_fingerprint(None, step, LABEL)
+        exe.append(Kind.SIGNAL, step, LABEL, status="received", fp=fp, data=data)
+        exe.consumed.update(r.id for r in new)
+        return self._remember(data)
+
+    def _remember(self, data: dict[str, Any]) -> list[Revision]:
+        got = [Revision(**r) for r in data.get("revisions") or []]
+        self._steered.extend(got)
+        return got
+
+
+class Primers(Steps):
+    """`ctx.primer`."""
+
+    def primer(self, after: float, summarize: Callable[[float], str]) -> str | None:
+        """After a pause longer than `after` seconds, once, at the first step boundary of the
+        resumed run: `summarize(paused_seconds)` as a recorded decision `primer` (its text also
+        in the decision ledger's note), for the next decision to start from; None otherwise. Like
+        `revisions`, the step exists only when a primer was made, and replay mirrors it."""
+        exe = self._exe
+        step = exe.next_step
+        recorded = exe.steps.get(step)
+        if recorded:
+            if recorded[0].kind != Kind.DECISION or recorded[0].name != PRIMER:
+                return None
+            return str(self.decide(PRIMER, summarize, 0.0).value)
+        if step <= exe.recorded_steps or exe.read_only or exe.paused_at is None:
+            return None
+        paused = exe.clock() - exe.paused_at
+        exe.paused_at = None  # once per resume
+        if paused <= after:
+            return None
+        text = str(summarize(paused))
+        return str(self.decide(PRIMER, lambda _: text, 0.0, why=Why(note=text)).value)
+
+
+def _unread(inbox: list[tuple[int, str, str, str, float]], consumed: set[int]) -> list[Revision]:
+    new = []
+    for inbox_id, name, payload, sender, at in inbox:
+        if name != STEER_SIGNAL or inbox_id in consumed:
+            continue
+        body = json.loads(payload)
+        new.append(Revision(inbox_id, str(body["kind"]), str(body["text"]), sender, at, body.get("target")))
+    return new
+
+
+def _conflicts(before: list[Revision], new: list[Revision]) -> list[JSON]:
+    """Pairs of revision ids that pull one target two ways: a retraction against an addition or
+    a revision of the same target (each new one against all before it)."""
+    found: list[JSON] = []
+    seen = list(before)
+    for rev in new:
+        for other in seen:
+            opposed = (rev.kind == "retract") != (other.kind == "retract")
+            if rev.target is not None and rev.target == other.target and opposed:
+                found.append({"ids": [other.id, rev.id], "target": rev.target})
+        seen.append(rev)
+    return found
+
+
+def steer(
+    claims: Claims,
+    run_id: str,
+    kind: str,
+    text: str,
+    *,
+    author: str | None,
+    target: str | None,
+    wait: float,
+) -> dict[str, JSON]:
+    """Send a revision and wait up to `wait` seconds for the run to acknowledge it. Returns
+    {"id", "acked", "step", "conflicts"}: `step` is where the run read it, `conflicts` what the
+    acknowledgement reported about it."""
+    if kind not in KINDS:
+        raise ConfigError(f"a revision is one of {', '.join(KINDS)}, not {kind!r}")
+    check_text(text, "the revision text")
+    if target is not None:
+        check_text(target, "the revision target")
+    run_id = live(claims, run_id)
+    body: JSON = {"kind": kind, "text": text, "target": target}
+    inbox_id = send(claims, run_id, STEER_SIGNAL, body, author, internal=True)
+    deadline = time.monotonic() + wait
+    while True:
+        for ev in claims.store.load(run_id):
+            ids = ev.data.get("inbox_ids") if ev.kind == Kind.SIGNAL and ev.name == LABEL else None
+            if isinstance(ids, list) and inbox_id in ids:
+                mine = [c for c in ev.data.get("conflicts") or [] if inbox_id in c["ids"]]
+                return {"id": inbox_id, "acked": True, "step": ev.step, "conflicts": mine}
+        if time.monotonic() >= deadline:
+            return {"id": inbox_id, "acked": False, "step": None, "conflicts": []}
+        time.sleep(0.05)
