@@ -78,6 +78,8 @@ def test_gc_erases_old_finished_payloads_and_keeps_the_spine(db_url: str) -> Non
         assert [r["state"] for r in book.replay_check(["old"])] == ["erased"]
         with pytest.raises(ConfigError, match="erased by `daybook gc`"):
             book.replay("old")
+        with pytest.raises(ConfigError, match="erased by `daybook gc`"):
+            book.retry("old")
         book.signal("live", "go")
         book.resume("live")
         book.gc(0)
