@@ -247,7 +247,7 @@ def probe_postgres(url: str, wanted: bool) -> tuple[str | None, str]:
     if not wanted:
         return "--no-postgres given", "?"
     if psycopg is None:
-        return "psycopg 3 is not installed (pip install 'daybook[postgres]')", "?"
+        return "psycopg 3 is not installed (pip install 'daybook-runtime[postgres]')", "?"
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             row = conn.execute("SHOW synchronous_commit").fetchone()

@@ -604,7 +604,7 @@ def probe_postgres(url: str, wanted: bool) -> tuple[str | None, str]:
     try:
         import psycopg
     except ImportError:
-        return "psycopg 3 is not installed (pip install 'daybook[postgres]')", "?"
+        return "psycopg 3 is not installed (pip install 'daybook-runtime[postgres]')", "?"
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             row = conn.execute("SHOW synchronous_commit").fetchone()

@@ -2,7 +2,7 @@
 itself with SIGKILL at a chosen journal write.
 
     child.py DB start RUN_ID WORKFLOW ARGS_JSON [--kill-before KIND:N | --kill-after KIND:N]
-    child.py DB resume RUN_ID [--ready-go]
+    child.py DB resume RUN_ID [--ready-go] [--app MODULE|FILE.py]
     child.py DB cancel RUN_ID   (cancel the run, unwinding its effects)
     child.py DB threads RUN_PREFIX RUNS ARGS_JSON   (RUNS payments runs in parallel threads)
 
@@ -30,6 +30,7 @@ def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
     inline = take(rest, "--inline-wait")
+    app = take(rest, "--app")  # the code that defines the run's workflow (agents.py is imported)
     book = Daybook(db, lease_ttl=2.0, inline_wait=2.0 if inline is None else float(inline))
     kill_at_journal_write(book, rest)
     ready_then_go(rest)
@@ -54,7 +55,7 @@ def main() -> None:
         if action == "cancel":
             done = book.cancel(run_id, compensate=True)
             return None if done is None else {"compensated": done.compensated}
-        return book.resume(run_id)
+        return book.resume(run_id, app=app)
 
     report(run)
 

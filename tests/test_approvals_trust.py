@@ -137,6 +137,6 @@ def test_the_approver_token_is_read_from_DAYBOOK_TOKEN(db_url: str) -> None:
             book.run(agents.restart, "http://127.0.0.1:9", 3600.0, run_id="env")
     env = {k: v for k, v in os.environ.items() if k not in ("DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN")}
     missing = cli("approve", "env", "env/1", "--as", "oncall", db=db_url, env=env)
-    assert missing.returncode == 1 and "DAYBOOK_TOKEN" in missing.stderr
+    assert missing.returncode == 2 and "DAYBOOK_TOKEN" in missing.stderr  # a usage error
     done = cli("approve", "env", "env/1", "--as", "oncall", db=db_url, env={**env, "DAYBOOK_TOKEN": token})
     assert done.returncode == 0 and "delivered" in done.stdout, done.stderr

@@ -394,7 +394,7 @@ def test_an_unknown_effect_given_to_why_or_resolve_exits_non_zero_saying_what_to
     settled = cli("resolve", "bad/2", "--confirmed", "wire-1", db=db_url)
     assert settled.returncode == 1 and "already confirmed; nothing to resolve" in settled.stderr
     no_choice = cli("resolve", "bad/2", db=db_url)
-    assert no_choice.returncode == 1 and "--confirmed" in no_choice.stderr
+    assert no_choice.returncode == 2 and "--confirmed" in no_choice.stderr  # a usage error
     no_run = cli("why", "nope", "2", db=db_url)
     assert no_run.returncode == 1 and "daybook runs" in no_run.stderr
 

@@ -44,7 +44,7 @@ def test_runs_show_export_and_resume_work_on_a_crashed_run(
         assert column in shown.stdout
     assert f"{run_id}/3" in shown.stdout and "intent" in shown.stdout
 
-    resumed = cli("resume", run_id, "--wait", "5", db=db_url)
+    resumed = cli("resume", run_id, "--wait", "5", "--app", "agents", db=db_url)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == [bank.records["payments"][f"{run_id}/{s}"]["id"] for s in (2, 3)]
 

@@ -33,7 +33,8 @@ def test_the_sre_agent_killed_after_approval_restarts_once(db_url: str) -> None:
             book.run(sre, ops.url, run_id="inc")
         book.approve("inc", "inc/2", approver="oncall", token=token)
         # Another process resumes it and dies right after the restart's intent is journaled.
-        proc = run_child(db_url, "resume", "inc", "--kill-after", "intent:1")
+        app = str(EXAMPLES / "sre_agent.py")  # the resuming process imports only what it is given
+        proc = run_child(db_url, "resume", "inc", "--kill-after", "intent:1", "--app", app)
         assert killed(proc), proc.stdout + proc.stderr
         result = book.resume("inc", wait=10)
         assert result["outcome"] == "ok"
@@ -62,7 +63,8 @@ def test_the_sales_agent_killed_after_approval_emails_once_and_keeps_the_prospec
             book.run(outreach, outbox.url, "globex", "agent-a", run_id="sdr")
         assert book.entity("prospect:globex").view().holder == "agent-a"
         book.approve("sdr", "sdr/3", approver="sales-lead", token=token)
-        proc = run_child(db_url, "resume", "sdr", "--kill-after", "intent:1")
+        app = str(EXAMPLES / "sales_agent.py")
+        proc = run_child(db_url, "resume", "sdr", "--kill-after", "intent:1", "--app", app)
         assert killed(proc), proc.stdout + proc.stderr
         # While agent-a's run is down, the prospect is still held: another agent yields.
         other = book.run(outreach, outbox.url, "globex", "agent-b", run_id="sdr-b")

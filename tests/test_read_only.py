@@ -38,7 +38,7 @@ READS = [
     ["effects", "r1", "--history"],
     ["why", "r1/3"],
     ["versions"],
-    ["replay-check", "r1"],
+    ["replay-check", "r1", "--app", "test_read_only"],  # only code named is imported
     ["obligations"],
     ["reconcile"],
     ["orphans"],

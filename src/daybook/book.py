@@ -36,7 +36,7 @@ from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
-from .runtime.workflow import Workflow, load
+from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
@@ -182,20 +182,21 @@ class Daybook:
         Submitting an id that exists with the same input is a no-op (it returns the id)."""
         return self._runner.submit(workflow, args, kwargs, run_id)
 
-    def resume(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
+    def resume(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
         """Continue a stopped run from its journal, in this process. Completed runs just return.
 
         `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or
-        script defining the workflow, when it is not importable from the stored reference.
+        script defining the workflow, when this process has not imported it (also read from
+        `$DAYBOOK_APP`); the run's stored reference is never imported on its own.
         """
         return self._runner.resume(run_id, _wait_of(wait), app)
 
-    async def resume_async(self, run_id: str, *, wait: float = 0.0, app: str | None = None) -> Any:
+    async def resume_async(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
     def retry(
-        self, run_id: str, *, by: str | None = None, app: str | None = None, submit: bool = False
+        self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False
     ) -> Any:
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
@@ -277,7 +278,7 @@ class Daybook:
         return operator.pause(self._store, run_id, by or getpass.getuser())
 
     def cancel(
-        self, run_id: str, compensate: bool = False, *, by: str | None = None, app: str | None = None
+        self, run_id: str, compensate: bool = False, *, by: str | None = None, app: Apps = None
     ) -> Compensation | None:
         """End a run for good (`cancelled`), journaled with who asked. A live owner stops at its
         next journal write; an act it has in flight then stays open in the effect ledger.
@@ -297,12 +298,14 @@ class Daybook:
         done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
         return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
 
-    def execute_claimed(self, run_id: str, app: str | None = None) -> Any:
+    def execute_claimed(self, run_id: str, app: Apps = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         return self._runner.execute_claimed(run_id, app)
 
-    def load_workflow(self, run_id: str, app: str | None = None) -> Workflow[Any]:
-        """The workflow a stored run names, imported if needed (ConfigError if it cannot be)."""
+    def load_workflow(self, run_id: str, app: Apps = None) -> Workflow[Any]:
+        """The workflow a stored run names: registered in this process, or in the code the
+        operator names (`app`, `$DAYBOOK_APP`); never from the stored reference (ConfigError,
+        naming it and the `--app` to pass)."""
         info = self.get_run(run_id)
         return load(info.workflow, info.ref, app)
 
@@ -310,13 +313,13 @@ class Daybook:
         """Set a run this handle holds aside as `needs_attention`, releasing its lease."""
         self._runner.park(run_id, message)
 
-    def replay(self, run_id: str, *, app: str | None = None) -> Any:
+    def replay(self, run_id: str, *, app: Apps = None) -> Any:
         """Re-run a run's workflow purely from its journal: no tool or model is called, nothing
         is written, no lease is taken. Returns what the workflow returns; raises
         `NonDeterminismError` if the code asks for anything the journal does not hold."""
         return replay_run(self.store, Context, run_id, app)
 
-    def replay_check(self, run_ids: list[str] | None = None, app: str | None = None) -> list[dict[str, JSON]]:
+    def replay_check(self, run_ids: list[str] | None = None, app: Apps = None) -> list[dict[str, JSON]]:
         """Replay stored histories (default: every completed run) against the code now loaded and
         report each: `ok`, or `diverged` with the error, or `changed` when the result differs."""
         return replay_runs(self.store, Context, run_ids, app)

@@ -45,7 +45,7 @@ class Worker:
         self,
         url: str | None = None,
         *,
-        apps: Sequence[str] = (),
+        apps: Sequence[str] | str = (),
         concurrency: int = 1,
         poll: float = 0.5,
         lease_ttl: float = 15.0,
@@ -55,6 +55,8 @@ class Worker:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
         lease_ttl = lease_ttl_of(lease_ttl)
+        # The only code this worker imports (with $DAYBOOK_APP): a run's stored reference never.
+        apps = [apps] if isinstance(apps, str) else list(apps)
         for app in apps:
             load_app(app)
         self.url = url
@@ -134,7 +136,7 @@ class Worker:
         start = time.monotonic()
         try:
             try:
-                book.load_workflow(run_id)
+                book.load_workflow(run_id, self.apps)
             except DaybookError as exc:
                 # Code this worker cannot load: park the run for a person instead of retrying
                 # it every lease period.

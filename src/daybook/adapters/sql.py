@@ -88,7 +88,8 @@ def _psycopg() -> Any:
         import psycopg
     except ImportError:
         raise ConfigError(
-            "the sql adapter needs psycopg 3 for PostgreSQL: pip install 'daybook[postgres]'"
+            "the sql adapter needs psycopg 3 for PostgreSQL: pip install 'psycopg[binary]>=3.1' "
+            "(or pip install 'daybook-runtime[postgres]')"
         ) from None
     return psycopg
 

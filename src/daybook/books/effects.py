@@ -11,7 +11,7 @@ from ..records import JSON, Event, Kind, Status
 from ..store import Store
 
 EFFECT_KINDS = (Kind.INTENT.value, Kind.ATTEMPT.value, Kind.OUTCOME.value)
-_HISTORY_FIELDS = ("reason", "resolved_by", "by", "evidence", "answer", "ref")
+_HISTORY_FIELDS = ("reason", "resolved_by", "by", "evidence", "answer", "ref", "resolution")
 
 
 def effects(

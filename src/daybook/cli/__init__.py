@@ -8,15 +8,18 @@ It is the top layer. It may import anything in daybook; nothing in daybook impor
 `daybook/__main__.py`, which only calls `main`). Each module imports the rest of daybook in one
 block at its top (`demo.py` alone imports inside its command): what the package exports
 (`Daybook`, the errors, `RunInfo`, ...) from `daybook` itself, so a module moving underneath does
-not touch the CLI; the few internal names (`workflow.load_app`, `tool.registered`,
+not touch the CLI; the few internal names (`workflow.load_app`, `workflow.app_of`,
+`lease.is_dead_here`, `tool.registered`,
 `worker.Worker`, `demo.run_demo`, and the number checks and bounds `records.bounded`,
 `book.MAX_*`, `book.lease_ttl_of`, `worker.MAX_*`) from their modules, the only lines to repoint
 after such a move.
 
-    app.py           the click group `main`, --db and opening the store (with_book), JSON and
-                     table output, exit codes (0 ok, 1 error, 2 usage, 3 needs attention,
-                     5 suspended)
-    render.py        plain-text tables and the journal view
+    app.py           the click group `main`, --db and opening the store (with_book), `say` (every
+                     line printed: escaped, hints given the --db used), JSON and table output,
+                     --app (repeatable; the only code a command imports), exit codes (0 ok,
+                     1 error, 2 usage, 3 needs attention, 5 suspended)
+    render.py        plain-text tables and the journal view, and `safe`: every line printed
+                     has its terminal control characters escaped (D12)
     runs.py          runs, show, export, resume, signal, budget
     workers.py       worker
     demo.py          demo

@@ -2,23 +2,37 @@
 (`with_book`), the exit codes (`fail`), JSON output, the JSON-or-table listing, and the options
 several commands take alike (`--json`, `--app`, `--by`).
 
-Exit codes: 0 ok, 1 error (`EXIT_ERROR`), 2 usage (click's own), 3 a run needs a person
-(`EXIT_ATTENTION`), 5 a run is suspended (`EXIT_SUSPENDED`). Each non-zero code of ours comes
-with one line on stderr, `error: ...`, `needs attention: ...` or `suspended: ...`, from `fail`.
+Exit codes: 0 ok, 1 error (`EXIT_ERROR`), 2 usage (click's own: a bad option or argument, raised
+as `click.UsageError`/`BadParameter`), 3 a run needs a person (`EXIT_ATTENTION`), 5 a run is
+suspended (`EXIT_SUSPENDED`). Each non-zero code of ours comes with one line on stderr,
+`error: ...`, `needs attention: ...` or `suspended: ...`, from `fail`.
+
+Everything printed goes through `say` (or `json_out`), which escapes terminal control characters
+(`render.safe`), and a hint naming a `daybook ...` command carries the `--db` the command was
+given (`with_db`), so following it reaches the same store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
+import re
+import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import click
 
-from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended
+from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended, __version__
+from ..runtime.workflow import app_of, load_app
 from . import render
+
+# The distribution's name on the package index (`pip install daybook-runtime`); the import
+# package and the command stay `daybook` (the name `daybook` on PyPI is an unrelated project).
+DISTRIBUTION = "daybook-runtime"
 
 EXIT_ERROR = 1
 EXIT_ATTENTION = 3
@@ -30,16 +44,100 @@ T = TypeVar("T")
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="daybook")
+@contextlib.contextmanager
+def _escaped_errors() -> Iterator[None]:
+    """click's own usage errors quote what was typed (an unknown option, extra arguments) as is:
+    escape it like everything else printed (`render.safe`), so argv cannot write to the terminal."""
+    try:
+        yield
+    except click.ClickException as exc:
+        vars(exc)["message"] = render.safe(exc.message, lines=True)  # Final in the stubs, not at runtime
+        raise
+
+
+class SafeGroup(click.Group):
+    """A click group whose usage errors (raised parsing its options or its subcommands') print
+    escaped."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with _escaped_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _escaped_errors():
+            return super().invoke(ctx)
+
+
+@click.group(cls=SafeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, package_name=DISTRIBUTION, prog_name="daybook")
 def main() -> None:
     """daybook: a durable journal for AI agents. Intent before every act, outcome after."""
+    logger = logging.getLogger("daybook")
+    if not any(isinstance(f, _EscapedLog) for f in logger.filters):
+        logger.addFilter(_EscapedLog())
+
+
+class _EscapedLog(logging.Filter):
+    """daybook's own log lines (which quote run ids, keys and errors) escaped like everything
+    else the CLI prints, whatever handler the operator's logging set up."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = render.safe(record.getMessage(), lines=True), None
+        return True
+
+
+def say(text: str, err: bool = False) -> None:
+    """Print a line (or lines) for a person: control characters escaped, `daybook ...` hints
+    given the command's `--db`."""
+    click.echo(render.safe(with_db(text), lines=True), err=err)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Say on stderr what stopped the command (prefixed by what `code` means) and exit with it."""
-    click.echo(f"{_SAYS[code]}: {message}", err=True)
+    say(f"{_SAYS[code]}: {message}", err=True)
     sys.exit(code)
+
+
+_TAKES_VALUE = {"--raise", "--payload", "--confirmed", "--failed", "--app", "--sweep", "--day", "--by"}
+_HINT = re.compile(r"`(daybook [^`]*)`")
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
+
+
+def with_db(text: str, db: str | None = None) -> str:
+    """`text` with each `daybook CMD ...` hint in backticks given the `--db` this command was
+    given (or `db`; none when it used the default store), so the hint reaches the same store."""
+    ctx = click.get_current_context(silent=True)
+    db = db or (ctx.meta.get("daybook.db") if ctx is not None else None)
+    if not db:
+        return text
+    shown = _PASSWORD.sub(r"\1****@", db)  # never print a password (D10)
+    flag = f" --db {shlex.quote(shown)}"
+
+    def add(match: re.Match[str]) -> str:
+        words = match.group(1).split(" ")
+        if "--db" in words:
+            return match.group(0)
+        if words[-1] in _TAKES_VALUE:  # `daybook budget RUN --raise`: not between it and its value
+            return "`" + " ".join([*words[:-1], flag.strip(), words[-1]]) + "`"
+        return f"`{match.group(1)}{flag}`"
+
+    return _HINT.sub(add, text)
+
+
+def remember_db(db: str | None) -> str | None:
+    """Check `--db` (an empty one, e.g. an unset `$DAYBOOK_DB` in a script, is a usage error, not
+    ./daybook.db) and keep it for `with_db`."""
+    if db is not None and not db.strip():
+        raise click.BadParameter(
+            "is empty (an empty $DAYBOOK_DB?); give a store URL, or leave both unset for ./daybook.db",
+            param_hint="'--db'",
+        )
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and db:
+        ctx.find_root().meta["daybook.db"] = db
+    return db
 
 
 db_option = click.option(
@@ -48,6 +146,7 @@ db_option = click.option(
     envvar="DAYBOOK_DB",
     default=None,
     metavar="URL",
+    callback=lambda _ctx, _param, value: remember_db(value),
     help="Store URL: sqlite:///path.db (default ./daybook.db, or $DAYBOOK_DB) or postgresql://...",
 )
 
@@ -81,18 +180,40 @@ def with_book(fn: Callable[..., Any] | None = None, *, read_only: ReadOnly = Fal
             with Daybook(db, read_only=reading) as book:
                 try:
                     return command(book, **kwargs)
+                except (NeedsAttention, Suspended) as exc:
+                    stopped(book, exc)
                 finally:
                     warn_damaged(book)
-        except NeedsAttention as exc:
-            fail(str(exc), EXIT_ATTENTION)
-        except Suspended as exc:
-            fail(str(exc), EXIT_SUSPENDED)
         except CorruptJournal as exc:
             fail(_with_salvage_hint(str(exc)))
         except DaybookError as exc:
             fail(str(exc))
 
     return wrapper
+
+
+def stopped(book: Daybook, exc: NeedsAttention | Suspended) -> NoReturn:
+    """A run that stopped for a person (exit 3) or suspended (exit 5): say why, with the
+    `daybook resume` that continues it given the `--app` its stored reference suggests, and the
+    `daybook approve` that decides the gate it waits at."""
+    message = str(exc)
+    with contextlib.suppress(DaybookError):  # no such run to look up: the message stands
+        message = message.replace(f"`daybook resume {exc.run_id}`", resume_hint(book, exc.run_id))
+    if isinstance(exc, Suspended):
+        fail(message + _gate_hint(exc), EXIT_SUSPENDED)
+    fail(message, EXIT_ATTENTION)
+
+
+def _gate_hint(exc: Suspended) -> str:
+    """When a run waits at an approval gate, name the command that decides it."""
+    found = re.search(r"'verdict:([^']+)'", exc.waiting_for)
+    if found is None:
+        return ""
+    run, gate = shlex.quote(exc.run_id), shlex.quote(found.group(1))
+    return (
+        f"; it waits at approval gate {found.group(1)}: decide it with `daybook approve {run} {gate} "
+        f"--as NAME` or `daybook deny {run} {gate} --as NAME` (the token in $DAYBOOK_TOKEN)"
+    )
 
 
 def _with_salvage_hint(message: str) -> str:
@@ -107,7 +228,7 @@ def _with_salvage_hint(message: str) -> str:
 def warn_damaged(book: Daybook) -> None:
     """One line on stderr per run a listing skipped because a row of it does not decode."""
     for run_id, problem in book.damaged().items():
-        click.echo(
+        say(
             f"warning: skipped run {run_id!r}, which is damaged ({problem}); find every damaged "
             f"row with `daybook check`, salvage the run with `daybook export {run_id} --raw`",
             err=True,
@@ -142,7 +263,7 @@ class Bounded(_ParamType):
 
 def json_out(value: Any) -> None:
     """Print `value` as indented JSON (what every `--json` prints)."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    click.echo(render.safe_json(json.dumps(value, indent=2, ensure_ascii=False)))
 
 
 def listing(
@@ -161,9 +282,9 @@ def listing(
         json_out(found if data is None else [data(item) for item in found])
         return False
     if not found:
-        click.echo(empty)
+        say(empty)
         return False
-    click.echo(render.table(headers, [row(item) for item in found]))
+    say(render.table(headers, [row(item) for item in found]))
     return True
 
 
@@ -172,14 +293,29 @@ def json_option(help_text: str = "JSON instead of a table.") -> Decorator:
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
-def app_option(help_text: str) -> Decorator:
-    """`--app MODULE|FILE.py`, once (as `app`)."""
-    return click.option("--app", default=None, metavar="MODULE|FILE.py", help=help_text)
-
-
 def apps_option(help_text: str) -> Decorator:
-    """`--app MODULE|FILE.py`, repeatable (as `apps`)."""
-    return click.option("--app", "apps", multiple=True, metavar="MODULE|FILE.py", help=help_text)
+    """`--app MODULE|FILE.py`, repeatable (as `apps`): the only code a command imports (with
+    $DAYBOOK_APP); a run's stored reference is never imported."""
+    return click.option(
+        "--app", "apps", multiple=True, metavar="MODULE|FILE.py", help=help_text + " Repeatable."
+    )
+
+
+def resume_hint(book: Daybook, run_id: str) -> str:
+    """`daybook resume RUN --app X` for a run, X from its stored reference (a hint for the
+    operator: daybook itself never imports it)."""
+    ref = book.get_run(run_id).ref
+    app = f" --app {shlex.quote(app_of(ref))}" if ref else ""
+    return f"`daybook resume {shlex.quote(run_id)}{app}`"
+
+
+def import_apps(apps: Sequence[str]) -> None:
+    """Import what the operator named with `--app` (a bad one is an error: exit 1, no traceback)."""
+    for app in apps:
+        try:
+            load_app(app)
+        except DaybookError as exc:
+            fail(str(exc))
 
 
 def by_option(verb: str) -> Decorator:

@@ -3,6 +3,7 @@ why, obligations) and the effects whose outcome is in doubt (unknowns, resolve, 
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from typing import Any
@@ -10,9 +11,19 @@ from typing import Any
 import click
 
 from .. import Daybook
-from ..runtime.workflow import load_app
 from . import render
-from .app import EXIT_ERROR, apps_option, by_option, fail, json_option, json_out, listing, with_book
+from .app import (
+    EXIT_ERROR,
+    apps_option,
+    by_option,
+    import_apps,
+    json_option,
+    json_out,
+    listing,
+    resume_hint,
+    say,
+    with_book,
+)
 
 
 @click.command()
@@ -43,8 +54,22 @@ def effects(
         for e in found:
             hist = e["history"]
             assert isinstance(hist, list)
-            trail = " -> ".join(str(h["status"]) for h in hist if isinstance(h, dict))
-            click.echo(f"{e['key']}: {trail}")
+            trail = " -> ".join(_history_step(h) for h in hist if isinstance(h, dict))
+            say(f"{e['key']}: {trail}")
+
+
+def _history_step(h: dict[str, Any]) -> str:
+    """One step of an effect's history: its status and, when a person or a query settled it,
+    who (`by`), how (`resolved_by`) and on what evidence."""
+    status = "absent (resume sends it again)" if h.get("resolution") == "absent" else str(h.get("status"))
+    notes = []
+    if h.get("resolved_by"):
+        notes.append(f"resolved {render.brief(h['resolved_by'], 20)}")
+    if h.get("by"):
+        notes.append(f"by {render.brief(h['by'], 30)}")
+    if h.get("evidence"):
+        notes.append(f"evidence {render.brief(h['evidence'], 60)}")
+    return status + (f" [{', '.join(notes)}]" if notes else "")
 
 
 def _effect_row(e: dict[str, Any]) -> list[str]:
@@ -73,27 +98,27 @@ def why(book: Daybook, effect: str, step: int | None, as_json: bool) -> None:
         return
     eff = found["effect"]
     assert isinstance(eff, dict)
-    click.echo(
+    say(
         f"effect    {eff['run_id']} step {eff['step']} {eff['tool']} key {eff['key']} ({eff['status']}"
         + (f", ref {eff['ref']}" if eff.get("ref") is not None else "")
         + ")"
     )
-    click.echo(f"          args {render.brief(eff['args'], 100)}")
+    say(f"          args {render.brief(eff['args'], 100)}")
     dec = found["decision"]
     mandate = found["mandate"]
     assert isinstance(mandate, dict)
     if not isinstance(dec, dict):
-        click.echo(
+        say(
             f"why       no decision before it: it follows from the run's mandate, "
             f"{mandate['workflow']}({render.brief(mandate['input'], 80)})"
         )
         return
-    click.echo(f"why       decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
-    click.echo(f"          chose {render.brief(dec['value'], 200)}")
+    say(f"why       decision {dec['id']} {dec['name']!r} at {render.when(dec['at'])}")
+    say(f"          chose {render.brief(dec['value'], 200)}")
     for field in ("policy", "version", "observation", "alternatives", "model", "tokens", "cost", "note"):
         if dec.get(field) is not None:
-            click.echo(f"          {field:<12} {render.brief(dec[field], 100)}")
-    click.echo(f"          context digest {dec['digest']}")
+            say(f"          {field:<12} {render.brief(dec[field], 100)}")
+    say(f"          context digest {dec['digest']}")
 
 
 @click.command()
@@ -184,7 +209,7 @@ def resolve(
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
     EFFECT is its idempotency key, or RUN_ID STEP."""
     if sum([confirmed is not None, failed is not None, absent]) != 1:
-        fail("give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent")
+        raise click.UsageError("give exactly one of --confirmed REF|JSON, --failed MESSAGE, --absent")
     kwargs: dict[str, Any] = {"ref": ref}
     if confirmed is not None:
         try:
@@ -192,31 +217,49 @@ def resolve(
         except ValueError:
             kwargs["confirmed"] = confirmed  # a bare reference, e.g. a wire id
     ev = book.resolve(effect, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
-    click.echo(
-        f"step {ev.step} of {ev.run_id} (key {ev.key}) resolved as {ev.status} (seq {ev.seq}); "
-        f"continue it with `daybook resume {ev.run_id}`"
+    what = (
+        "recorded as absent: the counterparty never received it, so resuming the run sends it "
+        "again under the same key"
+        if absent
+        else f"resolved as {ev.status}"
     )
+    say(
+        f"step {ev.step} of {ev.run_id} (key {ev.key}) {what} (seq {ev.seq}, by "
+        f"{ev.data.get('by')}); continue it with {resume_hint(book, ev.run_id)}"
+    )
+
+
+def _day(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--day as the API takes it (YYYY-MM-DD), checked: a bad date is a usage error, not a
+    silent "0 mismatch(es)"."""
+    if value is None:
+        return None
+    try:
+        return datetime.date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date; give YYYY-MM-DD, e.g. 2026-11-23") from None
 
 
 @click.command()
 @click.argument("run_id", required=False)
-@click.option("--day", default=None, metavar="YYYY-MM-DD", help="Only effects of that day.")
-@apps_option("Import the tools' code first (repeatable).")
+@click.option(
+    "--day", default=None, metavar="YYYY-MM-DD", callback=_day, help="Only effects of that day."
+)
+@apps_option("Import the tools' code first.")
 @json_option("JSON instead of lines.")
 @with_book(read_only=True)
 def reconcile(
     book: Daybook, run_id: str | None, day: str | None, apps: tuple[str, ...], as_json: bool
 ) -> None:
     """Compare the journal with the counterparties' records; exit 1 on any mismatch."""
-    for app in apps:
-        load_app(app)
+    import_apps(apps)
     found = book.reconcile(run_id, day)
     if as_json:
         json_out(found)
     else:
         for m in found:
-            click.echo(f"{m['kind']:13} {m['tool']}  {m['key']}")
-        click.echo(f"{len(found)} mismatch(es)", err=True)
+            say(f"{m['kind']:13} {m['tool']}  {m['key']}")
+        say(f"{len(found)} mismatch(es)", err=True)
     if found:
         sys.exit(EXIT_ERROR)
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .. import SCHEMA_VERSION, Daybook, DaybookError
-from .app import EXIT_ERROR, db_option, fail, json_option, json_out
+from .app import EXIT_ERROR, db_option, fail, json_option, json_out, say
 
 
 @click.command()
@@ -29,11 +29,11 @@ def check(db: str | None, as_json: bool) -> None:
         json_out({"ok": not findings, "findings": findings})
     else:
         for f in findings:
-            click.echo(f"{_where(f)}: {f['problem']}")
+            say(f"{_where(f)}: {f['problem']}")
     if findings:
-        click.echo(f"{len(findings)} finding(s)", err=True)
+        say(f"{len(findings)} finding(s)", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo("no findings: every row decodes, no journal has a gap, every outcome has its intent", err=True)
+    say("no findings: every row decodes, no journal has a gap, every outcome has its intent", err=True)
 
 
 def _where(finding: dict[str, Any]) -> str:
@@ -50,7 +50,7 @@ def migrate(db: str | None) -> None:
     commands never do either)."""
     try:
         with Daybook(db) as book:
-            click.echo(f"store {book.url} is at schema v{SCHEMA_VERSION}")
+            say(f"store {book.url} is at schema v{SCHEMA_VERSION}")
     except DaybookError as exc:
         fail(str(exc))
 

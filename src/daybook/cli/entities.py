@@ -7,7 +7,7 @@ import click
 
 from .. import Daybook
 from . import render
-from .app import fail, json_option, json_out, listing, with_book
+from .app import fail, json_option, json_out, listing, say, with_book
 
 
 @click.command()
@@ -55,8 +55,8 @@ def entity(book: Daybook, name: str, as_json: bool) -> None:
         ]
         for e in view.log
     ]
-    click.echo(f"entity {view.name}  {lease}\n")
-    click.echo(render.table(["id", "time", "at", "agent", "action", "data"], rows))
+    say(f"entity {view.name}  {lease}\n")
+    say(render.table(["id", "time", "at", "agent", "action", "data"], rows))
 
 
 COMMANDS = (leases, entity)

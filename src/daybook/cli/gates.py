@@ -8,10 +8,10 @@ import click
 
 from .. import Daybook
 from . import render
-from .app import fail, json_option, listing, with_book
+from .app import SafeGroup, json_option, json_out, listing, resume_hint, say, with_book
 
 
-@click.group()
+@click.group(cls=SafeGroup)
 def approvers() -> None:
     """Approvers who may decide approval gates (each authenticated by a token)."""
 
@@ -22,16 +22,22 @@ def approvers() -> None:
 def approvers_add(book: Daybook, name: str) -> None:
     """Register approver NAME (or replace its token); prints the token once."""
     token = book.add_approver(name)
-    click.echo(token)
-    click.echo(f"approver {name!r} registered; give them this token (it is not shown again)", err=True)
+    say(token)
+    say(f"approver {name!r} registered; give them this token (it is not shown again)", err=True)
 
 
 @approvers.command("list")
+@json_option("The names as a JSON list.")
 @with_book(read_only=True)
-def approvers_list(book: Daybook) -> None:
+def approvers_list(book: Daybook, as_json: bool) -> None:
     """List registered approvers."""
-    for name in sorted(book.store.approvers()):
-        click.echo(name)
+    names = sorted(book.store.approvers())
+    if as_json:
+        json_out(names)
+    elif not names:
+        say("no approvers registered; add one with `daybook approvers add NAME`")
+    for name in names if not as_json else ():
+        say(render.safe(name))  # one line per name, whatever characters it holds
 
 
 @click.command()
@@ -62,8 +68,8 @@ def approvals(book: Daybook, as_json: bool, history: bool) -> None:
         return
     odd = [v for v in book.verdicts() if v["state"] != "delivered"]
     if odd:
-        click.echo("\nrefused, late and timed-out verdicts:")
-        click.echo(
+        say("\nrefused, late and timed-out verdicts:")
+        say(
             render.table(
                 ["run", "gate", "state", "approver", "outcome", "at", "why"], [_attempt_row(v) for v in odd]
             )
@@ -98,16 +104,32 @@ def _verdict(
     book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str, approve: bool
 ) -> None:
     if not token:
-        fail("give the approver's token in $DAYBOOK_TOKEN (or --token, which other users can see in `ps`)")
+        raise click.UsageError(
+            "give the approver's token in $DAYBOOK_TOKEN (or --token, which other users can see in `ps`)"
+        )
     outcome = book.approve(run_id, gate, approver=approver, token=token, reason=reason, approve=approve)
     word = "approval" if approve else "denial"
     if outcome == "late":
-        click.echo(
+        say(
             f"late: gate {gate} had already timed out or been decided; your {word} is "
             "recorded and does nothing"
         )
     else:
-        click.echo(f"{word} of gate {gate} delivered to {run_id}")
+        say(f"{word} of gate {gate} delivered to {run_id}; {_who_continues(book, run_id)}")
+
+
+def _who_continues(book: Daybook, run_id: str) -> str:
+    """After a verdict: whether the run goes on by itself (live in a process, or woken for a
+    worker) or needs `daybook resume`."""
+    info = book.get_run(run_id)
+    if info.status == "running" and info.lease_owner and render.lease_state(info) == "held":
+        return f"the run is live in {info.lease_owner} and sees the verdict at its next wait"
+    if info.status in ("suspended", "pending", "running"):
+        return (
+            "the run is woken: a `daybook worker` on this store takes it up at its next poll; "
+            f"if none is running, continue it with {resume_hint(book, run_id)}"
+        )
+    return f"the run is {info.status}"
 
 
 def _with_verdict_options(fn: Any) -> Any:

@@ -5,12 +5,25 @@ from __future__ import annotations
 import click
 
 from .. import Daybook, DaybookError, RunStatus
-from .app import EXIT_ATTENTION, app_option, by_option, fail, json_out, with_book
+from .app import (
+    EXIT_ATTENTION,
+    apps_option,
+    by_option,
+    fail,
+    import_apps,
+    json_out,
+    resume_hint,
+    say,
+    with_book,
+)
 
 
 @click.command()
 @click.argument("run_id")
-@app_option("Where the workflow is defined (after the fix), if not importable from the stored reference.")
+@apps_option(
+    "The module or script that defines the workflow, after the fix (or list it in $DAYBOOK_APP); "
+    "the run's stored reference is never imported."
+)
 @by_option("retries")
 @click.option(
     "--submit",
@@ -18,21 +31,22 @@ from .app import EXIT_ATTENTION, app_option, by_option, fail, json_out, with_boo
     help="Only mark the run due; a worker (`daybook worker`) runs it. Default: run it here.",
 )
 @with_book
-def retry(book: Daybook, run_id: str, app: str | None, by: str | None, submit: bool) -> None:
+def retry(book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, submit: bool) -> None:
     """Continue a failed, parked or stuck run from its journal after a code fix.
 
     Confirmed effects and recorded decisions are replayed, never repeated; the step that raised
     runs again. Journaled with who asked. Prints the result as JSON (or, with --submit, that
     the run is due for a worker)."""
+    import_apps(apps)
     try:
-        result = book.retry(run_id, by=by, app=app, submit=submit)
+        result = book.retry(run_id, by=by, app=apps, submit=submit)
     except DaybookError as exc:
         info = book.store.get_run(run_id)
         if info is not None and info.status == RunStatus.NEEDS_ATTENTION:
             fail(str(exc), EXIT_ATTENTION)
         raise
     if submit:
-        click.echo(f"run {run_id} is due again: a worker (`daybook worker`) picks it up")
+        say(f"run {run_id} is due again: a worker (`daybook worker`) picks it up")
         return
     json_out(result)
 
@@ -44,20 +58,21 @@ def retry(book: Daybook, run_id: str, app: str | None, by: str | None, submit: b
     is_flag=True,
     help="Also undo the run's confirmed effects, newest first, with each tool's inverse (once).",
 )
-@app_option("Where the workflow and its tools are defined (needed with --compensate).")
+@apps_option("The module or script that defines the workflow and its tools (needed with --compensate).")
 @by_option("cancels")
 @with_book
-def cancel(book: Daybook, run_id: str, compensate: bool, app: str | None, by: str | None) -> None:
+def cancel(book: Daybook, run_id: str, compensate: bool, apps: tuple[str, ...], by: str | None) -> None:
     """End a run for good (status `cancelled`), journaled with who asked.
 
     With --compensate, its confirmed effects are unwound as `ctx.compensate` does; if one cannot
     be undone the command says what remains and exits 3. Run it again to finish an unwind a
     crash interrupted: nothing is undone twice."""
+    import_apps(apps)
     before = book.get_run(run_id).status
-    report = book.cancel(run_id, compensate, by=by, app=app)
+    report = book.cancel(run_id, compensate, by=by, app=apps)
     if report is None:
         was = "was already" if before == RunStatus.CANCELLED else "is"
-        click.echo(f"run {run_id} {was} cancelled; nothing was undone (--compensate undoes its effects)")
+        say(f"run {run_id} {was} cancelled; nothing was undone (--compensate undoes its effects)")
         return
     json_out(
         {
@@ -80,14 +95,14 @@ def pause(book: Daybook, run_id: str, by: str | None) -> None:
     on from its last committed step, from any process, any time."""
     done = book.pause(run_id, by=by)
     if done == "requested":
-        click.echo(
+        say(
             f"pause requested: run {run_id} stops at its next step boundary, within "
             f"{book.lease_ttl / 3:.0f} s of its owner's next heartbeat; `daybook show {run_id}` "
             "then says `paused`"
         )
     else:
         was = "was already" if done == "already" else "is"
-        click.echo(f"run {run_id} {was} paused; `daybook resume {run_id}` goes on from its last step")
+        say(f"run {run_id} {was} paused; {resume_hint(book, run_id)} goes on from its last step")
 
 
 COMMANDS = (retry, cancel, pause)

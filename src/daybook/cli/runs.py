@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import click
 
@@ -13,12 +14,14 @@ from . import render
 from .app import (
     EXIT_ATTENTION,
     Bounded,
-    app_option,
+    apps_option,
     by_option,
     fail,
+    import_apps,
     json_option,
     json_out,
     listing,
+    say,
     with_book,
 )
 
@@ -58,20 +61,29 @@ def _run_row(r: RunInfo) -> list[str]:
         r.status,
         render.when(r.created_at),
         render.when(r.updated_at),
-        r.lease_owner or "",
+        render.lease(r),
     ]
 
 
 @click.command()
 @click.argument("run_id")
 @json_option("The journal as JSON (same as export).")
+@click.option(
+    "--width",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    metavar="COLUMNS",
+    help="Fit the table to this many columns (0: no limit). Default: the terminal's width; "
+    "whole lines when the output is not a terminal.",
+)
 @with_book(read_only=True)
-def show(book: Daybook, run_id: str, as_json: bool) -> None:
+def show(book: Daybook, run_id: str, as_json: bool, width: int | None) -> None:
     """Show a run's journal as a table: seq, step, kind, name, key, status, timing, detail."""
     if as_json:
         json_out(book.export(run_id))
         return
-    click.echo(render.journal(book.get_run(run_id), book.journal(run_id)))
+    fit = render.TERMINAL if width is None else width
+    say(render.journal(book.get_run(run_id), book.journal(run_id), fit))
 
 
 @click.command()
@@ -92,13 +104,13 @@ def export(book: Daybook, run_id: str, raw: bool, checkpoint: bool) -> None:
     """The run and its whole journal as JSON on stdout."""
     if checkpoint:
         if raw:
-            fail("--checkpoint and --raw do not go together: salvage with --raw alone")
+            raise click.UsageError("--checkpoint and --raw do not go together: salvage with --raw alone")
         json_out(book.checkpoint(run_id))
         return
     found = book.export(run_id, raw=raw)
     json_out(found)
     if raw and (found["run_error"] or found["damaged_rows"]):
-        click.echo(
+        say(
             f"salvaged run {run_id}: {found['damaged_rows']} row(s) do not decode and are given "
             "as stored (raw, error)" + (f"; its header: {found['run_error']}" if found["run_error"] else ""),
             err=True,
@@ -115,12 +127,16 @@ def export(book: Daybook, run_id: str, raw: bool, checkpoint: bool) -> None:
     metavar="SECONDS",
     help="Wait this long for another process's lease on the run to expire.",
 )
-@app_option("Where the workflow is defined, if not importable from the stored reference.")
+@apps_option(
+    "The module or script that defines the run's workflow (or list it in $DAYBOOK_APP); the "
+    "run's stored reference is shown in the error, never imported."
+)
 @with_book
-def resume(book: Daybook, run_id: str, wait: float, app: str | None) -> None:
+def resume(book: Daybook, run_id: str, wait: float, apps: tuple[str, ...]) -> None:
     """Resume a stopped run in this process; prints its result as JSON."""
+    import_apps(apps)
     try:
-        result = book.resume(run_id, wait=wait, app=app)
+        result = book.resume(run_id, wait=wait, app=apps)
     except DaybookError as exc:
         # Whatever the error, if it left the run waiting for a person, say so by exit code.
         info = book.store.get_run(run_id)
@@ -143,9 +159,9 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     try:
         value = json.loads(payload)
     except ValueError as exc:
-        fail(f"--payload is not JSON: {exc}")
+        raise click.BadParameter(f"is not JSON: {exc}", param_hint="'--payload'") from None
     inbox_id = book.signal(run_id, name, value, sender=by)
-    click.echo(f"signal {name!r} #{inbox_id} sent to {run_id}")
+    say(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
 
 @click.command()
@@ -158,30 +174,50 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
 @by_option("raises")
+@json_option("JSON instead of a table: {caps, spent, ...} (with --raise: {signal, raised}).")
 @with_book(read_only=lambda options: not options["raise_"])
-def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None) -> None:
+def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None, as_json: bool) -> None:
     """Show a run's budget (spent against caps), or raise a cap."""
     if raise_:
-        amounts: dict[str, float] = {}
-        try:
-            for part in raise_.split(","):
-                name, value = part.split("=", 1)
-                amounts[name.strip()] = float(value)
-        except ValueError:
-            fail(f"--raise takes NAME=AMOUNT pairs, got {raise_!r}")
+        amounts = _amounts(raise_)
         signal_id = book.raise_budget(run_id, by=by, **amounts)
-        click.echo(f"raise #{signal_id} sent to {run_id}: {amounts}")
+        if as_json:
+            json_out({"signal": signal_id, "raised": amounts})
+        else:
+            say(f"raise #{signal_id} sent to {run_id}: {amounts}")
         return
     state = book.budget(run_id)
+    if as_json:
+        json_out(state)
+        return
     names = sorted(set(state["caps"]) | set(state["spent"]))
     if not names:
-        click.echo(f"run {run_id} has no budget")
+        say(f"run {run_id} has no budget")
         return
     rows = [
         [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
         for n in names
     ]
-    click.echo(render.table(["quantity", "spent", "cap"], rows))
+    say(render.table(["quantity", "spent", "cap"], rows))
+
+
+def _amounts(text: str) -> dict[str, float]:
+    """`usd=10,calls=5` as {name: amount}: each name non-empty (and not `by`, the facade's own
+    keyword), each amount a finite number above zero (anything else is a usage error, exit 2)."""
+    amounts: dict[str, float] = {}
+    for part in text.split(","):
+        name, eq, value = part.partition("=")
+        try:
+            amount = float(value)
+        except ValueError:
+            amount = math.nan
+        if not eq or name.strip() in ("", "by") or not math.isfinite(amount) or amount <= 0:
+            raise click.BadParameter(
+                f"takes NAME=AMOUNT pairs (a name, and a finite amount > 0), e.g. usd=10; got {part!r}",
+                param_hint="'--raise'",
+            )
+        amounts[name.strip()] = amount
+    return amounts
 
 
 COMMANDS = (runs, show, export, resume, signal, budget)

@@ -11,9 +11,8 @@ import click
 from .. import Daybook
 from ..book import MAX_SECONDS
 from ..records import bounded
-from ..runtime.workflow import load_app
 from . import render
-from .app import Bounded, apps_option, json_option, json_out, with_book
+from .app import Bounded, apps_option, import_apps, json_option, json_out, resume_hint, say, with_book
 
 
 @click.command()
@@ -54,15 +53,15 @@ def steer(
         json_out(ack)
         return
     if not ack["acked"]:
-        click.echo(
+        say(
             f"revision #{ack['id']} queued for run {run_id}; not acknowledged within {wait:g} s: "
             "the run reads it at its next step boundary (is it running? `daybook show "
             f"{run_id}`)"
         )
         return
-    click.echo(f"revision #{ack['id']} acknowledged by run {run_id} at step {ack['step']}")
+    say(f"revision #{ack['id']} acknowledged by run {run_id} at step {ack['step']}")
     for conflict in ack["conflicts"] or []:
-        click.echo(f"conflict: revisions {conflict['ids']} pull target {conflict['target']!r} two ways")
+        say(f"conflict: revisions {conflict['ids']} pull target {conflict['target']!r} two ways")
 
 
 @click.command()
@@ -80,7 +79,7 @@ def steer(
     "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
 )
 @click.option("--by", default=None, help="Who forks it (default: the OS user).")
-@apps_option("Modules or files defining RUN's tools, so their classes can be told.")
+@apps_option("The module or script defining RUN's tools, so their classes can be told.")
 @json_option("The fork's id and the later effects as JSON.")
 @with_book
 def fork(
@@ -98,18 +97,17 @@ def fork(
     re-fired), then going on with the same or an edited input. Lists what RUN did after that
     step; effects that cannot be undone block the fork until --confirm."""
     args, kwargs = _edited(input_)
-    for app in apps:
-        load_app(app)  # the tools it registers say which later effects can be undone
+    import_apps(apps)  # the tools it registers say which later effects can be undone
     fork_id, later = book.fork(
         run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by
     )
     if as_json:
         json_out({"run_id": fork_id, "later_effects": later})
         return
-    click.echo(f"forked {run_id} at step {at} as {fork_id} (pending): run it with `daybook resume {fork_id}`")
+    say(f"forked {run_id} at step {at} as {fork_id} (pending): run it with {resume_hint(book, fork_id)}")
     if later:
-        click.echo(f"what {run_id} did after step {at} (a fork does not undo it):")
-        click.echo(
+        say(f"what {run_id} did after step {at} (a fork does not undo it):")
+        say(
             render.table(
                 ["step", "tool", "key", "status", "class"],
                 [

@@ -7,18 +7,18 @@ from typing import Any
 import click
 
 from ..journal.tool import registered as registered_tools
-from ..runtime.workflow import load_app
-from .app import apps_option, json_option, listing
+from .app import apps_option, db_option, import_apps, json_option, listing
 
 
 @click.command()
-@apps_option("Import this module or script first so its tools are registered (repeatable).")
+@apps_option("Import this module or script first so its tools are registered.")
 @json_option()
-def tools(apps: tuple[str, ...], as_json: bool) -> None:
+@db_option
+def tools(apps: tuple[str, ...], as_json: bool, db: str | None) -> None:
     """Counterparty profiles of the registered tools: keys, dedup window, status query, inverse,
-    effect class, and whether the agent loop gates them by default."""
-    for app in apps:
-        load_app(app)
+    effect class, and whether the agent loop gates them by default. (--db is accepted like on
+    every command; the profiles come from the code, not the store.)"""
+    import_apps(apps)
     listing(
         [t.profile() for t in registered_tools()],
         as_json,

@@ -8,7 +8,7 @@ from .. import Daybook
 from ..book import MAX_SWEEP
 from ..records import bounded
 from . import render
-from .app import Bounded, with_book
+from .app import Bounded, json_option, json_out, listing, say, with_book
 
 
 @click.command()
@@ -20,18 +20,24 @@ from .app import Bounded, with_book
     metavar="SECONDS",
     help="Delete orphaned staging areas older than this.",
 )
+@json_option()
 @with_book(read_only=lambda options: options["sweep"] is None)
-def orphans(book: Daybook, sweep: float | None) -> None:
+def orphans(book: Daybook, sweep: float | None, as_json: bool) -> None:
     """Staged records of transactions that never committed; --sweep deletes old ones."""
     if sweep is not None:
-        click.echo(f"swept {book.sweep_orphans(sweep)} abandoned transaction(s)")
+        swept = book.sweep_orphans(sweep)
+        if as_json:
+            json_out({"swept": swept})
+        else:
+            say(f"swept {swept} abandoned transaction(s)")
         return
-    found = book.orphans()
-    if not found:
-        click.echo("no orphans")
-        return
-    rows = [[str(o["txid"]), str(o["collection"]), str(o["record_id"]), render.when(o["at"])] for o in found]
-    click.echo(render.table(["transaction", "collection", "record", "staged"], rows))
+    listing(
+        book.orphans(),
+        as_json,
+        empty="no orphans",
+        headers=["transaction", "collection", "record", "staged"],
+        row=lambda o: [str(o["txid"]), str(o["collection"]), str(o["record_id"]), render.when(o["at"])],
+    )
 
 
 COMMANDS = (orphans,)

@@ -8,8 +8,7 @@ from typing import Any
 import click
 
 from .. import Daybook
-from ..runtime.workflow import load_app
-from .app import EXIT_ERROR, app_option, json_option, json_out, listing, with_book
+from .app import EXIT_ERROR, apps_option, import_apps, json_option, json_out, listing, say, with_book
 
 
 @click.command()
@@ -34,24 +33,28 @@ def _version_row(v: dict[str, Any]) -> list[str]:
 
 @click.command("replay-check")
 @click.argument("run_ids", nargs=-1)
-@app_option("Where the workflows are defined, if not importable from the stored reference.")
+@apps_option(
+    "The module or script that defines the workflows (or list them in $DAYBOOK_APP); nothing "
+    "else is imported, never a run's stored reference."
+)
 @json_option("JSON instead of lines.")
 @with_book(read_only=True)
-def replay_check(book: Daybook, run_ids: tuple[str, ...], app: str | None, as_json: bool) -> None:
-    """Replay stored histories (default: all completed runs) against the current code."""
-    if app:
-        load_app(app)
-    report = book.replay_check(list(run_ids) or None, app=app)
+def replay_check(book: Daybook, run_ids: tuple[str, ...], apps: tuple[str, ...], as_json: bool) -> None:
+    """Replay stored histories (default: all completed runs) against the current code. Each is
+    ok, changed (another result), diverged (the code asks what the journal does not hold),
+    raised (the code raises where the run did not) or not loaded (no --app defines it)."""
+    import_apps(apps)
+    report = book.replay_check(list(run_ids) or None, app=apps)
     if as_json:
         json_out(report)
     else:
         for row in report:
-            click.echo(f"{row['state']:9} {row['run_id']}  {row.get('error', '')}".rstrip())
+            say(f"{row['state']:10} {row['run_id']}  {row.get('error', '')}".rstrip())
     bad = [r for r in report if r["state"] not in ("ok", "erased")]  # erased: by gc, nothing to check
     if bad:
-        click.echo(f"{len(bad)} of {len(report)} histories do not replay cleanly", err=True)
+        say(f"{len(bad)} of {len(report)} histories do not replay cleanly", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(f"{len(report)} histories replay cleanly", err=True)
+    say(f"{len(report)} histories replay cleanly", err=True)
 
 
 COMMANDS = (versions, replay_check)

@@ -10,7 +10,8 @@ from .. import DaybookError
 from ..book import lease_ttl_of
 from ..records import bounded
 from ..worker import MAX_CONCURRENCY, MAX_POLL, Worker
-from .app import Bounded, apps_option, db_option, fail
+from . import render
+from .app import Bounded, apps_option, db_option, fail, import_apps, say, with_db
 
 # The numbers a worker takes, checked as `Worker` checks them (a bad one is a usage error).
 concurrency_option = click.option(
@@ -38,7 +39,11 @@ lease_ttl_option = click.option(
 
 @click.command()
 @db_option
-@apps_option("Import this module or script first so its workflows are known (repeatable).")
+@apps_option(
+    "The module or script that defines the workflows (or list them in $DAYBOOK_APP): the only "
+    "code this worker imports. A run whose workflow none defines is set aside as needs "
+    "attention, its stored reference named in the message, never imported."
+)
 @concurrency_option
 @poll_option
 @lease_ttl_option
@@ -62,6 +67,11 @@ def worker(
     pin: str | None,
 ) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
+    import_apps(apps)
+
+    def echo(line: str) -> None:  # from the worker's threads: no click context there
+        click.echo(render.safe(with_db(line, db), lines=True))
+
     try:
         w = Worker(
             db,
@@ -69,7 +79,7 @@ def worker(
             concurrency=concurrency,
             poll=poll,
             lease_ttl=lease_ttl,
-            echo=None if quiet else click.echo,
+            echo=None if quiet else echo,
             version=pin,
         )
     except DaybookError as exc:
@@ -80,7 +90,7 @@ def worker(
         stats = w.run(until_idle=until_idle)
     except DaybookError as exc:
         fail(str(exc))
-    click.echo(
+    say(
         f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
         f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
     )

@@ -23,6 +23,8 @@ from typing import Any
 
 from .bank import Bank
 
+AGENT_APP = "daybook.demo.agent"  # the module that defines the demo's workflow and tools
+
 
 def run_demo(db: str | None = None, echo: Callable[[str], None] = print) -> int:
     """Run both acts; 0 if the bank's books show exactly one wire, else 1."""
@@ -40,8 +42,10 @@ def run_demo(db: str | None = None, echo: Callable[[str], None] = print) -> int:
             return 1
         echo("\n[2] the journal now (the wire has an intent and no outcome):")
         daybook("show", run_id, check=True)
-        echo(f"\n[3] a new process resumes the run: daybook resume {run_id}")
-        resumed = daybook("resume", run_id, capture_output=True)
+        # The resuming process imports only the code it is told to (--app), never what the
+        # stored run names: the agent's module is given here as an operator would give it.
+        echo(f"\n[3] a new process resumes the run: daybook resume {run_id} --app {AGENT_APP}")
+        resumed = daybook("resume", run_id, "--app", AGENT_APP, capture_output=True)
         echo(resumed.stdout.rstrip())
         if resumed.returncode != 0:
             echo(resumed.stderr.rstrip())
@@ -62,6 +66,7 @@ def run_demo(db: str | None = None, echo: Callable[[str], None] = print) -> int:
     ):
         echo(f"\n{title}")
         daybook(*args, check=True)
+    echo(f"\nexplore it yourself: daybook show {run_id} --db {db}")
     return 0
 
 

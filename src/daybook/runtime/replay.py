@@ -2,7 +2,9 @@
 
 No tool or model is called, nothing is written, no lease is taken: the execution is read-only,
 so the first step the journal does not settle raises `NonDeterminismError`. `replay_check` does
-this for many stored runs and reports each as `ok`, `diverged` or `changed`.
+this for many stored runs and reports each as `ok`, `changed`, `diverged`, `raised` or `not
+loaded`. The code comes only from this process's registry and the modules the operator names
+(`app`, `$DAYBOOK_APP`), never from a run's stored reference.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from ..records import JSON, RunInfo, RunStatus
 from ..store import Store
 from .chain import CONTINUED, next_segment
 from .fork import expand
-from .workflow import load
+from .workflow import Apps, load
 
 
-def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: str | None = None) -> Any:
+def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: Apps = None) -> Any:
     """Re-run `run_id`'s workflow from its journal and return what the workflow returns."""
     info = _get(store, run_id)
     if isinstance(info.input, dict) and "$erased" in info.input:
@@ -49,7 +51,7 @@ def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: 
 
 
 def replay_check(
-    store: Store, context: Callable[[Execution], Any], run_ids: list[str] | None, app: str | None
+    store: Store, context: Callable[[Execution], Any], run_ids: list[str] | None, app: Apps
 ) -> list[dict[str, JSON]]:
     """Replay stored histories (default: every completed run) against the code now loaded and
     report each: `ok`, or `diverged` with the error, or `changed` when the result differs."""
@@ -66,15 +68,31 @@ def replay_check(
             row["state"] = "erased"  # by retention: nothing left to replay, nothing diverged
             report.append(row)
             continue
-        try:
-            result = replay(store, context, run_id, app)
-        except DaybookError as exc:
-            row.update(state="diverged", error=str(exc))
-        else:
-            done = info.status == RunStatus.COMPLETED
-            row["state"] = "changed" if done and result != info.result else "ok"
+        row.update(_check_one(store, context, info, app))
         report.append(row)
     return report
+
+
+def _check_one(
+    store: Store, context: Callable[[Execution], Any], info: RunInfo, app: Apps
+) -> dict[str, JSON]:
+    """`ok`, `changed`, `diverged` (the code asks what the journal does not hold), `raised` (the
+    code raises where the run did not), or `not loaded` (no code given for the workflow)."""
+    try:
+        load(info.workflow, info.ref, app)
+    except ConfigError as exc:
+        return {"state": "not loaded", "error": str(exc)}
+    try:
+        result = replay(store, context, info.run_id, app)
+    except DaybookError as exc:
+        return {"state": "diverged", "error": str(exc)}
+    except Exception as exc:  # the workflow's own code raised while replaying
+        error = info.error if isinstance(info.error, dict) and info.status != RunStatus.COMPLETED else {}
+        if error.get("type") == type(exc).__name__:
+            return {"state": "ok"}  # it raised the same way when it ran (failed, or parked)
+        return {"state": "raised", "error": f"{type(exc).__name__}: {exc}"}
+    done = info.status == RunStatus.COMPLETED
+    return {"state": "changed" if done and result != info.result else "ok"}
 
 
 def _get(store: Store, run_id: str) -> RunInfo:

@@ -26,7 +26,7 @@ from .claim import Claims, Finished
 from .fork import expand
 from .lease import new_owner
 from .start import check_same, new_run
-from .workflow import Workflow, as_workflow, load
+from .workflow import Apps, Workflow, as_workflow, load
 
 Begun = tuple[Execution, Workflow[Any], RunInfo]
 
@@ -84,7 +84,7 @@ class Runner:
             check_same(self.claims.get_run(info.run_id), wf, info.input)
         return info.run_id
 
-    def resume(self, run_id: str, wait: float, app: str | None) -> Any:
+    def resume(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
             return self._follow(info.result)  # nothing to run: do not even import its code
@@ -94,7 +94,7 @@ class Runner:
         begun = self._claim(run_id, wf, wait)
         return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun))
 
-    async def resume_async(self, run_id: str, wait: float, app: str | None) -> Any:
+    async def resume_async(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
             return await self._follow_async(info.result)
@@ -104,7 +104,7 @@ class Runner:
             return await self._follow_async(begun.result)
         return await self._follow_async(await self._body_async(*begun))
 
-    def execute_claimed(self, run_id: str, app: str | None) -> Any:
+    def execute_claimed(self, run_id: str, app: Apps) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         info = self.claims.get_run(run_id)
         wf = load(info.workflow, info.ref, app)

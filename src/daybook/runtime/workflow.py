@@ -1,7 +1,9 @@
 """Workflows: plain functions `fn(ctx, *args)` made durable, and how another process finds them.
 
 A run stores its workflow's name and an import reference (`module:qualname`, or `/path/file.py:
-qualname` for a script), so `daybook resume RUN` in a fresh process can load the code again.
+qualname` for a script). Another process finds the code in its own registry (workflows already
+imported there) or in the modules the operator names (`--app`, `app=`, `$DAYBOOK_APP`); the
+stored reference is only shown in the error, never imported (a row must not run code).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import importlib
 import importlib.util
 import inspect
 import os
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -108,18 +111,60 @@ def as_workflow(obj: Any) -> Workflow[Any]:
     raise ConfigError(f"{obj!r} is not a workflow: pass a function decorated with @daybook.workflow")
 
 
-def load(name: str, ref: str, app: str | None = None) -> Workflow[Any]:
-    """Find the workflow a stored run names: registry first, then `app`, then the stored ref."""
+APP_ENV = "DAYBOOK_APP"
+# The code an operator names for a process: one module or script, several, or none.
+Apps = str | Sequence[str] | None
+
+
+def allowed_apps(app: Apps = None) -> list[str]:
+    """The code the operator named for this process: `app` (one module or script, or several),
+    then the allow-list in $DAYBOOK_APP (entries separated by commas or the OS path separator)."""
+    given = [app] if isinstance(app, str) else list(app or ())
+    env = os.environ.get(APP_ENV, "")
+    for part in env.replace(os.pathsep, ",").split(","):
+        if part.strip() and part.strip() not in given:
+            given.append(part.strip())
+    return [a for a in given if a]
+
+
+def load(name: str, ref: str, app: Apps = None) -> Workflow[Any]:
+    """Find the workflow a stored run names: in this process's registry, else in the code the
+    operator named (`app`, then $DAYBOOK_APP). The stored `ref` is only a hint for the error: it
+    is never imported, so a row in the store cannot make this process run code (D5)."""
     if name in _REGISTRY:
         return _REGISTRY[name]
-    for target in filter(None, [app, ref]):
-        modpart = target.rsplit(":", 1)[0] if ":" in target else target
-        _import(modpart)
+    for target in allowed_apps(app):
+        _import(target.rsplit(":", 1)[0] if _is_ref(target) else target)
         if name in _REGISTRY:
             return _REGISTRY[name]
-    raise ConfigError(
-        f"workflow {name!r} (stored as {ref!r}) is not importable in this process; pass the module "
-        "or script that defines it (CLI: --app mypkg.agents or --app path/to/agent.py)"
+    raise ConfigError(missing_message(name, ref, allowed_apps(app)))
+
+
+def _is_ref(target: str) -> bool:
+    """`module:qualname` or `path.py:qualname` (a Windows drive letter `C:` is not a ref)."""
+    head, sep, tail = target.rpartition(":")
+    return bool(sep) and len(head) > 1 and tail.isidentifier()
+
+
+def app_of(ref: str) -> str:
+    """The `--app` value that would load a stored reference (`mod:fn` -> `mod`)."""
+    return ref.rsplit(":", 1)[0] if _is_ref(ref) else ref
+
+
+def missing_message(name: str, ref: str, tried: Sequence[str] = ()) -> str:
+    """What to say when the workflow a run names is not loaded: the stored reference (a hint,
+    never imported) and the exact `--app` to pass."""
+    hint = app_of(ref) if ref else ""
+    looked = f" (looked in {', '.join(repr(t) for t in tried)})" if tried else ""
+    fix = (
+        f"pass the code that defines it: --app {shlex.quote(hint)} on the command line, "
+        f"app={hint!r} in Python, or list it in ${APP_ENV}"
+        if hint
+        else f"pass the module or script that defines it with --app (or list it in ${APP_ENV})"
+    )
+    return (
+        f"workflow {name!r} is not registered in this process{looked}; the run names {ref!r}, "
+        f"which daybook never imports on its own (only code you name runs); {fix}"
     )
 
 
@@ -129,11 +174,12 @@ def load_app(target: str) -> None:
 
 
 def _import(target: str) -> None:
+    digest = hashlib.blake2b(target.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    modname = "_daybook_app_" + digest
     try:
         if target.endswith(".py") or os.sep in target:
             if not os.path.exists(target):
                 raise ConfigError(f"workflow file {target!r} does not exist")
-            modname = "_daybook_app_" + hashlib.blake2b(target.encode(), digest_size=6).hexdigest()
             if modname in sys.modules:
                 return
             spec = importlib.util.spec_from_file_location(modname, target)
@@ -146,8 +192,9 @@ def _import(target: str) -> None:
             importlib.import_module(target)
     except ConfigError:
         raise
-    except Exception as exc:  # a SyntaxError or a failing import-time statement in user code
-        sys.modules.pop("_daybook_app_" + hashlib.blake2b(target.encode(), digest_size=6).hexdigest(), None)
-        raise ConfigError(
-            f"cannot import {target!r} to find the workflow: {type(exc).__name__}: {exc}"
-        ) from None
+    except (Exception, SystemExit) as exc:  # a SyntaxError, a failing or exiting import in user code
+        sys.modules.pop(modname, None)
+        what = f"it called sys.exit({exc.code!r}) while being imported" if isinstance(exc, SystemExit) else (
+            f"{type(exc).__name__}: {exc}"
+        )
+        raise ConfigError(f"cannot import {target!r} to find the workflow: {what}") from None

@@ -72,7 +72,10 @@ def _without(text: str, dsn: str) -> str:
 class PostgresStore:
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
-            raise ConfigError("PostgreSQL support needs psycopg 3: pip install 'daybook[postgres]'")
+            raise ConfigError(
+                "PostgreSQL support needs psycopg 3: pip install 'psycopg[binary]>=3.1' (or the "
+                "extra, pip install 'daybook-runtime[postgres]'; from a checkout, pip install '.[postgres]')"
+            )
         # `url` is for showing (messages, `daybook` output): its password masked (audit D10);
         # `dsn` is what connects (a heartbeat's own connection is opened with it).
         self.dsn = url

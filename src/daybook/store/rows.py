@@ -243,7 +243,7 @@ def check_version(found: int, current: int, url: str, read_only: bool = False) -
     if found > current:
         raise SchemaVersionError(
             f"store {url} has daybook schema v{found}, but this daybook only knows up to "
-            f"v{current}; upgrade daybook (pip install -U daybook) before opening it"
+            f"v{current}; upgrade daybook (pip install -U daybook-runtime) before opening it"
         )
     if read_only and found < READABLE_FROM:
         raise SchemaVersionError(
