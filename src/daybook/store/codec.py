@@ -8,7 +8,7 @@ stays in clear, so listings, `daybook effects` and reconciliation work without t
 
 An opaque codec's output is kept as JSON too (the journal holds JSON only):
 `{"$codec": "<name>", "data": "<base64>"}`. A transparent codec (`opaque = False`) returns JSON
-bytes, stored as they are. Shipped: `FernetCodec` (encryption, `pip install 'daybook[crypto]'`)
+bytes, stored as they are. Shipped: `FernetCodec` (encryption, `pip install 'daybook-runtime[crypto]'`)
 and `RedactingCodec` (named fields as keyed digests, everywhere in every payload).
 """
 
@@ -58,7 +58,8 @@ class FernetCodec:
             from cryptography.fernet import Fernet, MultiFernet
         except ImportError:  # pragma: no cover - exercised only without the extra
             raise ConfigError(
-                "FernetCodec needs the cryptography package: pip install 'daybook[crypto]'"
+                "FernetCodec needs the cryptography package: pip install 'daybook-runtime[crypto]' "
+                "(or pip install 'cryptography>=41')"
             ) from None
         if not keys:
             raise ConfigError("FernetCodec needs at least one key (FernetCodec.new_key())")
