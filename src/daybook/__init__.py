@@ -34,6 +34,7 @@ from .errors import (
     RunPaused,
     RunStuck,
     SchemaVersionError,
+    SecretUnavailable,
     StepFailed,
     StoreUnavailable,
     Suspended,
@@ -60,6 +61,8 @@ from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Wh
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
 from .steering.revision import Revision
+from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
+from .store.secrets import Secret
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -91,6 +94,7 @@ __all__ = [
     "EntityEntry",
     "EntityView",
     "Event",
+    "FernetCodec",
     "InvariantViolated",
     "Judgement",
     "Kind",
@@ -104,8 +108,10 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "OutcomeUnknown",
+    "PayloadCodec",
     "Pending",
     "Policy",
+    "RedactingCodec",
     "Retry",
     "Revision",
     "RunCancelled",
@@ -120,6 +126,8 @@ __all__ = [
     "RunStuck",
     "SchemaVersionError",
     "ScriptedLLM",
+    "Secret",
+    "SecretUnavailable",
     "Signal",
     "Status",
     "StepFailed",

@@ -40,7 +40,11 @@ from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
-from .store import Store, integrity, open_store
+from .store import Store, integrity, open_store, retention
+from .store.codec import PayloadCodec
+from .store.codec import from_env as codec_from_env
+from .store.guarded import guard
+from .store.keys import bind_key, key_for
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 
@@ -71,6 +75,9 @@ class Daybook:
     `"park"` (default: `needs_attention`, journal kept, `retry` after a fix) or `"fail"`
     (terminal `failed`). Raised on purpose: `WorkflowFailed`, a certain `StepFailed`,
     `BudgetExceeded`, and what the workflow lists in `@workflow(fail_on=...)`.
+    `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
+    else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
+    store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
     """
 
     def __init__(
@@ -82,12 +89,16 @@ class Daybook:
         strict: bool = False,
         read_only: bool = False,
         on_error: str = "park",
+        secret_key: str | bytes | None = None,
+        codec: PayloadCodec | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
         if strict:
             strict_mode.install()
-        self._store: Store = open_store(url, read_only=read_only)
+        # Every payload passes the guard: secrets become digests, the codec (if any) encodes.
+        self._store: Store = guard(open_store(url, read_only=read_only), codec or codec_from_env())
+        bind_key(self._store, secret_key)
         if on_error not in ("park", "fail"):
             raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
         self._runner = Runner(
@@ -564,6 +575,18 @@ class Daybook:
     def leases(self) -> list[Lease]:
         """Every coordination entity with its holder, deadline and lease state (a read)."""
         return list_leases(self.store)
+
+    # -- retention (issue 11 part 2) --------------------------------------------------------
+
+    def gc(self, older_than: float, *, dry_run: bool = False, by: str | None = None) -> dict[str, JSON]:
+        """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
+        the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
+        when; cutoff; counts). `dry_run` only counts. Returns the pass (`store/retention.py`)."""
+        return retention.run(self.store, older_than, dry_run, by or getpass.getuser(), key_for(self.store))
+
+    def gc_log(self) -> list[dict[str, JSON]]:
+        """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""
+        return self.store.gc_log()
 
 
 def _wait_of(value: object) -> float:

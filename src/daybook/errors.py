@@ -23,6 +23,7 @@ class RunNotFound(DaybookError):
     """No run with the given id exists in the store."""
 
     def __init__(self, run_id: str, url: str) -> None:
+        url = redact_url(url)
         super().__init__(f"no run {run_id!r} in {url}; list runs with `daybook runs --db {url}`")
         self.run_id = run_id
 
@@ -191,3 +192,26 @@ class RunStuck(NeedsAttention):
 
 class UpdateTimeout(DaybookError):
     """A run did not answer an update in time (the request stays queued)."""
+
+
+class SecretUnavailable(DaybookError):
+    """A secret was read where only its digest is known (a step replayed from the journal)."""
+
+
+def redact_url(url: str) -> str:
+    """`url` as it may be shown (messages, logs, `daybook` output): a password in it, in the
+    user info or as a `password=` option, replaced by `***`."""
+    if "@" not in url and "password" not in url.lower():
+        return url
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            user, _, host = netloc.rpartition("@")
+            netloc = f"{user.split(':', 1)[0]}:***@{host}"
+        query = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)]
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+    except ValueError:
+        return "<a store URL that does not parse>"

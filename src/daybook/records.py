@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 JSON = Any
 
@@ -373,3 +373,8 @@ def validate(ev: Event) -> Event:
     if not isinstance(ev.data, dict):
         raise CorruptJournal(f"run {ev.run_id!r} seq {ev.seq}: payload is not a JSON object")
     return ev
+
+
+def canonical(value: JSON) -> str:
+    """The value's canonical JSON (sorted keys, no spaces): what a keyed digest is taken over."""
+    return _CANONICAL(value)

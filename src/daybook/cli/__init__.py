@@ -41,6 +41,7 @@ from . import (
     entities,
     gates,
     lifecycle,
+    retention,
     runs,
     steering,
     tools,
@@ -56,7 +57,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check,
+        entities, check, retention,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

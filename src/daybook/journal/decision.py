@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from ..errors import StepFailed
 from ..records import JSON, Event, Kind, Status, Why
+from ..store.secrets import SEALED, concealer_for, withheld
 from . import strict
 from .execution import check_step_json, error_info, step_fingerprint
 from .facet import Facet
@@ -87,7 +88,8 @@ class Decisions(Facet):
         """
         exe = self._exe
         step = exe.alloc()
-        fp = step_fingerprint({"args": list(args), "kwargs": kwargs}, step, name)
+        cover = concealer_for(exe.store)
+        fp = step_fingerprint(cover.conceal({"args": list(args), "kwargs": kwargs})[0], step, name)
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
             if inspect.iscoroutinefunction(fn):
@@ -125,8 +127,10 @@ class Decisions(Facet):
     def _record(
         self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None
     ) -> Decision[Any]:
-        check_step_json(value, f"step {step} decision {name!r} value")
-        data: dict[str, Any] = {"value": value}
+        # A secret in the value is journaled as its digest; the workflow keeps the live value.
+        stored, hidden = concealer_for(self._exe.store).conceal(value)
+        check_step_json(stored, f"step {step} decision {name!r} value")
+        data: dict[str, Any] = {"value": stored, SEALED: True} if hidden else {"value": stored}
         if why is not None:
             reasons = (why if isinstance(why, Why) else why(value)).as_dict()
             check_step_json(reasons, f"step {step} decision {name!r} why")
@@ -154,9 +158,10 @@ class Decisions(Facet):
                 f"step {step} decision {name!r} raised {info.get('type')}: {info.get('message')}",
                 info,
             )
-        return self._made(
-            Decision(id=self._exe.id_of(step), name=name, value=ev.data.get("value"), step=step)
-        )
+        value = ev.data.get("value")
+        if ev.data.get(SEALED):
+            value = withheld(value)  # the journal has digests only: secrets come back withheld
+        return self._made(Decision(id=self._exe.id_of(step), name=name, value=value, step=step))
 
     def patched(self, name: str) -> bool:
         """A versioning marker: True where new code runs (a fresh execution, or a history that

@@ -13,11 +13,12 @@ from typing import Any, TypeVar, overload
 
 from ..errors import DuplicateKey, NonDeterminismError
 from ..records import JSON, Kind, Status
+from ..store.secrets import concealer_for, reveal_all
 from .decision import Decision
 from .driver import drive, drive_async, ready
 from .execution import step_fingerprint
 from .facet import Facet
-from .lifecycle import EffectLifecycle
+from .lifecycle import EffectLifecycle, replayed_result
 from .stop import Stop
 from .tool import Tool
 
@@ -80,7 +81,10 @@ class Effects(Facet):
         exe = self._exe
         step = exe.alloc()
         key = self._key_for(step, tool, key, decision)
-        fp = step_fingerprint(args, step, tool.name, step not in exe.steps)
+        cover = concealer_for(exe.store)
+        # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
+        stored, hidden = cover.conceal(args, tool.secrets)
+        fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         recs = exe.expect(step, Kind.INTENT, tool.name, fp)
         if recs is not None and recs[0].key != key:
             raise Stop(
@@ -94,15 +98,16 @@ class Effects(Facet):
             last = recs[-1]
             if last.kind == Kind.OUTCOME and last.status == Status.CONFIRMED:
                 # The replay fast path: a settled effect is a dictionary lookup.
-                result = last.data.get("result")
+                result = replayed_result(last)
                 return ready(result) if tool.is_async else result
         # An effect links to exactly one decision recorded before its intent (J7): the one given,
         # else the latest made in this run.
         source = decision.id if decision is not None else exe.last_decision
-        machine = EffectLifecycle(exe, step, tool, key, args, fp, source, recs).flow()
+        machine = EffectLifecycle(exe, step, tool, key, stored, fp, source, recs).flow()
+        live = reveal_all(args) if hidden else args
         if tool.is_async:
-            return drive_async(exe, machine, tool, key, args)
-        return drive(exe, machine, tool, key, args)
+            return drive_async(exe, machine, tool, key, live)
+        return drive(exe, machine, tool, key, live)
 
     def _key_for(self, step: int, tool: Tool[Any], key: str | None, decision: Decision[Any] | None) -> str:
         """The effect's key: as named, else derived from its decision, else from its step."""

@@ -39,6 +39,7 @@ from typing import Any
 
 from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention, NotSerializable
 from ..records import JSON, Event, Kind, Status, check_json
+from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
 from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
@@ -128,7 +129,7 @@ class EffectLifecycle:
             self.doubtful = True
             return "resolve"
         if last.status == Status.CONFIRMED:
-            return Done(last.data.get("result"))
+            return Done(replayed_result(last))
         if last.status == Status.FAILED:
             if last.data.get("final", True):
                 raise self._effect_failed(last.data.get("error") or {})
@@ -188,9 +189,11 @@ class EffectLifecycle:
     # -- what each state decides --------------------------------------------------------------
 
     def _confirmed(self, value: Any) -> Done:
+        value, stored, seal = self._sealed(value)
         try:
-            check_json(value, f"step {self.step} {self.tool.name!r} result")
-            self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=value, **self._books(value))
+            check_json(stored, f"step {self.step} {self.tool.name!r} result")
+            books = self._books(reveal_all(value))
+            self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=stored, **seal, **books)
         except NotSerializable as exc:
             raise self._unjournalable(exc) from None
         except Stop as stop:
@@ -288,17 +291,19 @@ class EffectLifecycle:
     def _answered(self, op: str, tag: str, answer: Any) -> str | Done | None:
         """Settle on a confirmed or absent answer; None: still pending (or the query failed)."""
         if tag == "ok" and isinstance(answer, Confirmed):
-            check_step_json(answer.result, f"step {self.step} reconciled result")
+            value, stored, seal = self._sealed(answer.result)
+            check_step_json(stored, f"step {self.step} reconciled result")
             ref = answer.ref if answer.ref is not None else self.ref
             self._write(
                 Kind.OUTCOME,
                 self.attempt,
                 Status.CONFIRMED,
-                result=answer.result,
+                result=stored,
                 resolved_by=op,
-                **self._books(answer.result, ref),
+                **seal,
+                **self._books(reveal_all(value), ref),
             )
-            return Done(answer.result)
+            return Done(value)
         if tag == "ok" and isinstance(answer, NotFound):
             if op == "lookup":
                 raise self._attention(
@@ -352,6 +357,14 @@ class EffectLifecycle:
         window = self.tool.dedup_window
         return window is not None and self.exe.clock() - self.intent_at > window
 
+    def _sealed(self, value: Any) -> tuple[Any, JSON, dict[str, bool]]:
+        """A confirmed result as the workflow gets it (a `Secret` for a `secret_result` tool),
+        as the journal keeps it (secrets as digests), and the row's mark when it holds one."""
+        if self.tool.secret_result and not isinstance(value, Secret):
+            value = Secret(value)
+        stored, hidden = concealer_for(self.exe.store).conceal(value)
+        return value, stored, ({SEALED: True} if hidden else {})
+
     def _books(self, result: Any, ref: Any = None) -> dict[str, Any]:
         """What the effect ledger keeps with a confirmed outcome, in the same row (so the two are
         written atomically): the counterparty's own reference, and how to undo the effect."""
@@ -376,7 +389,7 @@ class EffectLifecycle:
                 self.key,
                 attempt,
                 status.value if status else kind.value,
-                data.get("reason") or data.get("error", ""),
+                concealer_for(self.exe.store).scrub(data.get("reason") or data.get("error", "")),
             )
         return self.exe.append(
             kind,
@@ -408,6 +421,8 @@ class EffectLifecycle:
         return self._effect_failed(info)
 
     def _effect_failed(self, info: dict[str, str]) -> EffectFailed:
+        # The error goes up to the caller (and its logs): a secret the tool quoted stays out.
+        info = concealer_for(self.exe.store).scrub(info)
         return EffectFailed(
             f"step {self.step} {self.tool.name!r} (key {self.key!r}) failed: "
             f"{info.get('type')}: {info.get('message')}",
@@ -424,3 +439,10 @@ class EffectLifecycle:
             f"counterparty by its reference, then `daybook resolve {rid} {self.step} "
             "--confirmed JSON | --failed MESSAGE | --absent` and resume",
         )
+
+
+def replayed_result(ev: Event) -> Any:
+    """A confirmed outcome's result as replay returns it: secrets in it come back withheld (the
+    journal holds their digests only)."""
+    result = ev.data.get("result")
+    return withheld(result) if ev.data.get(SEALED) else result

@@ -135,6 +135,10 @@ class Tool(Generic[R]):
     # are `failed` even when the tool can ask the counterparty (else such a tool's unrecognised
     # exceptions are `unknown`, and the counterparty is asked).
     certain: tuple[type[BaseException] | int, ...] = ()
+    # Argument names whose values are journaled as a keyed digest, never in clear; and whether
+    # the result is (the workflow then gets it as a `daybook.Secret`).
+    secrets: tuple[str, ...] = ()
+    secret_result: bool = False
 
     is_async: bool = field(init=False)
 
@@ -170,6 +174,8 @@ class Tool(Generic[R]):
             "irreversible": self.irreversible,
             "gated_by_default": self.irreversible,
             "certain": [c if isinstance(c, int) else c.__name__ for c in self.certain],
+            "secrets": list(self.secrets),
+            "secret_result": self.secret_result,
         }
 
 
@@ -197,6 +203,8 @@ def tool(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    secrets: tuple[str, ...] = (),
+    secret_result: bool = False,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -221,6 +229,8 @@ def tool(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    secrets: tuple[str, ...] = (),
+    secret_result: bool = False,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -238,7 +248,10 @@ def tool(
     reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
     held until a commit step rather than happening now. `certain`: exception types (and HTTP
     4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
-    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`."""
+    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
+    `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
+    receives the value); `secret_result=True`: the result too, handed to the workflow as a
+    `daybook.Secret` (replay, which has only the digest, hands back a withheld one)."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -270,6 +283,8 @@ def _make(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    secrets: tuple[str, ...] = (),
+    secret_result: bool = False,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -305,6 +320,8 @@ def _make(
         bufferable=bufferable,
         accepts_keys=accepts_keys and (profiled or irreversible is False),
         certain=_certain(f, certain),
+        secrets=_secret_names(f, secrets),
+        secret_result=bool(secret_result),
     )
 
 
@@ -319,6 +336,16 @@ def _certain(f: Callable[..., Any], certain: Any) -> tuple[type[BaseException] |
                 f"tool {f.__qualname__}: certain= takes exception types and HTTP 4xx status "
                 f"codes (the failures that prove the act did not happen), got {c!r}"
             )
+    return items
+
+
+def _secret_names(f: Callable[..., Any], names: Any) -> tuple[str, ...]:
+    items = (names,) if isinstance(names, str) else tuple(names)
+    if not all(isinstance(n, str) and n for n in items):
+        raise ConfigError(
+            f"tool {f.__qualname__}: secrets= takes argument names, e.g. secrets=('password',); "
+            f"got {names!r}"
+        )
     return items
 
 

@@ -122,7 +122,8 @@ class Claims:
         def renew() -> bool:
             with self._beat_lock:
                 if self._beat_store is None:
-                    self._beat_store = open_store(self.store.url)
+                    # `dsn`: the URL that connects (`url` may have its password masked).
+                    self._beat_store = open_store(getattr(self.store, "dsn", self.store.url))
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
         def watch() -> tuple[int, str] | None:

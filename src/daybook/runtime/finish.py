@@ -24,6 +24,7 @@ from ..journal.execution import Execution, error_info
 from ..journal.stop import Pause, Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
+from ..store.secrets import concealer_for
 
 
 def stop_beat(exe: Execution) -> None:
@@ -96,7 +97,8 @@ def fail(
         # KeyboardInterrupt and friends: leave the run resumable, as a crash would.
         store.release(exe.run_id, owner)
         return exc
-    info = error_info(exc, full=True)
+    # Scrubbed here, not only in the store: the RunFailed raised to the caller carries it too.
+    info = concealer_for(store).scrub(error_info(exc, full=True))
     now = time.time()
     if park and not isinstance(exc, ON_PURPOSE + fail_on):
         parked = Event(

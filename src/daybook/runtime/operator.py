@@ -45,6 +45,12 @@ def retry(store: Store, run_id: str, by: str) -> str:
         data = {"by": by, "from": info.status, "error": info.error}
         return _event(run_id, events, Kind.RUN_RETRIED, "retry", data, now)
 
+    found = store.get_run(run_id)
+    if found is not None and isinstance(found.input, dict) and "$erased" in found.input:
+        raise ConfigError(
+            f"run {run_id!r}: its payloads were erased by `daybook gc` ({found.input['$erased']}), "
+            "so it cannot run again from its journal; start a new run"
+        )
     info = _transition(store, run_id, RETRYABLE, RunStatus.PENDING, mark, "retried")
     return info.status
 

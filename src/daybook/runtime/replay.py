@@ -26,6 +26,13 @@ from .workflow import Apps, load
 def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: Apps = None) -> Any:
     """Re-run `run_id`'s workflow from its journal and return what the workflow returns."""
     info = _get(store, run_id)
+    if isinstance(info.input, dict) and "$erased" in info.input:
+        # Retention (`daybook gc`) erased what replay would need: only the spine is left.
+        raise ConfigError(
+            f"run {run_id!r}: its payloads were erased by `daybook gc` ({info.input['$erased']}), "
+            "so it cannot be replayed; its spine (kinds, keys, statuses, times) is still there "
+            f"to read with `daybook show {run_id}`"
+        )
     wf = load(info.workflow, info.ref, app)
     exe = Execution(store, run_id, expand(store, store.load(run_id)), None, read_only=True)
     exe.sleep = lambda _seconds: None
@@ -57,6 +64,10 @@ def replay_check(
     for run_id in ids:
         info = _get(store, run_id)
         row: dict[str, JSON] = {"run_id": run_id, "workflow": info.workflow}
+        if isinstance(info.input, dict) and "$erased" in info.input:
+            row["state"] = "erased"  # by retention: nothing left to replay, nothing diverged
+            report.append(row)
+            continue
         row.update(_check_one(store, context, info, app))
         report.append(row)
     return report

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError, RunConflict
 from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text
+from ..store.secrets import has_secret
 from .workflow import Workflow
 
 
@@ -29,6 +30,8 @@ def new_run(
         raise ConfigError("run_id must be a non-empty string of at most 200 characters")
     check_text(rid, "the run id")
     run_input = {"args": list(args), "kwargs": kwargs}
+    if has_secret(run_input):
+        raise ConfigError(SECRET_INPUT)
     check_json(run_input, f"run {rid!r} input")
     now = time.time()
     info = RunInfo(
@@ -55,6 +58,18 @@ def new_run(
         at=now,
     )
     return info, first
+
+
+# Why a secret is refused as workflow input: a resume in another process needs the input's value,
+# and the journal never holds a secret's value.
+SECRET_INPUT = (
+    "a daybook.Secret cannot be workflow input: a run is resumed from its journal, possibly in "
+    "another process, and the journal never holds a secret's value (only its digest). Pass the "
+    "secret's name instead (say 'stripe/api-key') and let the tool that needs it fetch it from "
+    "your secret manager or environment when it acts; or mark the argument secret on the tool "
+    "(@daybook.tool(secrets=('api_key',))) and read the value inside the workflow from the "
+    "environment, which a resume reads again"
+)
 
 
 def check_same(existing: RunInfo, wf: Workflow[Any], run_input: Any) -> None:

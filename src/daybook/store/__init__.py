@@ -5,7 +5,10 @@ Each method is one durable step: when it returns, what it wrote survives a crash
 header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`
 (with `postgres_link`, a connection re-established when the server drops it), each with its
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
-`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`).
+`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `secrets` and
+`keys` turn secret values into keyed digests, `codec` holds the payload codecs and `guarded` the
+guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
+erases the payloads of old finished runs (`gc`).
 `open_store(url, read_only=True)` never creates, upgrades or writes a store.
 
 May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
@@ -17,7 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import ConfigError, CorruptJournal
+from ..errors import ConfigError, CorruptJournal, redact_url
 from ..records import Event, RunInfo
 from .rows import RAW_TABLES as RAW_TABLES
 from .rows import flag as flag
@@ -142,6 +145,19 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs last updated before `cutoff`, keeping the audit
+        spine, logged in the append-only gc log (see `retention`); `dry_run` only counts."""
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        """Every gc pass, oldest first: gc_id, who, at, cutoff, runs, rows."""
+
+    def meta_value(self, key: str, default: str) -> str:
+        """The store-wide setting `key` (e.g. the default secret key), set to `default` first
+        if it has none; a read-only handle only reads (`default` when unset)."""
+
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
@@ -210,7 +226,7 @@ def open_store(url: str | None = None, read_only: bool = False) -> Store:
         store = SQLiteStore(url, read_only)
     else:
         raise ConfigError(
-            f"unsupported store URL {url!r}: use sqlite:///path/to/file.db (or a plain path) "
+            f"unsupported store URL {redact_url(url)!r}: use sqlite:///path/to/file.db (or a plain path) "
             "or postgresql://user@host:port/dbname"
         )
     if read_only:

@@ -13,8 +13,9 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError, LeaseLost, StoreUnavailable
+from ..errors import ConfigError, LeaseLost, StoreUnavailable, redact_url
 from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
+from . import retention
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
@@ -62,6 +63,12 @@ def _split(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
 
 
+def _without(text: str, dsn: str) -> str:
+    """A driver's message with the URL's password taken out, should the driver quote it."""
+    password = urlsplit(dsn).password
+    return text.replace(password, "***") if password else text
+
+
 class PostgresStore:
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
@@ -69,15 +76,18 @@ class PostgresStore:
                 "PostgreSQL support needs psycopg 3: pip install 'psycopg[binary]>=3.1' (or the "
                 "extra, pip install 'daybook-runtime[postgres]'; from a checkout, pip install '.[postgres]')"
             )
-        self.url = url
+        # `url` is for showing (messages, `daybook` output): its password masked (audit D10);
+        # `dsn` is what connects (a heartbeat's own connection is opened with it).
+        self.dsn = url
+        self.url = url = redact_url(url)
         self.read_only = read_only
         self.damage: dict[str, str] = {}
-        conninfo, self.schema = _split(url)
+        conninfo, self.schema = _split(self.dsn)
         try:
             # One connection per handle, re-established when the server drops it (postgres_link).
             self._db = Link(conninfo, self.schema, read_only=read_only)
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
-            raise ConfigError(f"cannot connect to {url}: {str(exc).strip()}") from None
+            raise ConfigError(f"cannot connect to {url}: {_without(str(exc).strip(), self.dsn)}") from None
         if read_only and self.schema and not self._schema_exists():
             raise ConfigError(
                 f"no schema {self.schema!r} in {url}, so no daybook store there, and "
@@ -471,6 +481,27 @@ class PostgresStore:
 
     def quick_check(self) -> list[str]:
         return []  # PostgreSQL checks its pages itself (checksums, amcheck are the DBA's tools)
+
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs updated before `cutoff` (store/retention.py)."""
+        with self._db.transaction() as db:
+            return retention.collect(
+                db.execute, cutoff=cutoff, now=now, who=who, gc_id=gc_id, key=key, dry_run=dry_run,
+                cast="::json",
+            )  # fmt: skip
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        return retention.history(self._db.execute)
+
+    def meta_value(self, key: str, default: str) -> str:
+        """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
+        if not self.read_only:
+            sql = "INSERT INTO daybook_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+            self._db.execute(sql, (key, default))
+        row = self._db.execute("SELECT value FROM daybook_meta WHERE key = %s", (key,)).fetchone()
+        return str(row[0]) if row else default
 
     def close(self) -> None:
         self._db.close()

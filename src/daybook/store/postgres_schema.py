@@ -140,4 +140,39 @@ MIGRATIONS: list[list[str]] = [
             )
         ),
     ],
+    # v9: retention (store/retention.py). An append-only gc log; a journal row's data may change
+    # only to an erasure mark, of a finished run, once the gc log holds a row for that run.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_gc (
+            id BIGSERIAL PRIMARY KEY, gc_id TEXT NOT NULL, run_id TEXT, who TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, cutoff DOUBLE PRECISION NOT NULL,
+            runs INTEGER NOT NULL, rows INTEGER NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS daybook_gc_run ON daybook_gc (run_id)",
+        "DROP TRIGGER IF EXISTS daybook_gc_append_only ON daybook_gc",
+        """CREATE TRIGGER daybook_gc_append_only BEFORE UPDATE OR DELETE ON daybook_gc
+            FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+        "DROP TRIGGER IF EXISTS daybook_gc_no_truncate ON daybook_gc",
+        """CREATE TRIGGER daybook_gc_no_truncate BEFORE TRUNCATE ON daybook_gc
+            FOR EACH STATEMENT EXECUTE FUNCTION daybook_append_only()""",
+        """CREATE OR REPLACE FUNCTION daybook_events_erase_only() RETURNS trigger AS $$
+            BEGIN
+                IF TG_OP = 'UPDATE' AND NEW.data::text LIKE '{"$erased":%'
+                    AND NEW.run_id = OLD.run_id AND NEW.seq = OLD.seq
+                    AND NEW.step IS NOT DISTINCT FROM OLD.step AND NEW.kind = OLD.kind
+                    AND NEW.name = OLD.name AND NEW.key IS NOT DISTINCT FROM OLD.key
+                    AND NEW.status IS NOT DISTINCT FROM OLD.status AND NEW.attempt = OLD.attempt
+                    AND NEW.fp IS NOT DISTINCT FROM OLD.fp AND NEW.at = OLD.at
+                    AND NEW.parent IS NOT DISTINCT FROM OLD.parent
+                    AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
+                    AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
+                        AND r.status IN ('completed', 'failed', 'cancelled')) THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION 'daybook journal is append-only: rows are never %',
+                    CASE TG_OP WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+            END $$ LANGUAGE plpgsql""",
+        "DROP TRIGGER IF EXISTS daybook_events_append_only ON daybook_events",
+        """CREATE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
+            FOR EACH ROW EXECUTE FUNCTION daybook_events_erase_only()""",
+    ],
 ]

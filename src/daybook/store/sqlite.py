@@ -11,6 +11,7 @@ Durability (`?synchronous=` in the URL):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, bounded, check_text, dumps, settles
+from . import retention
 from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
@@ -66,6 +68,11 @@ def _timeout_of(query: dict[str, list[str]], url: str) -> float:
     except ValueError:
         raise ConfigError(f"timeout={raw!r} in {url!r}: give seconds, e.g. timeout=30") from None
     return bounded(value, f"timeout in {url!r}", low=0.0, high=3600.0)
+
+
+def _qmarks(db: sqlite3.Connection) -> retention.Exec:
+    """Run retention's statements (written with %s) on SQLite."""
+    return lambda sql, params: db.execute(sql.replace("%s", "?"), tuple(params))
 
 
 class SQLiteStore:
@@ -445,6 +452,39 @@ class SQLiteStore:
                 raise unencodable(exc, "SQLite") from None
             except sqlite3.OperationalError as exc:
                 raise locked(self.path, self.timeout, exc) or exc from None
+
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs updated before `cutoff` (store/retention.py)."""
+
+        def work(db: sqlite3.Connection) -> dict[str, Any]:
+            # Freed and overwritten content is zeroed, so the erased text leaves the file too.
+            db.execute("PRAGMA secure_delete = ON")
+            return retention.collect(
+                _qmarks(db), cutoff=cutoff, now=now, who=who, gc_id=gc_id, key=key, dry_run=dry_run
+            )
+
+        if dry_run:
+            with self._read_lock:
+                return work(self._reader)
+        done: dict[str, Any] = self._write(work, atomic=True)
+        # The write-ahead log still holds the pages as they were: fold it in and empty it.
+        with contextlib.suppress(sqlite3.Error), self._read_lock:
+            self._reader.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return done
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        with self._read_lock:
+            return retention.history(_qmarks(self._reader))
+
+    def meta_value(self, key: str, default: str) -> str:
+        """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
+        if not self.read_only:
+            sql = "INSERT INTO daybook_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+            self._write(lambda db: db.execute(sql, (key, default)))
+        row = self._read("SELECT value FROM daybook_meta WHERE key = ?", (key,))
+        return str(row[0][0]) if row else default
 
     def close(self) -> None:
         self._db.close()

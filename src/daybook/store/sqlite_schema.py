@@ -134,6 +134,26 @@ MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'daybook commit log is append-only: rows are never replaced'); END;
     CREATE TRIGGER IF NOT EXISTS daybook_commits_no_delete BEFORE DELETE ON daybook_commits
     BEGIN SELECT RAISE(ABORT, 'daybook commit log is append-only: rows are never deleted'); END;""",
+    # v9: retention (store/retention.py). An append-only gc log; a journal row's data may change
+    # only to an erasure mark, of a finished run, once the gc log holds a row for that run.
+    """CREATE TABLE IF NOT EXISTS daybook_gc (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, gc_id TEXT NOT NULL, run_id TEXT, who TEXT NOT NULL,
+        at REAL NOT NULL, cutoff REAL NOT NULL, runs INTEGER NOT NULL, rows INTEGER NOT NULL);
+    CREATE INDEX IF NOT EXISTS daybook_gc_run ON daybook_gc (run_id);
+    CREATE TRIGGER IF NOT EXISTS daybook_gc_no_update BEFORE UPDATE ON daybook_gc
+    BEGIN SELECT RAISE(ABORT, 'daybook gc log is append-only: rows are never updated'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_gc_no_delete BEFORE DELETE ON daybook_gc
+    BEGIN SELECT RAISE(ABORT, 'daybook gc log is append-only: rows are never deleted'); END;
+    DROP TRIGGER IF EXISTS daybook_events_no_update;
+    CREATE TRIGGER IF NOT EXISTS daybook_events_no_update BEFORE UPDATE ON daybook_events
+    WHEN NOT (NEW.data LIKE '{"$erased":%' AND NEW.run_id = OLD.run_id AND NEW.seq = OLD.seq
+        AND NEW.step IS OLD.step AND NEW.kind = OLD.kind AND NEW.name = OLD.name
+        AND NEW.key IS OLD.key AND NEW.status IS OLD.status AND NEW.attempt = OLD.attempt
+        AND NEW.fp IS OLD.fp AND NEW.at = OLD.at AND NEW.parent IS OLD.parent
+        AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
+        AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
+            AND r.status IN ('completed', 'failed', 'cancelled')))
+    BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never updated'); END;""",
 ]
 
 
