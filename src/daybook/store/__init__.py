@@ -5,7 +5,8 @@ Each method is one durable step: when it returns, what it wrote survives a crash
 header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`
 (with `postgres_link`, a connection re-established when the server drops it), each with its
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
-`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `secrets` and
+`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `wal` refuses
+a SQLite commit once the write-ahead log was deleted under the process. `secrets` and
 `keys` turn secret values into keyed digests, `codec` holds the payload codecs and `guarded` the
 guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
 erases the payloads of old finished runs (`gc`).
