@@ -38,6 +38,7 @@ from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
+from .steering.expiry import expire as expire_paused
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store, retention
@@ -581,8 +582,12 @@ class Daybook:
     def gc(self, older_than: float, *, dry_run: bool = False, by: str | None = None) -> dict[str, JSON]:
         """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
         the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
-        when; cutoff; counts). `dry_run` only counts. Returns the pass (`store/retention.py`)."""
-        return retention.run(self.store, older_than, dry_run, by or getpass.getuser(), key_for(self.store))
+        when; cutoff; counts). Runs paused since before the cutoff are `expired` (`expired` in
+        the result; `steering/expiry.py`). `dry_run` only counts. Returns the pass."""
+        who = by or getpass.getuser()
+        done = retention.run(self.store, older_than, dry_run, who, key_for(self.store))
+        done["expired"] = expire_paused(self.store, float(done["cutoff"]), who, dry_run)
+        return done
 
     def gc_log(self) -> list[dict[str, JSON]]:
         """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""

@@ -113,6 +113,18 @@ class RunPaused(DaybookError):
         self.run_id = run_id
 
 
+class RunExpired(DaybookError):
+    """The run stayed paused past the retention window and `gc` expired it; it never runs again."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} expired: it stayed paused past the retention window and `daybook gc` "
+            f"ended it. Its journal is kept (`daybook show {run_id}`); start a new run, or fork "
+            f"this one (`daybook fork {run_id} --at STEP`)"
+        )
+        self.run_id = run_id
+
+
 class RunCancelled(DaybookError):
     """The run was cancelled (`daybook cancel`); it never runs again."""
 

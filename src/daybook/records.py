@@ -34,6 +34,7 @@ class Kind(StrEnum):
     RUN_ATTENTION = "run_attention"
     RUN_RETRIED = "run_retried"  # data: by, from (the status it left), error (what it had)
     RUN_CANCELLED = "run_cancelled"  # data: by, from, compensate, from_step (where an unwind starts)
+    RUN_EXPIRED = "run_expired"  # data: by, cutoff, environment (what gc removed, if anything)
     RUN_PAUSED = "run_paused"  # data: by, from, inbox_id (the pause request it answers, if any)
     TIMER = "timer"  # status `set` (data: fire_at), then `fired`
     SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
@@ -59,9 +60,10 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"  # an operator ended it (`daybook cancel`); never runs again
+    EXPIRED = "expired"  # paused past retention (`daybook gc`); never runs again
 
 
-TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED})
 STEPPED = frozenset(
     k.value
     for k in (

@@ -10,7 +10,7 @@ import click
 from .. import Daybook
 from ..store.retention import MAX_RETENTION
 from . import render
-from .app import _ParamType, json_option, json_out, with_book
+from .app import _ParamType, json_option, json_out, say, with_book
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 7 * 86_400.0}
 
@@ -39,7 +39,8 @@ class Age(_ParamType):
 @json_option("The pass as JSON.")
 @with_book(read_only=lambda options: bool(options["dry_run"]))
 def gc(book: Daybook, older_than: float, dry_run: bool, by: str | None, as_json: bool) -> None:
-    """Erase the payloads of finished runs older than --older-than; keep the audit spine.
+    """Erase the payloads of finished runs older than --older-than; keep the audit spine. Runs
+    paused for longer than that are expired.
 
     Kinds, keys, statuses, fingerprints and times stay, with a keyed digest of each payload;
     the pass is logged (who, when, cutoff, counts) in an append-only gc log."""
@@ -48,11 +49,15 @@ def gc(book: Daybook, older_than: float, dry_run: bool, by: str | None, as_json:
         json_out(done)
         return
     verb = "would erase" if dry_run else "erased"
-    click.echo(
+    say(
         f"{verb} the payloads of {done['runs']} finished run(s), {done['rows']} journal row(s), "
         f"last updated before {render.when(done['cutoff'])}"
         + ("" if dry_run else f" (gc {done['gc_id']} by {done['who']})")
     )
+    for run in done["expired"]:
+        removed = f"; its workspace {run['environment']} removed" if run["removed"] else ""
+        kept = f"; its workspace {run['environment']} kept" if run["environment"] and not removed else ""
+        say(f"{'would expire' if dry_run else 'expired'} paused run {run['run_id']}{removed}{kept}")
 
 
 COMMANDS = (gc,)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RunCancelled, RunConflict, RunLeased, RunNotFound
+from ..errors import RunCancelled, RunConflict, RunExpired, RunLeased, RunNotFound
 from ..records import RunInfo, RunStatus
 from ..store import Store, open_store
 from .lease import Heartbeat, is_dead_here
@@ -64,6 +64,8 @@ class Claims:
                 return Finished(info.result)
             if info.status == RunStatus.CANCELLED:
                 raise RunCancelled(run_id)
+            if info.status == RunStatus.EXPIRED:
+                raise RunExpired(run_id)
             if info.workflow != workflow:
                 raise RunConflict(f"run {run_id!r} belongs to workflow {info.workflow!r}, not {workflow!r}")
             # Reserve before claiming: the store cannot tell two threads of this handle apart.

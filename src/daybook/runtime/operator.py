@@ -86,6 +86,17 @@ def pause(store: Store, run_id: str, by: str) -> str:
     return "paused"
 
 
+def expire(store: Store, run_id: str, by: str, cutoff: float, environment: str | None) -> None:
+    """End a run that stayed paused past the retention window (`expired`, terminal), journaled
+    with who ran the gc, its cutoff and the environment it removes (if any)."""
+
+    def mark(info: RunInfo, events: list[Event], now: float) -> Event:
+        data = {"by": by, "cutoff": cutoff, "environment": environment}
+        return _event(run_id, events, Kind.RUN_EXPIRED, "expire", data, now)
+
+    _transition(store, run_id, (RunStatus.PAUSED,), RunStatus.EXPIRED, mark, "expired")
+
+
 def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, int]:
     """Set the run `cancelled` (terminal), journaled with who asked and whether its effects are
     to be unwound. Returns the status it left and the step an unwind starts at."""
@@ -177,6 +188,7 @@ def _cannot(run_id: str, status: str, verb: str, allowed: tuple[RunStatus, ...])
         RunStatus.RUNNING: "it is running",
         RunStatus.SUSPENDED: "it is waiting (a timer or a signal)",
         RunStatus.PAUSED: f"it is paused: `daybook resume {run_id}` goes on",
+        RunStatus.EXPIRED: "it expired (paused past the retention window)",
     }.get(RunStatus(status), f"it is {status}")
     can = ", ".join(s.value for s in allowed)
     return f"run {run_id!r} cannot be {verb}: {hint}. Only a run that is {can} can be {verb}"

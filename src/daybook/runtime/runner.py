@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DaybookError, RunCancelled, RunFailed, RunLeased
+from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Stop
@@ -147,6 +147,8 @@ class Runner:
                 raise RunFailed(run_id, info.error or {})
             if info.status == RunStatus.CANCELLED:
                 raise RunCancelled(run_id)
+            if info.status == RunStatus.EXPIRED:
+                raise RunExpired(run_id)
             events = expand(self.store, self.store.load(run_id))
         except BaseException:
             self.claims.let_go(run_id)

@@ -31,11 +31,13 @@ ENVIRONMENT = "environment"
 class Environments(Steps):
     """`ctx.environment`."""
 
-    def environment(self, handle: str, kind: str = "directory") -> str:
+    def environment(self, handle: str, kind: str = "directory", remove_on_expiry: bool = False) -> str:
         """Declare the run's workspace (a directory path, a sandbox id): recorded, so every
         replay sees the same handle, and shown in the run's checkpoint as `running` or
-        `stopped`. daybook never deletes it. Returns `handle`."""
-        value = self.decide(ENVIRONMENT, lambda: {"kind": kind, "handle": handle}).value
+        `stopped`. daybook stops, never destroys it; only with `remove_on_expiry` (a
+        directory) does `gc` delete it, once the run expired. Returns `handle`."""
+        declared = {"kind": kind, "handle": handle, "remove_on_expiry": remove_on_expiry}
+        value = self.decide(ENVIRONMENT, lambda: declared).value
         return str(value["handle"])
 
 

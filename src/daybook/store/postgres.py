@@ -260,7 +260,7 @@ class PostgresStore:
             "updated_at = %s, lease_owner = NULL, lease_expires = NULL, wake_at = NULL "
             "WHERE run_id = %s AND "
             # A cancelled run stays cancelled: an owner that had not noticed records nothing.
-            "(lease_owner = %s OR lease_owner IS NULL) AND status <> 'cancelled'"
+            "(lease_owner = %s OR lease_owner IS NULL) AND status NOT IN ('cancelled', 'expired')"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
         try:
@@ -332,9 +332,9 @@ class PostgresStore:
         # One round trip: the insert happens only for a live run, and wakes it if suspended.
         row = self._db.execute(
             "WITH r AS (SELECT run_id FROM daybook_runs WHERE run_id = %s AND "
-            "(%s OR status NOT IN ('completed', 'failed', 'cancelled'))), "
+            "(%s OR status NOT IN ('completed', 'failed', 'cancelled', 'expired'))), "
             "w AS (UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM r) "
-            "AND %s AND status NOT IN ('completed', 'failed', 'cancelled')) "
+            "AND %s AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')) "
             "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
             "SELECT run_id, %s, %s::json, %s, %s FROM r RETURNING id",
             (run_id, any_status, now, wake, name, payload, sender, now),

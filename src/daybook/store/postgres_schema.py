@@ -165,7 +165,7 @@ MIGRATIONS: list[list[str]] = [
                     AND NEW.parent IS NOT DISTINCT FROM OLD.parent
                     AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
                     AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
-                        AND r.status IN ('completed', 'failed', 'cancelled')) THEN
+                        AND r.status IN ('completed', 'failed', 'cancelled', 'expired')) THEN
                     RETURN NEW;
                 END IF;
                 RAISE EXCEPTION 'daybook journal is append-only: rows are never %',

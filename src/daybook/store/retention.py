@@ -1,6 +1,6 @@
 """Retention (`daybook gc`): erase the payloads of finished runs past a cutoff, keep the spine.
 
-What goes: every journal row's `data` of a finished run (completed, failed, cancelled) last
+What goes: every journal row's `data` of a finished run (completed, failed, cancelled, expired) last
 updated before the cutoff, replaced by `{"$erased": "<gc id>", "digest": "hmac-sha256:..."}`
 (a keyed digest of what was there, so an auditor holding a copy can still prove which payload
 it was), and the run header's input, result and error. What stays: run ids, kinds, step names,
@@ -28,7 +28,7 @@ from .keys import digest
 Exec = Callable[[str, Sequence[Any]], Any]
 MAX_RETENTION = 100 * 365 * 86_400.0
 
-FINISHED = "('completed', 'failed', 'cancelled')"
+FINISHED = "('completed', 'failed', 'cancelled', 'expired')"
 _DUE = (
     f"SELECT run_id FROM daybook_runs WHERE status IN {FINISHED} AND updated_at < %s "
     "AND NOT EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = daybook_runs.run_id) "

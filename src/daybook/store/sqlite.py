@@ -228,7 +228,7 @@ class SQLiteStore:
             "UPDATE daybook_runs SET status = ?, result = ?, error = ?, updated_at = ?, "
             "lease_owner = NULL, lease_expires = NULL, wake_at = NULL WHERE run_id = ? AND "
             # A cancelled run stays cancelled: an owner that had not noticed records nothing.
-            "(lease_owner = ? OR lease_owner IS NULL) AND status <> 'cancelled'"
+            "(lease_owner = ? OR lease_owner IS NULL) AND status NOT IN ('cancelled', 'expired')"
         )
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
 
@@ -307,7 +307,7 @@ class SQLiteStore:
                 # Also for a run executing now: if it suspends before reading this signal, the
                 # wake time survives the suspend and a worker picks the run up again.
                 "UPDATE daybook_runs SET wake_at = ? WHERE run_id = ? AND ? AND "
-                "status NOT IN ('completed', 'failed', 'cancelled')",
+                "status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
                 (now, run_id, wake),
             )
             return cur.lastrowid

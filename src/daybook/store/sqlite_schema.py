@@ -152,7 +152,7 @@ MIGRATIONS: list[str] = [
         AND NEW.fp IS OLD.fp AND NEW.at = OLD.at AND NEW.parent IS OLD.parent
         AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
         AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
-            AND r.status IN ('completed', 'failed', 'cancelled')))
+            AND r.status IN ('completed', 'failed', 'cancelled', 'expired')))
     BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never updated'); END;""",
 ]
 
