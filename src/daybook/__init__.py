@@ -20,6 +20,7 @@ from .errors import (
     DedupWindowExpired,
     DuplicateKey,
     EffectFailed,
+    FrontierTimeout,
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
@@ -31,6 +32,7 @@ from .errors import (
     RunNotFound,
     RunStuck,
     SchemaVersionError,
+    ScopeViolation,
     StepFailed,
     StoreUnavailable,
     Suspended,
@@ -55,6 +57,7 @@ from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
 from .runtime.workflow import Workflow, workflow
+from .tx.atomix import EpochTransaction
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -85,7 +88,9 @@ __all__ = [
     "Entity",
     "EntityEntry",
     "EntityView",
+    "EpochTransaction",
     "Event",
+    "FrontierTimeout",
     "InvariantViolated",
     "Judgement",
     "Kind",
@@ -110,6 +115,7 @@ __all__ = [
     "RunStatus",
     "RunStuck",
     "SchemaVersionError",
+    "ScopeViolation",
     "ScriptedLLM",
     "Signal",
     "Status",

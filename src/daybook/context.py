@@ -4,7 +4,8 @@ Every non-deterministic read and every effect goes through it. The recorded prim
 (decisions, effects, waits) are `daybook.journal`; each facet above them lives with its noun:
 gates (`daybook.gates`), obligations and the barrier (`daybook.books`), the budget and
 entities (`daybook.coordination`), compensation (`daybook.recovery`), updates
-(`daybook.steering`). This module only puts them together; the runtime builds one per execution.
+(`daybook.steering`), transactions (`daybook.tx`). This module only puts them together; the
+runtime builds one per execution.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from .journal.stop import ContinueAsNew
 from .records import JSON, check_json
 from .recovery.compensation import Compensations
 from .steering.update import Updates
+from .tx.facet import Transactions
 
 
-class Context(Compensations, Gates, Obligations, Barriers, Updates):
+class Context(Transactions, Compensations, Gates, Obligations, Barriers, Updates):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
     def __init__(self, exe: Execution) -> None:

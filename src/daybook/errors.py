@@ -140,3 +140,13 @@ class RunStuck(NeedsAttention):
 
 class UpdateTimeout(DaybookError):
     """A run did not answer an update in time (the request stays queued)."""
+
+
+class ScopeViolation(DaybookError):
+    """A tool call inside `ctx.transaction` touches a resource outside the transaction's declared
+    scopes; it was refused before it ran (and the transaction aborted, without a retry)."""
+
+
+class FrontierTimeout(DaybookError):
+    """A transaction waited longer than its `wait=` for earlier transactions on overlapping
+    scopes to finish; it was aborted before its body ran (`daybook frontiers` names the staller)."""

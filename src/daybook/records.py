@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 JSON = Any
 

@@ -135,6 +135,9 @@ class Tool(Generic[R]):
     # are `failed` even when the tool can ask the counterparty (else such a tool's unrecognised
     # exceptions are `unknown`, and the counterparty is asked).
     certain: tuple[type[BaseException] | int, ...] = ()
+    # The resources one call touches, from its arguments: a function of them returning scope
+    # strings, or templates formatted with them ("fs:/srv/{path}"); checked by `daybook.tx`.
+    scopes: Any = None
 
     is_async: bool = field(init=False)
 
@@ -197,6 +200,7 @@ def tool(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    scopes: Any = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -221,6 +225,7 @@ def tool(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    scopes: Any = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -238,7 +243,11 @@ def tool(
     reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
     held until a commit step rather than happening now. `certain`: exception types (and HTTP
     4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
-    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`."""
+    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
+    `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates formatted with
+    the call's arguments (`"fs:/srv/{path}"`) or a function of the arguments returning scope
+    strings; inside `ctx.transaction(scopes=...)` a call outside the declared scopes is refused
+    before it runs."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -270,6 +279,7 @@ def _make(
     bufferable: bool = False,
     accepts_keys: bool = True,
     certain: tuple[type[BaseException] | int, ...] = (),
+    scopes: Any = None,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -305,6 +315,7 @@ def _make(
         bufferable=bufferable,
         accepts_keys=accepts_keys and (profiled or irreversible is False),
         certain=_certain(f, certain),
+        scopes=scopes,
     )
 
 

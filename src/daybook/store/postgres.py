@@ -32,6 +32,7 @@ from .rows import (
     run_params,
     runs_from_rows,
 )
+from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
 
 try:
     import psycopg
@@ -420,6 +421,47 @@ class PostgresStore:
         return [e for e in events if not settles(e)]
 
     # -- integrity ----------------------------------------------------------------------------
+
+    # -- Atomix transactions (daybook.tx) ----------------------------------------------------
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        """Draw the next epoch from the sequence under a transaction lock (so epochs become
+        visible in order), insert the header (open) and the journal row (`event`, its data given
+        the epoch) in one database transaction; returns the epoch."""
+        insert = (
+            f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
+        )
+        try:
+            with self._db.transaction() as db:
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
+                epoch = int(db.execute("SELECT nextval('daybook_epoch_seq')").fetchone()[0])  # type: ignore[index]
+                db.execute(insert, (tx_id, run_id, epoch, scopes, attempt, retries, now, now))
+                event.data["epoch"] = epoch
+                db.execute(self._insert_event, event_params(event))
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+        return epoch
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        """Set an open transaction's status with its journal row, atomically; False (nothing
+        written) if the transaction has already ended."""
+        try:
+            with self._db.transaction() as db:
+                if db.execute(mark_sql("%s"), (status, now, tx_id)).rowcount == 0:
+                    return False
+                db.execute(self._insert_event, event_params(event))
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+        return True
+
+    def tx_rows(
+        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
+    ) -> list[TxRow]:
+        """Transaction headers by epoch: all, one run's, the open ones, below an epoch."""
+        sql, params = select_sql("%s", run_id, open_only, before)
+        return as_rows(self._db.execute(sql, params).fetchall())
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
         # JSON columns as text: a row is shown exactly as stored, whatever it holds.

@@ -39,6 +39,7 @@ from .rows import (
     unencodable,
 )
 from .sqlite_schema import locked, migrate, open_read_only
+from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
 
@@ -388,6 +389,51 @@ class SQLiteStore:
         return [e for e in events if not settles(e)]
 
     # -- integrity ----------------------------------------------------------------------------
+
+    # -- Atomix transactions (daybook.tx) ----------------------------------------------------
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        """Allocate the next epoch, insert the transaction's header (open) and its journal row
+        (`event`, its data given the epoch) in one database transaction; returns the epoch."""
+        insert = f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?)"
+
+        def write(db: sqlite3.Connection) -> int:
+            epoch = int(db.execute("UPDATE daybook_epochs SET last = last + 1 RETURNING last").fetchone()[0])
+            db.execute(insert, (tx_id, run_id, epoch, scopes, attempt, retries, now, now))
+            event.data["epoch"] = epoch
+            db.execute(self._insert_event, event_params(event))
+            return epoch
+
+        try:
+            epoch: int = self._write(write, atomic=True)
+        except sqlite3.IntegrityError as exc:
+            raise _conflict(event, str(exc)) from None
+        return epoch
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        """Set an open transaction's status with its journal row, atomically; False (nothing
+        written) if the transaction has already ended."""
+        update = mark_sql("?")
+
+        def write(db: sqlite3.Connection) -> bool:
+            if db.execute(update, (status, now, tx_id)).rowcount == 0:
+                return False
+            db.execute(self._insert_event, event_params(event))
+            return True
+
+        try:
+            return bool(self._write(write, atomic=True))
+        except sqlite3.IntegrityError as exc:
+            raise _conflict(event, str(exc)) from None
+
+    def tx_rows(
+        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
+    ) -> list[TxRow]:
+        """Transaction headers by epoch: all, one run's, the open ones, below an epoch."""
+        sql, params = select_sql("?", run_id, open_only, before)
+        return as_rows(self._read(sql, tuple(params)))
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
         sql = f"SELECT {RAW_TABLES[table]} FROM daybook_{table}"

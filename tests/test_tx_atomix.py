@@ -1,0 +1,236 @@
+"""Atomix transactions in one process, on both stores: epochs from the store, buffered calls
+staged until commit, calls that run now compensated on abort, irreversible calls held until
+commit, retries under a fresh epoch, scopes enforced before a call runs, and the commit rule."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import daybook
+from daybook import Daybook, ScopeViolation
+from daybook.demo.bank import Bank
+from daybook.tx.frontier import frontiers, listing
+
+FAIL_ONCE: dict[str, int] = {}
+SEEN: dict[str, list[Any]] = {}
+
+
+@daybook.tool(bufferable=True, irreversible=False, scopes="fs:{root}/{name}")
+def write_page(root: str, name: str, html: str, idempotency_key: str) -> str:
+    Path(root, name).write_text(html)
+    return name
+
+
+@daybook.tool(idempotent=True, irreversible=False)
+def unhold(original: dict[str, Any], result: Any, idempotency_key: str) -> None:
+    Path(original["root"], "holds", str(result)).unlink(missing_ok=True)
+
+
+@daybook.tool(inverse=unhold, scopes=lambda root, hotel, **_: [f"api:hotel:holds:{hotel}"])
+def hold_room(root: str, hotel: str, idempotency_key: str) -> str:
+    holds = Path(root, "holds")
+    holds.mkdir(exist_ok=True)
+    name = f"{hotel}-{len(list(holds.iterdir()))}"
+    (holds / name).write_text(idempotency_key)
+    return name
+
+
+@daybook.tool(irreversible=True, scopes="email:outbox:{to}")
+def send_mail(root: str, to: str, body: str, idempotency_key: str) -> None:
+    with Path(root, "outbox.txt").open("a") as f:
+        f.write(f"{to}:{body}:{idempotency_key}\n")
+
+
+def _mails(root: Path) -> list[str]:
+    p = root / "outbox.txt"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def _holds(root: Path) -> list[str]:
+    p = root / "holds"
+    return sorted(x.name for x in p.iterdir()) if p.exists() else []
+
+
+SCOPES = ["fs:{root}/**", "api:hotel:holds:*", "email:outbox:*"]
+
+
+def _book_trip(ctx: daybook.Context, root: str, fail_times: int) -> dict[str, Any]:
+    scopes = [s.format(root=root) for s in SCOPES]
+    with ctx.transaction(scopes=scopes, retries=3) as tx:
+        staged = ctx.effect(write_page, root=root, name="offer.html", html="<p>offer</p>")
+        hold = ctx.effect(hold_room, root=root, hotel="H1")
+        ctx.effect(send_mail, root=root, to="ann@example.com", body=f"hold {hold}")
+        # What the world shows inside the block (live; a replay sees the committed world):
+        # the page staged and invisible, the hold made now, the email held.
+        page, held = Path(root, "offer.html").exists(), Path(root, "holds", hold).exists()
+        SEEN.setdefault(root, []).append((staged, page, held, _mails(Path(root))))
+        seen = FAIL_ONCE.get(root, 0)
+        if seen < fail_times:
+            FAIL_ONCE[root] = seen + 1
+            raise RuntimeError("the model changed its mind")
+    return {"epoch": tx.epoch, "attempt": tx.attempt, "hold": hold, "status": tx.status}
+
+
+@daybook.workflow(name="tx_trip")
+def trip(ctx: daybook.Context, root: str, fail_times: int) -> dict[str, Any]:
+    return _book_trip(ctx, root, fail_times)
+
+
+def test_a_transaction_stages_runs_now_and_holds_then_commits_all_together(
+    book: Daybook, tmp_path: Path
+) -> None:
+    out = book.run(trip, str(tmp_path), 0, run_id="t1")
+    assert out["status"] == "committed" and out["attempt"] == 1 and out["epoch"] >= 1
+    assert SEEN[str(tmp_path)] == [(None, False, True, [])]
+    assert (tmp_path / "offer.html").read_text() == "<p>offer</p>"
+    assert _holds(tmp_path) == [out["hold"]]
+    assert len(_mails(tmp_path)) == 1
+    rows = listing(book.store, "t1")
+    assert [(r["status"], r["attempt"]) for r in rows] == [("committed", 1)]
+    assert frontiers(book.store) == []  # nothing open holds any resource
+    assert book.replay("t1") == out  # replay reproduces the decisions, firing nothing
+    assert len(_mails(tmp_path)) == 1 and _holds(tmp_path) == [out["hold"]]
+
+
+def test_an_exception_aborts_compensates_in_reverse_and_retries_under_a_fresh_epoch(
+    book: Daybook, tmp_path: Path
+) -> None:
+    out = book.run(trip, str(tmp_path), 2, run_id="t2")
+    assert out["attempt"] == 3
+    assert SEEN[str(tmp_path)] == [(None, False, True, [])] * 3
+    rows = listing(book.store, "t2")
+    assert [r["status"] for r in rows] == ["aborted", "aborted", "committed"]
+    epochs = [r["epoch"] for r in rows]
+    assert epochs == sorted(epochs) and len(set(epochs)) == 3  # a fresh epoch per attempt
+    assert _holds(tmp_path) == [out["hold"]]  # the two aborted holds were cancelled
+    assert len(_mails(tmp_path)) == 1  # the aborted attempts' emails were never sent
+    assert book.replay("t2") == out
+
+
+def test_when_retries_run_out_the_exception_propagates_and_nothing_remains(
+    book: Daybook, tmp_path: Path
+) -> None:
+    @daybook.workflow(name="tx_trip_once")
+    def once(ctx: daybook.Context, root: str) -> dict[str, Any]:
+        scopes = [s.format(root=root) for s in SCOPES]
+        with ctx.transaction(scopes=scopes, retries=1):
+            ctx.effect(write_page, root=root, name="offer.html", html="x")
+            ctx.effect(hold_room, root=root, hotel="H1")
+            ctx.effect(send_mail, root=root, to="ann@example.com", body="x")
+            raise RuntimeError("always")
+        return {}
+
+    with pytest.raises(daybook.RunFailed, match="always"):
+        book.run(once, str(tmp_path), run_id="t3")
+    assert [r["status"] for r in listing(book.store, "t3")] == ["aborted", "aborted"]
+    assert not (tmp_path / "offer.html").exists() and _holds(tmp_path) == [] and _mails(tmp_path) == []
+
+
+def test_a_call_outside_the_declared_scopes_is_refused_before_it_runs(book: Daybook, tmp_path: Path) -> None:
+    @daybook.workflow(name="tx_out_of_scope")
+    def stray(ctx: daybook.Context, root: str) -> None:
+        with ctx.transaction(scopes=["api:hotel:holds:H1"], retries=3):
+            ctx.effect(hold_room, root=root, hotel="H1")
+            ctx.effect(hold_room, root=root, hotel="H2")  # not declared
+
+    with pytest.raises(daybook.RunFailed, match="ScopeViolation"):
+        book.run(stray, str(tmp_path), run_id="t4")
+    assert _holds(tmp_path) == []  # H2 never ran, H1 was compensated
+    assert [r["status"] for r in listing(book.store, "t4")] == ["aborted"]  # no retry
+    assert issubclass(ScopeViolation, daybook.DaybookError)
+
+
+def test_an_async_transaction_commits_with_async_with(book: Daybook, tmp_path: Path) -> None:
+    @daybook.tool(bufferable=True, irreversible=False)
+    async def awrite(root: str, name: str, idempotency_key: str) -> str:
+        Path(root, name).write_text("async")
+        return name
+
+    @daybook.workflow(name="tx_async")
+    async def flow(ctx: daybook.Context, root: str) -> Any:
+        async with ctx.transaction(scopes=["fs:/**"]) as tx:
+            assert await ctx.effect(awrite, root=root, name="a.txt") is None
+            assert not Path(root, "a.txt").exists()
+        return list(tx.results.values())
+
+    assert asyncio.run(book.run_async(flow, str(tmp_path), run_id="t5")) == ["a.txt"]
+    assert (tmp_path / "a.txt").read_text() == "async"
+
+
+def test_an_effect_outside_any_transaction_behaves_as_before(book: Daybook, tmp_path: Path) -> None:
+    @daybook.workflow(name="tx_outside")
+    def plain(ctx: daybook.Context, root: str) -> None:
+        ctx.effect(send_mail, root=root, to="bob@example.com", body="now")
+        ctx.effect(write_page, root=root, name="p.html", html="now")
+
+    book.run(plain, str(tmp_path), run_id="t6")
+    assert len(_mails(tmp_path)) == 1 and (tmp_path / "p.html").exists()
+    assert listing(book.store, "t6") == []
+
+
+def test_a_later_epoch_on_an_overlapping_scope_waits_for_the_earlier_one(db_url: str, tmp_path: Path) -> None:
+    """The commit rule in one process: B (later epoch, same scope) enters only once A ended;
+    C (disjoint scope) runs while A is open."""
+    order: list[str] = []
+    a_open = threading.Event()
+    release_a = threading.Event()
+
+    @daybook.workflow(name="tx_rule")
+    def agent(ctx: daybook.Context, name: str, scope: str, block: bool) -> int:
+        with ctx.transaction(scopes=[scope]) as tx:
+            order.append(f"{name}:in")
+            if block:
+                a_open.set()
+                release_a.wait(10)
+            order.append(f"{name}:out")
+        return tx.epoch
+
+    with Daybook(db_url) as b1, Daybook(db_url) as b2, Daybook(db_url) as b3:
+        a_args = (agent, "A", "db:shop:counter", True)
+        ta = threading.Thread(target=b1.run, args=a_args, kwargs={"run_id": "A"})
+        ta.start()
+        assert a_open.wait(10)
+        tb = threading.Thread(target=b2.run, args=(agent, "B", "db:shop:*", False), kwargs={"run_id": "B"})
+        tb.start()
+        b3.run(agent, "C", "db:other:x", False, run_id="C")  # disjoint: not blocked by A
+        time.sleep(0.3)
+        assert "B:in" not in order  # B waits on A's frontier
+        held = frontiers(b3.store)
+        assert any(f["held_by"]["run_id"] == "A" and f["waiting"] for f in held)
+        release_a.set()
+        ta.join(10)
+        tb.join(10)
+    assert order.index("C:out") < order.index("A:out") < order.index("B:in")
+
+
+def test_at_the_bank_an_aborted_attempt_is_cancelled_and_its_irreversible_payment_never_sent(
+    book: Daybook, bank: Bank
+) -> None:
+    """Counted at a real HTTP counterparty: each attempt books a leg now and holds a payment;
+    the first attempt aborts (leg cancelled, payment dropped), the retry commits."""
+    from agents import book_leg, pay_blind
+
+    failed: list[int] = []
+
+    @daybook.workflow(name="tx_bank")
+    def transfer(ctx: daybook.Context, url: str) -> str:
+        with ctx.transaction(scopes=["api:bank:**"], retries=2):
+            leg = ctx.effect(book_leg, bank=url, n=1, fail_inverse_of=-1)
+            ctx.effect(pay_blind, bank=url, n=99)
+            if not failed:
+                failed.append(1)
+                raise RuntimeError("fault injected at the tool boundary")
+        return str(leg["id"])
+
+    book.run(transfer, bank.url, run_id="bank1")
+    executed = bank.stats()["executed"]
+    payments = bank.records["payments"].values()
+    assert sorted(p["n"] for p in payments) == [1, 1, 99]  # two legs booked, one payment
+    assert executed["cancels"] == 1  # the aborted attempt's leg, cancelled once
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
