@@ -9,7 +9,7 @@ overlapping scope is still open (Atomix Algorithm 1). Because epochs are allocat
 order that becomes visible in order, and an ended transaction never opens again, the set of
 earlier open transactions only shrinks: once the rule holds, it holds for good.
 
-Waiting for the rule is a poll with exponential backoff (5 ms doubling to 250 ms) that checks
+Waiting for the rule is a poll with exponential backoff (5 ms doubling to 100 ms) that checks
 the run's lease between polls; it is durable in that a process that dies while waiting resumes
 the run, and the resumed run waits again from the store's rows.
 """
@@ -29,7 +29,7 @@ from ..store.tx_rows import TxRow
 from .scope import Scope, any_overlap, overlaps, parse_all
 
 FIRST_POLL = 0.005
-MAX_POLL = 0.25
+MAX_POLL = 0.1
 
 
 def scopes_of(row: TxRow) -> tuple[Scope, ...]:
