@@ -234,3 +234,42 @@ def test_at_the_bank_an_aborted_attempt_is_cancelled_and_its_irreversible_paymen
     assert sorted(p["n"] for p in payments) == [1, 1, 99]  # two legs booked, one payment
     assert executed["cancels"] == 1  # the aborted attempt's leg, cancelled once
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+
+
+def test_the_transactions_example_runs_and_keeps_only_the_committed_attempt() -> None:
+    import subprocess
+    import sys
+
+    example = Path(__file__).parent.parent / "examples" / "transactions.py"
+    proc = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "epoch 1: attempt 1 aborted" in proc.stdout and "epoch 2: attempt 2 committed" in proc.stdout
+    assert "holds at the hotel: 1" in proc.stdout and "emails sent: 1" in proc.stdout
+    assert "page published: True" in proc.stdout
+
+
+def test_the_files_adapter_inside_a_transaction_publishes_only_at_its_commit(
+    book: Daybook, tmp_path: Path
+) -> None:
+    from daybook.adapters.files import Workspace
+
+    site = tmp_path / "site"
+    site.mkdir()
+    seen: list[bool] = []
+
+    @daybook.workflow(name="tx_files")
+    def publish(ctx: daybook.Context, root: str) -> None:
+        ws = Workspace(root)
+        with ctx.transaction(scopes=[f"fs:{root}/**"], retries=1) as tx:
+            ws.write(ctx, "a.html", f"attempt {tx.attempt}")
+            ws.write(ctx, "b.html", f"attempt {tx.attempt}")
+            ws.commit(ctx)  # deferred to the transaction's commit
+            seen.append(Path(root, "a.html").exists())
+            if tx.attempt == 1:
+                raise RuntimeError("abort the first attempt")
+
+    book.run(publish, str(site), run_id="f1")
+    assert seen == [False, False]
+    assert (site / "a.html").read_text() == (site / "b.html").read_text() == "attempt 2"
+    staging = site / ".daybook" / "staging"
+    assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))

@@ -6,6 +6,7 @@ serialized by epoch (an exact counter), disjoint scopes run in parallel."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,24 @@ def test_a_transaction_on_a_disjoint_scope_runs_while_another_process_holds_its_
     finally:
         holder.kill()
     assert (tmp_path / "x").read_text() == "1"
+
+
+def test_daybook_tx_and_frontiers_show_an_open_transaction_and_what_it_holds(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first)
+    listed = cli("tx", "r1", db=db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert "open" in listed.stdout and f"fs:{root}/**" in listed.stdout and "1/3" in listed.stdout
+    held = cli("frontiers", "--json", db=db_url)
+    assert held.returncode == 0, held.stderr
+    scopes = {f["scope"]: f for f in json.loads(held.stdout)}
+    assert scopes["api:bank:**"]["held_by"]["run_id"] == "r1"
+    assert _child(db_url, "resume", "r1").returncode == 0
+    assert "committed" in cli("tx", db=db_url).stdout
+    assert "every frontier is clear" in cli("frontiers", db=db_url).stdout

@@ -37,6 +37,7 @@ from .runtime.workflow import Workflow, load
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store
 from .tx import audit
+from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 
 # Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
@@ -350,6 +351,18 @@ class Daybook:
         transactions were swept. (An open transaction younger than that is left alone.)"""
         older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
+
+    # -- Atomix transactions (ctx.transaction) ------------------------------------------------
+
+    def transactions(self, run_id: str | None = None) -> list[dict[str, JSON]]:
+        """Transaction attempts by epoch (all, or one run's): tx_id, run_id, epoch, scopes,
+        status (open, committing, aborting, committed, aborted, stuck), attempt, retries, times."""
+        return tx_frontier.listing(self.store, run_id)
+
+    def frontiers(self) -> list[dict[str, JSON]]:
+        """Each scope an open transaction holds: its frontier (the smallest open epoch on an
+        overlapping scope), the transaction holding it, and the later ones waiting on it."""
+        return tx_frontier.frontiers(self.store)
 
     # -- operator actions ---------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from typing import Any
 from ..context import Context
 from ..errors import ConfigError, DaybookError
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
+from ..tx.atomix import treat
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -367,6 +368,12 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
             _fsync_dir(target.parent)
     _prune(_staging(base, run), base / SCRATCH)
     return _commit_result(base, backups, final)
+
+
+# Inside ctx.transaction: staging a file is invisible already (it runs now, and its inverse
+# removes the staged file on abort); publishing is deferred to the transaction's commit.
+treat("now", write, delete)
+treat("buffered", commit)
 
 
 # -- the workspace --------------------------------------------------------------------------------
