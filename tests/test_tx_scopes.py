@@ -63,6 +63,7 @@ def test_star_is_one_segment_and_double_star_any_suffix() -> None:
     assert overlaps("fs:/srv/*/x", "fs:/srv/y/**")
     assert not overlaps("fs:/srv/a", "fs:/srv/b")
     assert not overlaps("fs:/a", "api:/a")
+    assert covers("**", "api:hotel:holds:H1") and overlaps("fs:/a", "**") and not covers("fs:**", "**")
 
 
 @settings(max_examples=300, deadline=None)

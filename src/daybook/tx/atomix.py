@@ -89,7 +89,13 @@ class EpochTransaction:
     maps each buffered or held call's key to what its tool returned at the flush."""
 
     def __init__(
-        self, exe: Execution, raw: Raw, scopes: tuple[Scope, ...], retries: int, wait: float | None
+        self,
+        exe: Execution,
+        raw: Raw,
+        scopes: tuple[Scope, ...],
+        retries: int,
+        wait: float | None,
+        group: str | None = None,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"ctx.transaction(retries={retries!r}): use an int >= 0")
@@ -98,6 +104,8 @@ class EpochTransaction:
         self.scopes = scopes
         self.retries = retries
         self.wait = wait
+        # A speculation's branches: ids share this prefix and do not block each other.
+        self.group = group
         self.tx_id = ""
         self.epoch = 0
         self.attempt = 0
@@ -132,14 +140,14 @@ class EpochTransaction:
         self._decided = self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None
         if not self._decided:
             try:
-                wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, self.wait)
+                wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
             except FrontierTimeout as exc:
                 self._mark(END, "aborted", retry=False, error=error_info(exc))
                 raise
 
     def _open(self, step: int, fp: str, value: dict[str, Any]) -> Event:
         exe = self._exe
-        tx_id = f"{exe.run_id}/tx/{step}"
+        tx_id = f"{self.group or f'{exe.run_id}/tx/'}{step}"
         scopes = json.dumps(value["scopes"])
 
         def write(ev: Event) -> int:
@@ -234,7 +242,7 @@ class EpochTransaction:
 
     def _commit(self) -> Generator[Any, Any, None]:
         if self._recorded(COMMIT) is None and self._recorded(END) is None:
-            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, None)
+            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, None, self.group)
         self._mark(COMMIT, "committing")
         try:
             for c in self._staged:

@@ -4,7 +4,7 @@ buffered, held or run now and compensated on abort; outside any block, unchanged
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
@@ -16,6 +16,7 @@ from ..journal.tool import Tool
 from ..records import JSON
 from .atomix import EpochTransaction, drive_async, drive_sync
 from .scope import parse_all
+from .speculate import speculate
 
 T = TypeVar("T")
 
@@ -79,6 +80,23 @@ class Transactions(Steps):
         then the exception propagates."""
         parsed = parse_all(scopes, "ctx.transaction scopes")
         return Block(self, EpochTransaction(self._exe, self._effect_now, parsed, retries, wait))
+
+    def speculate(
+        self,
+        branches: Mapping[str, Callable[[Any], Any]],
+        *,
+        choose: Callable[[dict[str, Any]], str],
+        scopes: Iterable[str] | None = None,
+        wait: float | None = None,
+    ) -> Any:
+        """Best-of-K: run every branch `fn(ctx)` concurrently (threads), each in its own
+        transaction over `scopes` (default `**`, everything), then `choose(results)` (the results
+        of the branches that finished without an exception, by name; recorded) names the winner.
+        The losers are aborted (staged calls dropped, held calls never released, calls that ran
+        now undone by their inverses) and the winner commits; returns the winner's result.
+        Branches do not block one another; if every branch raised, the first exception is
+        raised. Branch functions are synchronous."""
+        return speculate(self, branches, choose, scopes, wait)
 
     def _effect_now(self, tool: Tool[Any], /, **kwargs: Any) -> Any:
         return super().effect(tool, **kwargs)

@@ -36,12 +36,17 @@ def scopes_of(row: TxRow) -> tuple[Scope, ...]:
     return parse_all(json.loads(row[3]))
 
 
-def blockers(store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str) -> list[TxRow]:
-    """Open transactions with a smaller epoch on a scope overlapping `scopes`."""
+def blockers(
+    store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str, group: str | None = None
+) -> list[TxRow]:
+    """Open transactions with a smaller epoch on a scope overlapping `scopes` (siblings of one
+    speculation, whose ids share the prefix `group`, do not block each other)."""
     return [
         row
         for row in store.tx_rows(open_only=True, before=epoch)
-        if row[0] != tx_id and any_overlap(scopes, scopes_of(row))
+        if row[0] != tx_id
+        and not (group and row[0].startswith(group))
+        and any_overlap(scopes, scopes_of(row))
     ]
 
 
@@ -51,7 +56,12 @@ def can_commit(store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str) ->
 
 
 def wait_until_clear(
-    exe: Execution, scopes: Sequence[Scope], epoch: int, tx_id: str, wait: float | None
+    exe: Execution,
+    scopes: Sequence[Scope],
+    epoch: int,
+    tx_id: str,
+    wait: float | None,
+    group: str | None = None,
 ) -> None:
     """Block (polling with backoff) until the commit rule holds for this transaction; raise
     FrontierTimeout after `wait` seconds (None: no limit), Stop if the run's lease is lost."""
@@ -60,7 +70,7 @@ def wait_until_clear(
     delay = FIRST_POLL
     deadline = None if wait is None else time.monotonic() + wait
     while True:
-        found = blockers(exe.store, scopes, epoch, tx_id)
+        found = blockers(exe.store, scopes, epoch, tx_id, group)
         if not found:
             return
         if exe.heartbeat is not None and exe.heartbeat.lost:

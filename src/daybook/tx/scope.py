@@ -6,7 +6,8 @@ the type, then the rest split at every `:` and `/` (so `fs:/a/b` and `fs:a/b` na
 resource). Two wildcards, each a whole segment:
 
 - `*` matches exactly one segment;
-- `**` matches any suffix (zero or more segments); only as the last segment.
+- `**` matches any suffix (zero or more segments); only as the last segment. The scope `**`
+  alone is every resource (what a speculation's branches hold when given no scopes).
 
 Scopes are hierarchical: a scope stands for its resource and everything below it, so
 `fs:/srv/shop` covers `fs:/srv/shop/offer.html`. Hence the two relations the runtime uses:
@@ -44,6 +45,8 @@ def parse(text: Scope | str) -> Scope:
     """The scope `text`, or ConfigError saying what is wrong with it."""
     if isinstance(text, Scope):
         return text
+    if text == "**":
+        return Scope("**", ("**",))  # everything: overlaps and covers every scope
     if not isinstance(text, str) or ":" not in text:
         raise ConfigError(
             f"scope {text!r} is not `<type>:<path>[:<id>]` (e.g. 'fs:/srv/shop/**', "
