@@ -195,3 +195,29 @@ def test_daybook_tx_and_frontiers_show_an_open_transaction_and_what_it_holds(
     assert _child(db_url, "resume", "r1").returncode == 0
     assert "committed" in cli("tx", db=db_url).stdout
     assert "every frontier is clear" in cli("frontiers", db=db_url).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("flag", "where"),
+    [
+        ("--kill-after", "decision:8"),  # the winner chosen, nothing settled
+        ("--kill-tx", "after:tx_mark:1"),  # the first loser's abort decided
+        ("--kill-tx", "after:tx_mark:5"),  # the losers aborted, the winner's commit decided
+    ],
+)
+def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
+    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str
+) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "spec", "s1", str(root), bank.url, flag, where)
+    assert killed(first), first.stdout + first.stderr
+    second = _child(db_url, "resume", "s1")
+    assert second.returncode == 0, second.stdout + second.stderr
+    payments = list(bank.records.get("payments", {}).values())
+    assert sorted(p["n"] for p in payments if p["n"] > 0) == [250, 280, 300]  # every leg booked once
+    assert [p["n"] for p in payments if p["n"] < 0] == [-250]  # only the winner's notice
+    assert len(bank.records.get("cancels", {})) == 2  # the losers' legs cancelled once each
+    assert sorted(p.name for p in root.glob("*.txt")) == ["y.txt"]
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())

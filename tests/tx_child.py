@@ -3,6 +3,7 @@ with SIGKILL at a chosen protocol point; and read-then-write counter increments 
 
     tx_child.py DB start RUN_ID ROOT BANK FAIL_FIRST [--kill-before KIND:N | --kill-after KIND:N]
                                                    [--kill-tx before|after:METHOD:N]
+    tx_child.py DB spec RUN_ID ROOT BANK [kill flags as for start]
     tx_child.py DB resume RUN_ID
     tx_child.py DB count RUN_ID ROOT NAME TIMES MODE [--ready-go]    MODE: tx | plain | hold
 
@@ -52,6 +53,29 @@ def crash_flow(ctx: daybook.Context, root: str, bank: str, fail_first: bool) -> 
         if fail_first and tx.attempt == 1:
             raise RuntimeError("fault injected at the tool boundary")
     return {"attempt": tx.attempt, "leg": leg["id"], "epoch": tx.epoch}
+
+
+PRICES = {"x": 300, "y": 250, "z": 280}
+
+
+def _plan(name: str, root: str, bank: str) -> Any:
+    def branch(ctx: daybook.Context) -> dict[str, Any]:
+        ctx.effect(put_file, root=root, name=f"{name}.txt", content=name)
+        ctx.effect(book_leg, bank=bank, n=PRICES[name], fail_inverse_of=-1)
+        ctx.effect(notify_payment, bank=bank, n=-PRICES[name])
+        return {"price": PRICES[name]}
+
+    return branch
+
+
+@daybook.workflow(name="tx_spec")
+def spec_flow(ctx: daybook.Context, root: str, bank: str) -> Any:
+    """Three branches each stage a file, book a leg now and hold a notice; the cheapest wins."""
+    return ctx.speculate(
+        {n: _plan(n, root, bank) for n in PRICES},
+        choose=lambda results: min(results, key=lambda k: results[k]["price"]),
+        scopes=[f"fs:{root}/**", "api:bank:**"],
+    )
 
 
 def _read(root: str, name: str) -> int:
@@ -107,6 +131,8 @@ def main() -> None:
     if action == "start":
         root, bank, fail_first = rest[0], rest[1], rest[2] == "1"
         report(lambda: book.run(crash_flow, root, bank, fail_first, run_id=run_id))
+    elif action == "spec":
+        report(lambda: book.run(spec_flow, rest[0], rest[1], run_id=run_id))
     elif action == "count":
         ready_then_go(rest)
         root, name, times, mode = rest[0], rest[1], int(rest[2]), rest[3]
