@@ -273,3 +273,20 @@ def test_the_files_adapter_inside_a_transaction_publishes_only_at_its_commit(
     assert (site / "a.html").read_text() == (site / "b.html").read_text() == "attempt 2"
     staging = site / ".daybook" / "staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
+
+
+def test_compensating_the_run_after_an_aborted_attempt_undoes_only_what_is_left(
+    book: Daybook, tmp_path: Path
+) -> None:
+    @daybook.workflow(name="tx_then_compensate")
+    def flow(ctx: daybook.Context, root: str) -> list[str]:
+        with ctx.transaction(scopes=["api:hotel:holds:*"], retries=1) as tx:
+            ctx.effect(hold_room, root=root, hotel="H1")
+            if tx.attempt == 1:
+                raise RuntimeError("abort the first attempt")
+        ctx.effect(hold_room, root=root, hotel="H2")
+        return ctx.compensate().compensated
+
+    undone = book.run(flow, str(tmp_path), run_id="tc")
+    assert len(undone) == 2 and _holds(tmp_path) == []  # the committed hold and H2; not twice
+    assert book.replay("tc") == undone
