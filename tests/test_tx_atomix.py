@@ -290,3 +290,21 @@ def test_compensating_the_run_after_an_aborted_attempt_undoes_only_what_is_left(
     undone = book.run(flow, str(tmp_path), run_id="tc")
     assert len(undone) == 2 and _holds(tmp_path) == []  # the committed hold and H2; not twice
     assert book.replay("tc") == undone
+
+
+def test_the_files_adapter_derives_its_scopes_and_a_write_outside_them_is_refused(
+    book: Daybook, tmp_path: Path
+) -> None:
+    from daybook.adapters.files import Workspace
+
+    @daybook.workflow(name="tx_files_scope")
+    def publish(ctx: daybook.Context, root: str) -> None:
+        ws = Workspace(root)
+        with ctx.transaction(scopes=[f"fs:{root}/public/**"]):
+            ws.write(ctx, "public/a.html", "ok")
+            ws.write(ctx, "private/key.pem", "secret")
+
+    with pytest.raises(daybook.RunFailed, match="ScopeViolation"):
+        book.run(publish, str(tmp_path), run_id="fs1")
+    assert not (tmp_path / "public").exists() and not (tmp_path / "private").exists()
+    assert [r["status"] for r in listing(book.store, "fs1")] == ["aborted"]  # refused: no retry

@@ -88,6 +88,7 @@ def test_a_tool_derives_its_scopes_from_templates_or_a_function() -> None:
     assert [str(s) for s in for_call("fs:/srv/{path}", {"path": "x.html"}, "w")] == ["fs:/srv/x.html"]
     spec = lambda hotel, **_: [f"api:hotel:holds:{hotel}"]  # noqa: E731
     assert [str(s) for s in for_call(spec, {"hotel": "H1", "night": "n"}, "h")] == ["api:hotel:holds:H1"]
+    assert [str(s) for s in for_call(lambda a: f"api:x:{a['id']}", {"id": 7}, "h")] == ["api:x:7"]
     with pytest.raises(ConfigError, match="could not be derived"):
         for_call("fs:/{missing}", {"path": "x"}, "w")
     assert outside([parse("fs:/srv/**")], [parse("fs:/etc/passwd")]) == [parse("fs:/etc/passwd")]

@@ -189,6 +189,7 @@ def unstage(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
 
 @tool(
     name="files.write",
+    scopes="fs:{root}/{path}",
     idempotent=True,
     status=_write_status,
     inverse=unstage,
@@ -210,6 +211,7 @@ def write(*, root: str, run: str, path: str, content: str, idempotency_key: str)
 
 @tool(
     name="files.delete",
+    scopes="fs:{root}/{path}",
     idempotent=True,
     inverse=unstage,
     effect_class="compensable",
@@ -322,6 +324,7 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
 
 @tool(
     name="files.commit",
+    scopes=lambda root, entries, **_: [f"fs:{root}/{e['path']}" for e in entries],
     idempotent=True,
     status=_commit_status,
     inverse=restore,

@@ -263,7 +263,10 @@ class EpochTransaction:
                 problem = yield from self._undo(c, settled.get(c.step))
                 if problem:
                     stuck.append(problem)
-        retry = not stuck and self.attempt <= self.retries and not isinstance(exc, ScopeViolation)
+        # A refused scope or a bad configuration would fail the same way again: no retry.
+        retry = (
+            not stuck and self.attempt <= self.retries and not isinstance(exc, ScopeViolation | ConfigError)
+        )
         self._mark(END, "stuck" if stuck else "aborted", retry=retry, stuck=stuck)
         if stuck:
             raise self._stuck(f"its abort could not undo: {stuck}")

@@ -19,6 +19,7 @@ Scopes are hierarchical: a scope stands for its resource and everything below it
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -120,13 +121,26 @@ def for_call(spec: Any, args: dict[str, Any], tool: str) -> tuple[Scope, ...]:
         return ()
     try:
         if callable(spec):
-            texts = list(spec(**args))
+            out = _called(spec, args)
+            texts = [out] if isinstance(out, str) else list(out)
         else:
             templates = [spec] if isinstance(spec, str) else list(spec)
             texts = [t.format(**args) for t in templates]
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(
             f"tool {tool!r}: its scopes= could not be derived from the call's arguments "
             f"{sorted(args)}: {type(exc).__name__}: {exc}; make scopes= accept these arguments"
         ) from None
     return parse_all(texts, f"tool {tool!r} scopes")
+
+
+def _called(spec: Callable[..., Any], args: dict[str, Any]) -> Any:
+    """`spec(**args)`; a function of one parameter that does not name an argument gets the
+    arguments as one dict."""
+    try:
+        return spec(**args)
+    except TypeError:
+        params = list(inspect.signature(spec).parameters)
+        if len(params) == 1 and params[0] not in args:
+            return spec(args)
+        raise
