@@ -7,6 +7,7 @@ serialized by epoch (an exact counter), disjoint scopes run in parallel."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,29 @@ def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
     assert len(bank.records.get("cancels", {})) == 2  # the losers' legs cancelled once each
     assert sorted(p.name for p in root.glob("*.txt")) == ["y.txt"]
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+
+
+@pytest.mark.slow
+def test_a_worker_that_takes_over_a_dead_owners_run_finishes_its_transaction_and_frees_the_scopes(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    import time
+
+    from conftest import worker_command
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first)
+    with Daybook(db_url) as book:
+        assert [f["held_by"]["run_id"] for f in book.frontiers()] == ["r1", "r1"]
+    time.sleep(2.5)  # the dead owner's lease (2 s) lapses
+    command = [c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, "--until-idle")]
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
+    worker = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 1, "notices": 1, "cancels": 0}
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []
+        assert [t["status"] for t in book.transactions("r1")] == ["committed"]
