@@ -308,3 +308,25 @@ def test_the_files_adapter_derives_its_scopes_and_a_write_outside_them_is_refuse
         book.run(publish, str(tmp_path), run_id="fs1")
     assert not (tmp_path / "public").exists() and not (tmp_path / "private").exists()
     assert [r["status"] for r in listing(book.store, "fs1")] == ["aborted"]  # refused: no retry
+
+
+def test_many_runs_in_threads_of_one_handle_open_and_end_transactions_safely(book: Daybook) -> None:
+    """One store handle is shared by threads: each header change lands with its journal row."""
+
+    @daybook.workflow(name="tx_threads")
+    def agent(ctx: daybook.Context, me: int) -> int:
+        for _ in range(5):
+            with ctx.transaction(scopes=[f"bench:agent:{me}"]):
+                ctx.decide("step", lambda: me)
+        return me
+
+    threads = [
+        threading.Thread(target=book.run, args=(agent, me), kwargs={"run_id": f"th{me}"}) for me in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    rows = listing(book.store)
+    assert len(rows) == 40 and {r["status"] for r in rows} == {"committed"}
+    assert sorted(r["epoch"] for r in rows) == list(range(1, 41))

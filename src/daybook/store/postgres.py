@@ -429,32 +429,40 @@ class PostgresStore:
     ) -> int:
         """Draw the next epoch from the sequence under a transaction lock (so epochs become
         visible in order), insert the header (open) and the journal row (`event`, its data given
-        the epoch) in one database transaction; returns the epoch."""
-        insert = (
-            f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
+        the epoch) in one statement, so one transaction (a handle is shared by threads, and one
+        statement never interleaves with another thread's); returns the epoch."""
+        marks = ", ".join(["%s"] * 9)
+        sql = (
+            "WITH l AS (SELECT pg_advisory_xact_lock(hashtext(current_schema())) AS ok), "
+            "e AS (SELECT nextval('daybook_epoch_seq') AS epoch FROM l), "
+            f"h AS (INSERT INTO daybook_transactions ({TX_COLUMNS}) "
+            "SELECT %s, %s, e.epoch, %s, 'open', %s, %s, %s, %s FROM e RETURNING epoch) "
+            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {marks}, "
+            "(%s::jsonb || jsonb_build_object('epoch', h.epoch))::json, %s, %s FROM h "
+            "RETURNING (data->>'epoch')::bigint"
         )
+        header = (tx_id, run_id, scopes, attempt, retries, now, now)
         try:
-            with self._db.transaction() as db:
-                db.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
-                epoch = int(db.execute("SELECT nextval('daybook_epoch_seq')").fetchone()[0])  # type: ignore[index]
-                db.execute(insert, (tx_id, run_id, epoch, scopes, attempt, retries, now, now))
-                event.data["epoch"] = epoch
-                db.execute(self._insert_event, event_params(event))
+            row = self._db.execute(sql, (*header, *event_params(event)), retry=False).fetchone()
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
+        epoch = int(row[0])  # type: ignore[index]
+        event.data["epoch"] = epoch
         return epoch
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        """Set an open transaction's status with its journal row, atomically; False (nothing
-        written) if the transaction has already ended."""
+        """Set an open transaction's status with its journal row, in one statement; False
+        (nothing written) if the transaction has already ended."""
+        ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
+        sql = (
+            f"WITH u AS ({mark_sql('%s')} RETURNING tx_id) "
+            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
+        )
         try:
-            with self._db.transaction() as db:
-                if db.execute(mark_sql("%s"), (status, now, tx_id)).rowcount == 0:
-                    return False
-                db.execute(self._insert_event, event_params(event))
+            changed = self._db.execute(sql, (status, now, tx_id, *event_params(event)), retry=False).rowcount
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
-        return True
+        return changed == 1
 
     def tx_rows(
         self, run_id: str | None = None, open_only: bool = False, before: int | None = None
