@@ -330,3 +330,32 @@ def test_many_runs_in_threads_of_one_handle_open_and_end_transactions_safely(boo
     rows = listing(book.store)
     assert len(rows) == 40 and {r["status"] for r in rows} == {"committed"}
     assert sorted(r["epoch"] for r in rows) == list(range(1, 41))
+
+
+def test_a_transaction_that_waits_past_its_wait_gives_up_and_replays_the_same(db_url: str) -> None:
+    a_open, release_a = threading.Event(), threading.Event()
+
+    @daybook.workflow(name="tx_holder")
+    def holder(ctx: daybook.Context) -> None:
+        with ctx.transaction(scopes=["db:shop:counter"]):
+            a_open.set()
+            release_a.wait(10)
+
+    @daybook.workflow(name="tx_impatient")
+    def impatient(ctx: daybook.Context) -> str:
+        try:
+            with ctx.transaction(scopes=["db:shop:*"], wait=0.3):
+                ctx.decide("x", lambda: 1)
+            return "ran"
+        except daybook.FrontierTimeout:
+            return "gave up"
+
+    with Daybook(db_url) as b1, Daybook(db_url) as b2:
+        t = threading.Thread(target=b1.run, args=(holder,), kwargs={"run_id": "A"})
+        t.start()
+        assert a_open.wait(10)
+        assert b2.run(impatient, run_id="B") == "gave up"
+        release_a.set()
+        t.join(10)
+        assert [r["status"] for r in listing(b2.store, "B")] == ["aborted"]
+        assert b2.replay("B") == "gave up"

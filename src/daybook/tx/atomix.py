@@ -113,7 +113,6 @@ class EpochTransaction:
         self.results: dict[str, Any] = {}
         self._staged: list[_Call] = []
         self._done: list[_Call] = []
-        self._decided = False
 
     # -- entering -------------------------------------------------------------------------------
 
@@ -137,13 +136,23 @@ class EpochTransaction:
             exe.next_step = end[0] + 1
             attempt += 1
         self.status = "open"
-        self._decided = self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None
-        if not self._decided:
-            try:
-                wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
-            except FrontierTimeout as exc:
-                self._mark(END, "aborted", retry=False, error=error_info(exc))
-                raise
+        self._wait(end)
+
+    def _wait(self, end: tuple[int, dict[str, Any]] | None) -> None:
+        """Wait for the commit rule before the body, unless the journal settled it: a decided
+        attempt replays without waiting, and one that timed out waiting times out again."""
+        if self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None:
+            return
+        if end is not None:  # ended before its body: it gave up waiting
+            recorded = self._mark(END, "aborted")
+            raise FrontierTimeout(
+                str((recorded.get("error") or {}).get("message", "frontier wait timed out"))
+            )
+        try:
+            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
+        except FrontierTimeout as exc:
+            self._mark(END, "aborted", retry=False, error=error_info(exc))
+            raise
 
     def _open(self, step: int, fp: str, value: dict[str, Any]) -> Event:
         exe = self._exe
