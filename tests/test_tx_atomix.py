@@ -359,3 +359,21 @@ def test_a_transaction_that_waits_past_its_wait_gives_up_and_replays_the_same(db
         t.join(10)
         assert [r["status"] for r in listing(b2.store, "B")] == ["aborted"]
         assert b2.replay("B") == "gave up"
+
+
+def test_an_async_transaction_that_fails_retries_under_a_fresh_epoch(book: Daybook, tmp_path: Path) -> None:
+    @daybook.tool(inverse=unhold, scopes=lambda root, hotel, **_: [f"api:hotel:holds:{hotel}"])
+    async def ahold(root: str, hotel: str, idempotency_key: str) -> str:
+        return str(hold_room.fn(root=root, hotel=hotel, idempotency_key=idempotency_key))
+
+    @daybook.workflow(name="tx_async_retry")
+    async def flow(ctx: daybook.Context, root: str) -> list[Any]:
+        async with ctx.transaction(scopes=["api:hotel:holds:*", "email:outbox:*"]) as tx:
+            hold = await ctx.effect(ahold, root=root, hotel="H1")
+            ctx.effect(send_mail, root=root, to="ann@example.com", body=hold)
+            if tx.attempt == 1:
+                raise RuntimeError("abort the first attempt")
+        return [tx.attempt, hold]
+
+    attempt, hold = asyncio.run(book.run_async(flow, str(tmp_path), run_id="ar"))
+    assert attempt == 2 and _holds(tmp_path) == [hold] and len(_mails(tmp_path)) == 1
