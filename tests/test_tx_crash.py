@@ -43,6 +43,8 @@ POINTS = [
     ("--kill-after", "decision:1", False, False),  # after the first staged write
     ("--kill-after", "intent:1", False, False),  # the leg's intent written, not sent
     ("--kill-after", "outcome:1", False, False),  # the leg booked, before the next stage
+    ("--kill-before", "decision:2", False, False),  # before the second staged write
+    ("--kill-after", "decision:3", False, False),  # the irreversible call held, not decided
     ("--kill-tx", "after:tx_mark:1", False, True),  # commit decided, nothing flushed
     ("--kill-after", "outcome:2", False, True),  # first staged write flushed, second not
     ("--kill-after", "intent:4", False, True),  # the held payment's release begun, not sent
