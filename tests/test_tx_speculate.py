@@ -51,7 +51,8 @@ def _plan(name: str, root: str, fail: bool = False) -> Any:
         with LOCK:
             INSIDE.append(f"{name}:in")
         ctx.effect(spec_page, root=root, name=f"{name}.html")
-        ctx.effect(spec_hold, root=root, plan=name)
+        with ctx.transaction(scopes=[f"fs:{root}/**"]):  # joins the branch's own transaction
+            ctx.effect(spec_hold, root=root, plan=name)
         ctx.effect(spec_mail, root=root, plan=name)
         time.sleep(0.2)  # the branches overlap in time
         with LOCK:

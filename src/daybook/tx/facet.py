@@ -28,11 +28,18 @@ class Block:
     def __init__(self, owner: Transactions, tx: EpochTransaction) -> None:
         self._owner = owner
         self.tx = tx
+        self._joined = False
 
     def _enter(self) -> EpochTransaction:
-        if self._owner._tx is not None:
+        outer = self._owner._tx
+        if outer is not None and outer.group is not None:
+            # Inside a speculation's branch the block joins the branch's transaction (the branch
+            # commits or aborts as a whole, when the winner is chosen).
+            self._joined = True
+            return outer
+        if outer is not None:
             raise ConfigError(
-                f"ctx.transaction inside transaction {self._owner._tx.tx_id}: transactions do not "
+                f"ctx.transaction inside transaction {outer.tx_id}: transactions do not "
                 "nest; declare every scope on the outer one"
             )
         self.tx.begin()
@@ -45,6 +52,8 @@ class Block:
     def __exit__(
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
+        if self._joined:
+            return False
         self._owner._tx = None
         return drive_sync(self.tx.end(exc))
 
@@ -54,6 +63,8 @@ class Block:
     async def __aexit__(
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
+        if self._joined:
+            return False
         self._owner._tx = None
         return await drive_async(self.tx.end(exc))
 
