@@ -377,3 +377,35 @@ def test_an_async_transaction_that_fails_retries_under_a_fresh_epoch(book: Daybo
 
     attempt, hold = asyncio.run(book.run_async(flow, str(tmp_path), run_id="ar"))
     assert attempt == 2 and _holds(tmp_path) == [hold] and len(_mails(tmp_path)) == 1
+
+
+@daybook.workflow(name="tx_gated")
+def gated(ctx: daybook.Context, root: str) -> str:
+    with ctx.transaction(scopes=["api:hotel:holds:*", "email:outbox:*"], gate=["oncall"]):
+        hold = ctx.effect(hold_room, root=root, hotel="H1")
+        ctx.effect(send_mail, root=root, to="ann@example.com", body=hold)
+    return hold
+
+
+@pytest.mark.parametrize("verdict", ["approve", "deny"])
+def test_with_a_release_gate_the_held_email_waits_for_an_approver(
+    db_url: str, tmp_path: Path, verdict: str
+) -> None:
+    with Daybook(db_url, inline_wait=0.1) as book:
+        token = book.add_approver("oncall")
+        with pytest.raises(daybook.Suspended, match="verdict"):
+            book.run(gated, str(tmp_path), run_id="g1")
+        assert len(_holds(tmp_path)) == 1 and _mails(tmp_path) == []  # held while the gate is open
+        assert [t["status"] for t in book.transactions("g1")] == ["open"]
+        gate = book.approvals()[0]["gate_id"]
+        if verdict == "approve":
+            book.approve("g1", str(gate), approver="oncall", token=token)
+            hold = book.resume("g1", wait=10)
+            assert _holds(tmp_path) == [hold] and len(_mails(tmp_path)) == 1
+            assert [t["status"] for t in book.transactions("g1")] == ["committed"]
+        else:
+            book.approve("g1", str(gate), approver="oncall", token=token, approve=False)
+            with pytest.raises(daybook.RunFailed, match="ReleaseDeclined"):
+                book.resume("g1", wait=10)
+            assert _holds(tmp_path) == [] and _mails(tmp_path) == []  # the hold undone, no email
+            assert [t["status"] for t in book.transactions("g1")] == ["aborted"]  # no retry

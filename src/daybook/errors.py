@@ -150,3 +150,8 @@ class ScopeViolation(DaybookError):
 class FrontierTimeout(DaybookError):
     """A transaction waited longer than its `wait=` for earlier transactions on overlapping
     scopes to finish; it was aborted before its body ran (`daybook frontiers` names the staller)."""
+
+
+class ReleaseDeclined(DaybookError):
+    """A transaction's held irreversible call was not approved at its gate (declined, timed out,
+    or stale); the transaction was aborted before its commit, without a retry."""

@@ -32,11 +32,18 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, EffectFailed, FrontierTimeout, RunStuck, ScopeViolation
+from ..errors import (
+    ConfigError,
+    EffectFailed,
+    FrontierTimeout,
+    ReleaseDeclined,
+    RunStuck,
+    ScopeViolation,
+)
 from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Rerun, Stop
 from ..journal.tool import Tool
@@ -96,6 +103,8 @@ class EpochTransaction:
         retries: int,
         wait: float | None,
         group: str | None = None,
+        gate: bool | Sequence[str] = False,
+        gate_fn: Callable[..., Any] | None = None,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"ctx.transaction(retries={retries!r}): use an int >= 0")
@@ -106,6 +115,10 @@ class EpochTransaction:
         self.wait = wait
         # A speculation's branches: ids share this prefix and do not block each other.
         self.group = group
+        # The release policy for held irreversible calls: False (released at commit), True (an
+        # approval gate, any approver) or the approvers' names; `gate_fn` is ctx.gate.
+        self.gate = gate
+        self._gate = gate_fn
         self.tx_id = ""
         self.epoch = 0
         self.attempt = 0
@@ -249,7 +262,28 @@ class EpochTransaction:
         yield from self._abort(exc)
         return False
 
+    def _approved(self) -> Generator[Any, Any, None]:
+        """The release policy: with `gate` set, every held irreversible call passes an approval
+        gate before the commit decision (recorded steps, replayed like any); a call not approved
+        aborts the transaction (no retry) and raises ReleaseDeclined."""
+        if self.gate is False or self._gate is None:
+            return
+        approvers = None if self.gate is True else list(self.gate)
+        for c in self._staged:
+            if treatment(c.tool) != "held":
+                continue
+            about = {"tool": c.tool.name, "key": c.key, "args": c.args, "tx_id": self.tx_id}
+            verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
+            if not verdict.approved:
+                declined = ReleaseDeclined(
+                    f"transaction {self.tx_id}: the release of {c.tool.name} (key {c.key}) was "
+                    f"{verdict.outcome} at gate {verdict.gate_id}; the transaction was aborted"
+                )
+                yield from self._abort(declined)
+                raise declined
+
     def _commit(self) -> Generator[Any, Any, None]:
+        yield from self._approved()
         if self._recorded(COMMIT) is None and self._recorded(END) is None:
             wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, None, self.group)
         self._mark(COMMIT, "committing")
@@ -272,10 +306,9 @@ class EpochTransaction:
                 problem = yield from self._undo(c, settled.get(c.step))
                 if problem:
                     stuck.append(problem)
-        # A refused scope or a bad configuration would fail the same way again: no retry.
-        retry = (
-            not stuck and self.attempt <= self.retries and not isinstance(exc, ScopeViolation | ConfigError)
-        )
+        # A refused scope, a bad configuration or a declined release would fail again: no retry.
+        final = isinstance(exc, ScopeViolation | ConfigError | ReleaseDeclined)
+        retry = not stuck and self.attempt <= self.retries and not final
         self._mark(END, "stuck" if stuck else "aborted", retry=retry, stuck=stuck)
         if stuck:
             raise self._stuck(f"its abort could not undo: {stuck}")

@@ -4,7 +4,7 @@ buffered, held or run now and compensated on abort; outside any block, unchanged
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
@@ -76,7 +76,14 @@ class Transactions(Steps):
         super().__init__(exe)
         self._tx: EpochTransaction | None = None
 
-    def transaction(self, scopes: Iterable[str], *, retries: int = 3, wait: float | None = None) -> Block:
+    def transaction(
+        self,
+        scopes: Iterable[str],
+        *,
+        retries: int = 3,
+        wait: float | None = None,
+        gate: bool | Sequence[str] = False,
+    ) -> Block:
         """A transaction over the resources `scopes` (`<type>:<path>[:<id>]`, `*` one segment,
         `**` any suffix), as `with` or `async with`.
 
@@ -88,9 +95,18 @@ class Transactions(Steps):
         inverse runs on abort (newest first). Staged and held calls return None in the block;
         their results are in `tx.results` (by key) afterwards. Leaving normally commits; an
         exception aborts and the block runs again under a fresh epoch, up to `retries` times,
-        then the exception propagates."""
+        then the exception propagates.
+
+        `gate`: the release policy for held irreversible calls. False (default): released at
+        commit. True, or a list of approver names: each passes an approval gate (`ctx.gate`,
+        bound to the call's tool, key and arguments) before the commit decision; one not
+        approved aborts the transaction without a retry and raises ReleaseDeclined."""
         parsed = parse_all(scopes, "ctx.transaction scopes")
-        return Block(self, EpochTransaction(self._exe, self._effect_now, parsed, retries, wait))
+        if not isinstance(gate, bool) and (isinstance(gate, str) or not isinstance(gate, Sequence)):
+            raise ConfigError(f"ctx.transaction(gate={gate!r}): use True, False or a list of approver names")
+        gate_fn = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
+        tx = EpochTransaction(self._exe, self._effect_now, parsed, retries, wait, None, gate, gate_fn)
+        return Block(self, tx)
 
     def speculate(
         self,
