@@ -32,7 +32,7 @@ from .rows import (
     run_params,
     runs_from_rows,
 )
-from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
+from .tx_rows import PG_BEGIN, PG_MARK, TxRow, as_rows, select_sql
 
 try:
     import psycopg
@@ -422,44 +422,25 @@ class PostgresStore:
 
     # -- integrity ----------------------------------------------------------------------------
 
-    # -- Atomix transactions (daybook.tx) ----------------------------------------------------
+    # -- Atomix transactions (daybook.tx; what each does: the Store protocol) ------------------
+    # One statement each, so one database transaction: a handle is shared by threads, and one
+    # statement never interleaves with another thread's.
 
     def tx_begin(
         self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
     ) -> int:
-        """Draw the next epoch from the sequence under a transaction lock (so epochs become
-        visible in order), insert the header (open) and the journal row (`event`, its data given
-        the epoch) in one statement, so one transaction (a handle is shared by threads, and one
-        statement never interleaves with another thread's); returns the epoch."""
-        marks = ", ".join(["%s"] * 9)
-        sql = (
-            "WITH l AS (SELECT pg_advisory_xact_lock(hashtext(current_schema())) AS ok), "
-            "e AS (SELECT nextval('daybook_epoch_seq') AS epoch FROM l), "
-            f"h AS (INSERT INTO daybook_transactions ({TX_COLUMNS}) "
-            "SELECT %s, %s, e.epoch, %s, 'open', %s, %s, %s, %s FROM e RETURNING epoch) "
-            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {marks}, "
-            "(%s::jsonb || jsonb_build_object('epoch', h.epoch))::json, %s, %s FROM h "
-            "RETURNING (data->>'epoch')::bigint"
-        )
         header = (tx_id, run_id, scopes, attempt, retries, now, now)
         try:
-            row = self._db.execute(sql, (*header, *event_params(event)), retry=False).fetchone()
+            row = self._db.execute(PG_BEGIN, (*header, *event_params(event)), retry=False).fetchone()
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
-        epoch = int(row[0])  # type: ignore[index]
-        event.data["epoch"] = epoch
+        event.data["epoch"] = epoch = int(row[0])  # type: ignore[index]
         return epoch
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        """Set an open transaction's status with its journal row, in one statement; False
-        (nothing written) if the transaction has already ended."""
-        ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
-        sql = (
-            f"WITH u AS ({mark_sql('%s')} RETURNING tx_id) "
-            f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM u"
-        )
+        params = (status, now, tx_id, *event_params(event))
         try:
-            changed = self._db.execute(sql, (status, now, tx_id, *event_params(event)), retry=False).rowcount
+            changed = self._db.execute(PG_MARK, params, retry=False).rowcount
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
         return changed == 1
@@ -467,7 +448,6 @@ class PostgresStore:
     def tx_rows(
         self, run_id: str | None = None, open_only: bool = False, before: int | None = None
     ) -> list[TxRow]:
-        """Transaction headers by epoch: all, one run's, the open ones, below an epoch."""
         sql, params = select_sql("%s", run_id, open_only, before)
         return as_rows(self._db.execute(sql, params).fetchall())
 

@@ -390,13 +390,11 @@ class SQLiteStore:
 
     # -- integrity ----------------------------------------------------------------------------
 
-    # -- Atomix transactions (daybook.tx) ----------------------------------------------------
+    # -- Atomix transactions (daybook.tx; what each does: the Store protocol) ------------------
 
     def tx_begin(
         self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
     ) -> int:
-        """Allocate the next epoch, insert the transaction's header (open) and its journal row
-        (`event`, its data given the epoch) in one database transaction; returns the epoch."""
         insert = f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?)"
 
         def write(db: sqlite3.Connection) -> int:
@@ -406,32 +404,26 @@ class SQLiteStore:
             db.execute(self._insert_event, event_params(event))
             return epoch
 
-        try:
-            epoch: int = self._write(write, atomic=True)
-        except sqlite3.IntegrityError as exc:
-            raise _conflict(event, str(exc)) from None
-        return epoch
+        return int(self._tx_write(write, event))
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        """Set an open transaction's status with its journal row, atomically; False (nothing
-        written) if the transaction has already ended."""
-        update = mark_sql("?")
-
         def write(db: sqlite3.Connection) -> bool:
-            if db.execute(update, (status, now, tx_id)).rowcount == 0:
+            if db.execute(mark_sql("?"), (status, now, tx_id)).rowcount == 0:
                 return False
             db.execute(self._insert_event, event_params(event))
             return True
 
+        return bool(self._tx_write(write, event))
+
+    def _tx_write(self, write: Callable[[sqlite3.Connection], Any], event: Event) -> Any:
         try:
-            return bool(self._write(write, atomic=True))
+            return self._write(write, atomic=True)  # the header and the journal row together
         except sqlite3.IntegrityError as exc:
             raise _conflict(event, str(exc)) from None
 
     def tx_rows(
         self, run_id: str | None = None, open_only: bool = False, before: int | None = None
     ) -> list[TxRow]:
-        """Transaction headers by epoch: all, one run's, the open ones, below an epoch."""
         sql, params = select_sql("?", run_id, open_only, before)
         return as_rows(self._read(sql, tuple(params)))
 

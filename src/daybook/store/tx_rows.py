@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rows import EVENT_COLUMNS
+
 TX_COLUMNS = "tx_id, run_id, epoch, scopes, status, attempt, retries, created_at, updated_at"
 # Statuses that hold the frontier of every resource in the scopes.
 OPEN = ("open", "committing", "aborting")
@@ -64,3 +66,22 @@ def mark_sql(mark: str) -> str:
         f"UPDATE daybook_transactions SET status = {mark}, updated_at = {mark} "
         f"WHERE tx_id = {mark} AND status IN {_OPEN_SQL}"
     )
+
+
+# PostgreSQL, one statement each. Begin: draw the next epoch from the sequence under a
+# transaction lock (so epochs become visible in order), insert the header (open) and the
+# journal row, its data given the epoch; returns the epoch. Mark: set the status of a header
+# that has not ended and insert the journal row, or nothing (0 rows).
+PG_BEGIN = (
+    "WITH l AS (SELECT pg_advisory_xact_lock(hashtext(current_schema())) AS ok), "
+    "e AS (SELECT nextval('daybook_epoch_seq') AS epoch FROM l), "
+    f"h AS (INSERT INTO daybook_transactions ({TX_COLUMNS}) "
+    "SELECT %s, %s, e.epoch, %s, 'open', %s, %s, %s, %s FROM e RETURNING epoch) "
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {', '.join(['%s'] * 9)}, "
+    "(%s::jsonb || jsonb_build_object('epoch', h.epoch))::json, %s, %s FROM h "
+    "RETURNING (data->>'epoch')::bigint"
+)
+PG_MARK = (
+    f"WITH u AS ({mark_sql('%s')} RETURNING tx_id) "
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {', '.join(['%s'] * 9)}, %s::json, %s, %s FROM u"
+)
