@@ -20,11 +20,13 @@ from .errors import (
     DedupWindowExpired,
     DuplicateKey,
     EffectFailed,
+    FrontierTimeout,
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
     NotAuthorized,
     NotSerializable,
+    ReleaseDeclined,
     RunCancelled,
     RunConflict,
     RunExpired,
@@ -35,6 +37,7 @@ from .errors import (
     RunPaused,
     RunStuck,
     SchemaVersionError,
+    ScopeViolation,
     SecretUnavailable,
     StepFailed,
     StoreUnavailable,
@@ -64,6 +67,7 @@ from .runtime.workflow import Workflow, workflow
 from .steering.revision import Revision
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
+from .tx.atomix import EpochTransaction
 from .tx.commit import InvariantViolated, Transaction, TxResult
 
 __version__ = "0.1.0"
@@ -94,8 +98,10 @@ __all__ = [
     "Entity",
     "EntityEntry",
     "EntityView",
+    "EpochTransaction",
     "Event",
     "FernetCodec",
+    "FrontierTimeout",
     "InvariantViolated",
     "Judgement",
     "Kind",
@@ -113,6 +119,7 @@ __all__ = [
     "Pending",
     "Policy",
     "RedactingCodec",
+    "ReleaseDeclined",
     "Retry",
     "Revision",
     "RunCancelled",
@@ -127,6 +134,7 @@ __all__ = [
     "RunStatus",
     "RunStuck",
     "SchemaVersionError",
+    "ScopeViolation",
     "ScriptedLLM",
     "Secret",
     "SecretUnavailable",

@@ -47,6 +47,7 @@ from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
 from .tx import audit
+from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 
 # Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
@@ -220,13 +221,10 @@ class Daybook:
         target: str | None = None,
         wait: float = 10.0,
     ) -> dict[str, JSON]:
-        """Steer a live run: `kind` is "add" ("also include X"), "revise" ("8000 words, not
-        6000") or "retract" ("skip the translation"), from `author` (default the OS user), about
-        `target` (optional: a step, a topic; a retraction and an addition of one target
-        conflict). Durable and totally ordered; it wakes a suspended run. The run reads it at its
-        next step boundary (`ctx.revisions()`; the `AgentLoop` folds it into its next prompt),
-        which journals the acknowledgement. Waits up to `wait` seconds for it; returns
-        {"id", "acked", "step", "conflicts"}."""
+        """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about
+        `target` (optional). The run reads it at its next step boundary (`ctx.revisions()`),
+        which journals the acknowledgement; waits up to `wait` seconds for it and returns
+        {"id", "acked", "step", "conflicts"} (`steering/revision.py`)."""
         return steer_run(
             self._runner.claims,
             run_id,
@@ -248,14 +246,10 @@ class Daybook:
         confirm: bool = False,
         by: str | None = None,
     ) -> tuple[str, list[dict[str, JSON]]]:
-        """Edit a past turn: a new `pending` run that shares `run_id`'s journal up to step `at`
-        (replayed, never re-fired) and goes on from there with the same input, or with `args`
-        / `kwargs` (the edited input; a shared step that reads it differently is a
-        NonDeterminismError when the fork runs). The original is untouched. Returns the
-        fork's id (default `<run_id>~fork-<hex>`; run it with `resume` or a worker) and the
-        effects the original made after `at` (step, tool, key, status, class): a fork does
-        not undo them, so irreversible ones (or ones of a tool this process has not imported)
-        need `confirm=True`; the fork point's shared effects must all be settled."""
+        """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
+        (replayed, never re-fired), then going on with the same or the edited input. Returns
+        its id and the effects the original made after `at`, by class; those that cannot be
+        undone need `confirm=True` (`runtime/fork.py`)."""
         run_input = None
         if args is not None or kwargs is not None:
             run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
@@ -270,12 +264,9 @@ class Daybook:
         )
 
     def pause(self, run_id: str, *, by: str | None = None) -> str:
-        """Pause a run, journaled with who asked (`by`, default the OS user). A run no process
-        executes is `paused` at once ("paused"); an executing one stops at its next step
-        boundary, once its owner's heartbeat sees the request (within `lease_ttl / 3` seconds;
-        an act in flight finishes and is journaled first) ("requested"); "already" if it is.
-        Workers never take a paused run; `resume` (any process, any time) goes on from its last
-        committed step, and `cancel` ends it."""
+        """Pause a run, journaled with who asked: at once if no process executes it ("paused"),
+        else at its next step boundary once its owner's heartbeat sees it ("requested");
+        "already" if it is. Workers leave it; `resume` goes on, `cancel` ends it."""
         return operator.pause(self._store, run_id, by or getpass.getuser())
 
     def cancel(
@@ -365,11 +356,8 @@ class Daybook:
         }
 
     def checkpoint(self, run_id: str) -> dict[str, JSON]:
-        """The run's checkpoint as one document in three parts (`executor`: history, trace,
-        scratchpad; `environment`: the workspace declared with `ctx.environment` and whether it
-        is running or stopped; `progress`: current step, each step's status, the committed
-        boundary), with `schema_version` and `saved_at`. JSON Schema:
-        `docs/checkpoint.schema.json`. A view of the journal, never a second copy."""
+        """The run's checkpoint document: `executor`, `environment` and `progress` parts with
+        `schema_version` and `saved_at` (`docs/checkpoint.schema.json`)."""
         return checkpoint_of(self.store, run_id, time.time())
 
     def check(self) -> list[dict[str, JSON]]:
@@ -493,6 +481,18 @@ class Daybook:
         transactions were swept. (An open transaction younger than that is left alone.)"""
         older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
+
+    # -- Atomix transactions (ctx.transaction) ------------------------------------------------
+
+    def transactions(self, run_id: str | None = None) -> list[dict[str, JSON]]:
+        """Transaction attempts by epoch (all, or one run's): tx_id, run_id, epoch, scopes,
+        status (open, committing, aborting, committed, aborted, stuck), attempt, retries, times."""
+        return tx_frontier.listing(self.store, run_id)
+
+    def frontiers(self) -> list[dict[str, JSON]]:
+        """Each scope an open transaction holds: its frontier (the smallest open epoch on an
+        overlapping scope), the transaction holding it, and the later ones waiting on it."""
+        return tx_frontier.frontiers(self.store)
 
     # -- operator actions ---------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Every non-deterministic read and every effect goes through it. The recorded prim
 (decisions, effects, waits) are `daybook.journal`; each facet above them lives with its noun:
 gates (`daybook.gates`), obligations and the barrier (`daybook.books`), the budget and
 entities (`daybook.coordination`), compensation (`daybook.recovery`), updates and
-revisions (`daybook.steering`). This module only puts them together; the runtime builds one per execution.
+revisions (`daybook.steering`), transactions (`daybook.tx`). This module only puts them
+together; the runtime builds one per execution.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from .recovery.compensation import Compensations
 from .steering.checkpoint import Environments
 from .steering.revision import Primers, Revisions
 from .steering.update import Updates
+from .tx.facet import Transactions
 
 
-class Context(Compensations, Gates, Obligations, Barriers, Updates, Revisions, Primers, Environments):
+class Context(
+    Transactions, Compensations, Gates, Obligations, Barriers, Updates, Revisions, Primers, Environments
+):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
     def __init__(self, exe: Execution) -> None:

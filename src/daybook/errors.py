@@ -227,3 +227,16 @@ def redact_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
     except ValueError:
         return "<a store URL that does not parse>"
+class ScopeViolation(DaybookError):
+    """A tool call inside `ctx.transaction` touches a resource outside the transaction's declared
+    scopes; it was refused before it ran (and the transaction aborted, without a retry)."""
+
+
+class FrontierTimeout(DaybookError):
+    """A transaction waited longer than its `wait=` for earlier transactions on overlapping
+    scopes to finish; it was aborted before its body ran (`daybook frontiers` names the staller)."""
+
+
+class ReleaseDeclined(DaybookError):
+    """A transaction's held irreversible call was not approved at its gate (declined, timed out,
+    or stale); the transaction was aborted before its commit, without a retry."""

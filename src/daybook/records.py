@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 JSON = Any
 

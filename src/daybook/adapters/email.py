@@ -128,6 +128,7 @@ def _verify(args: dict[str, Any]) -> ReconcileResult:
 
 @tool(
     name="email.send",
+    scopes="email:outbox:{sender}",
     effect_class="irreversible",
     bufferable=True,
     verify=_verify,

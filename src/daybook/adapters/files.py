@@ -30,6 +30,7 @@ from typing import Any
 from ..context import Context
 from ..errors import ConfigError, DaybookError
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
+from ..tx.atomix import treat
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -188,6 +189,7 @@ def unstage(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
 
 @tool(
     name="files.write",
+    scopes="fs:{root}/{path}",
     idempotent=True,
     status=_write_status,
     inverse=unstage,
@@ -209,6 +211,7 @@ def write(*, root: str, run: str, path: str, content: str, idempotency_key: str)
 
 @tool(
     name="files.delete",
+    scopes="fs:{root}/{path}",
     idempotent=True,
     inverse=unstage,
     effect_class="compensable",
@@ -321,6 +324,7 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
 
 @tool(
     name="files.commit",
+    scopes=lambda root, entries, **_: [f"fs:{root}/{e['path']}" for e in entries],
     idempotent=True,
     status=_commit_status,
     inverse=restore,
@@ -367,6 +371,12 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
             _fsync_dir(target.parent)
     _prune(_staging(base, run), base / SCRATCH)
     return _commit_result(base, backups, final)
+
+
+# Inside ctx.transaction: staging a file is invisible already (it runs now, and its inverse
+# removes the staged file on abort); publishing is deferred to the transaction's commit.
+treat("now", write, delete)
+treat("buffered", commit)
 
 
 # -- the workspace --------------------------------------------------------------------------------

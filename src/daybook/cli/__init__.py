@@ -26,7 +26,7 @@ after such a move.
     versions.py      versions, replay-check
     books.py         effects, why, obligations, unknowns, resolve, reconcile
     tools.py         tools
-    transactions.py  orphans
+    transactions.py  orphans, tx, frontiers
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
     check.py         check, migrate

@@ -20,6 +20,11 @@ from .stop import Pause, Stop
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
 
+# How a row is written: `store.append`, or a facet's store method that writes the row in one
+# database transaction with a row of its own (a transaction header, `daybook.tx`).
+Writer = Callable[[Event], Any]
+
+
 class Liveness(Protocol):
     """What the cursor needs of a lease heartbeat: whether the lease was lost, the newest pause
     request seen in the run's inbox (inbox id, who asked), and to stop it."""
@@ -103,7 +108,9 @@ class Execution:
 
     # -- journal writes -----------------------------------------------------------------------
 
-    def append(self, kind: Kind, step: int | None, name: str, **fields: Any) -> Event:
+    def append(
+        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+    ) -> Event:
         if self.read_only:
             raise Stop(
                 NonDeterminismError(
@@ -125,7 +132,7 @@ class Execution:
             **fields,
         )
         try:
-            self.store.append(ev)
+            (write or self.store.append)(ev)
         except LeaseLost as exc:
             raise Stop(exc, False) from None
         except DuplicateKey as exc:

@@ -56,3 +56,9 @@ class ContinueAsNew(Stop):
         super().__init__(DaybookError(f"run {run_id!r} continues as a new run"), False)
         self.args = args
         self.kwargs = kwargs
+
+
+class Rerun(BaseException):
+    """Run the workflow body again from its start, replaying the journal just written (a
+    transaction aborted and retries under a fresh epoch: a `with` block cannot run its body
+    twice, so the body is reached again by replay, and the aborted attempt is skipped)."""

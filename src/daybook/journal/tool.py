@@ -139,6 +139,9 @@ class Tool(Generic[R]):
     # the result is (the workflow then gets it as a `daybook.Secret`).
     secrets: tuple[str, ...] = ()
     secret_result: bool = False
+    # The resources one call touches, from its arguments: a function of them returning scope
+    # strings, or templates formatted with them ("fs:/srv/{path}"); checked by `daybook.tx`.
+    scopes: Any = None
 
     is_async: bool = field(init=False)
 
@@ -205,6 +208,7 @@ def tool(
     certain: tuple[type[BaseException] | int, ...] = (),
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
+    scopes: Any = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -231,6 +235,7 @@ def tool(
     certain: tuple[type[BaseException] | int, ...] = (),
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
+    scopes: Any = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -251,7 +256,11 @@ def tool(
     has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
     `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
     receives the value); `secret_result=True`: the result too, handed to the workflow as a
-    `daybook.Secret` (replay, which has only the digest, hands back a withheld one)."""
+    `daybook.Secret` (replay, which has only the digest, hands back a withheld one).
+    `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates formatted with
+    the call's arguments (`"fs:/srv/{path}"`) or a function of the arguments returning scope
+    strings; inside `ctx.transaction(scopes=...)` a call outside the declared scopes is refused
+    before it runs."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -285,6 +294,7 @@ def _make(
     certain: tuple[type[BaseException] | int, ...] = (),
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
+    scopes: Any = None,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -322,6 +332,7 @@ def _make(
         certain=_certain(f, certain),
         secrets=_secret_names(f, secrets),
         secret_result=bool(secret_result),
+        scopes=scopes,
     )
 
 

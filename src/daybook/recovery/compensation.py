@@ -17,7 +17,7 @@ from ..gates.gate import Gates
 from ..journal.stop import Stop
 from ..journal.tool import Tool
 from ..journal.tool import lookup as lookup_tool
-from ..records import Kind, Status
+from ..records import Event, Kind, Status
 
 
 @dataclass
@@ -90,12 +90,15 @@ class Compensations(Gates):
         raise self._stuck(report)
 
     def _done_so_far(self) -> dict[int, dict[str, Any]]:
-        """This run's effects before the current step (not undos), by step, with their outcome."""
+        """This run's effects before the current step (not undos, nor effects an aborted
+        transaction already undid), by step, with their outcome."""
         exe = self._exe
         upto = exe.next_step
         effects: dict[int, dict[str, Any]] = {}
-        for ev in exe.store.load(exe.run_id):
-            if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/"):
+        events = exe.store.load(exe.run_id)
+        undone = _undone(events, upto)
+        for ev in events:
+            if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/") or ev.key in undone:
                 continue
             if ev.kind == Kind.INTENT:
                 effects[ev.step] = {"name": ev.name, "key": ev.key, "args": ev.data.get("args")}
@@ -153,3 +156,22 @@ class Compensations(Gates):
         except EffectFailed:
             return False
         return True
+
+
+def _undone(events: list[Event], upto: int) -> set[str]:
+    """Keys of effects whose undo (`comp/<key>`) was confirmed before step `upto` (an aborted
+    transaction compensated them): a later `ctx.compensate()` leaves them alone. (Undos at or
+    after `upto` are this unwind's own, met again when it is replayed.)"""
+    comps = {
+        ev.step: str(ev.key)[5:]
+        for ev in events
+        if ev.kind == Kind.INTENT
+        and ev.step is not None
+        and ev.step < upto
+        and (ev.key or "").startswith("comp/")
+    }
+    return {
+        comps[ev.step]
+        for ev in events
+        if ev.kind == Kind.OUTCOME and ev.step in comps and ev.status == Status.CONFIRMED
+    }

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
-from ..journal.stop import ContinueAsNew, Stop
+from ..journal.stop import ContinueAsNew, Rerun, Stop
 from ..records import JSON, RunInfo, RunStatus
 from ..store import Store
 from . import finish
@@ -164,8 +164,13 @@ class Runner:
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
-            with strict_mode.body(exe.run_id if self.strict else None):
-                result = wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+            while True:
+                try:
+                    with strict_mode.body(exe.run_id if self.strict else None):
+                        result = wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+                    break
+                except Rerun:
+                    exe = self._again(exe)
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
@@ -176,13 +181,24 @@ class Runner:
         if not wf.is_async:
             return self._body(exe, wf, info)
         try:
-            with strict_mode.body(exe.run_id if self.strict else None):
-                result = await wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+            while True:
+                try:
+                    with strict_mode.body(exe.run_id if self.strict else None):
+                        result = await wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+                    break
+                except Rerun:
+                    exe = self._again(exe)
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
+
+    def _again(self, exe: Execution) -> Execution:
+        """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
+        fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
+        fresh.inline_wait = exe.inline_wait
+        return fresh
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
         try:

@@ -25,6 +25,7 @@ from ..errors import ConfigError, CorruptJournal, redact_url
 from ..records import Event, RunInfo
 from .rows import RAW_TABLES as RAW_TABLES
 from .rows import flag as flag
+from .tx_rows import TxRow
 
 DEFAULT_URL = "sqlite:///daybook.db"
 
@@ -197,6 +198,23 @@ class Store(Protocol):
     def entity_list(self) -> list[tuple[str, str | None, float | None]]:
         """Every entity as (name, holder, deadline), by name."""
 
+    # -- Atomix transactions (daybook.tx; headers in `tx_rows`) ---------------------------------
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        """Allocate the next epoch (totally ordered, visible in order), insert the transaction's
+        header as open and its journal row `event` (given `data["epoch"]`) atomically."""
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        """Set a transaction's status with its journal row atomically; False if it had ended."""
+
+    def tx_rows(
+        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
+    ) -> list[TxRow]:
+        """Transaction headers by epoch (tx_id, run_id, epoch, scopes JSON, status, attempt,
+        retries, created_at, updated_at): all, one run's, the open ones, below an epoch."""
+
 
 def resolve_url(url: str | None) -> str:
     """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db."""
@@ -208,7 +226,7 @@ WRITES = (
     "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
     "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
-    "entity_release", "entity_record",
+    "entity_release", "entity_record", "tx_begin", "tx_mark",
 )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import ConfigError, LeaseLost, StoreUnavailable, redact_url
 from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from . import retention
+from .postgres_entities import PostgresEntities
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
@@ -33,6 +34,7 @@ from .rows import (
     run_params,
     runs_from_rows,
 )
+from .tx_rows import PG_BEGIN, PG_MARK, TxRow, as_rows, select_sql
 
 try:
     import psycopg
@@ -69,7 +71,7 @@ def _without(text: str, dsn: str) -> str:
     return text.replace(password, "***") if password else text
 
 
-class PostgresStore:
+class PostgresStore(PostgresEntities):
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
             raise ConfigError(
@@ -462,6 +464,35 @@ class PostgresStore:
 
     # -- integrity ----------------------------------------------------------------------------
 
+    # -- Atomix transactions (daybook.tx; what each does: the Store protocol) ------------------
+    # One statement each, so one database transaction: a handle is shared by threads, and one
+    # statement never interleaves with another thread's.
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        header = (tx_id, run_id, scopes, attempt, retries, now, now)
+        try:
+            row = self._db.execute(PG_BEGIN, (*header, *event_params(event)), retry=False).fetchone()
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+        event.data["epoch"] = epoch = int(row[0])  # type: ignore[index]
+        return epoch
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        params = (status, now, tx_id, *event_params(event))
+        try:
+            changed = self._db.execute(PG_MARK, params, retry=False).rowcount
+        except psycopg.errors.UniqueViolation as exc:
+            raise _conflict(event, exc) from None
+        return changed == 1
+
+    def tx_rows(
+        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
+    ) -> list[TxRow]:
+        sql, params = select_sql("%s", run_id, open_only, before)
+        return as_rows(self._db.execute(sql, params).fetchall())
+
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
         # JSON columns as text: a row is shown exactly as stored, whatever it holds.
         columns = ", ".join(
@@ -508,77 +539,6 @@ class PostgresStore:
 
     def now(self) -> float:
         return time.time()
-
-    # -- coordination entities ----------------------------------------------------------------
-
-    def entity_claim(self, name: str, agent: str, ttl: float, now: float) -> bool:
-        # One round trip: the upsert is the compare-and-set (the conflicting row is locked, so
-        # racing claims queue and each re-checks the lease it then finds); the log row is
-        # inserted only if the upsert wrote. A claim that waited behind a later entry takes
-        # effect at that entry's time, so the log's times never go backwards.
-        cur = self._db.execute(
-            "WITH c AS (INSERT INTO daybook_entities AS e (name, holder, deadline, updated_at) "
-            "VALUES (%(name)s, %(agent)s, %(now)s + %(ttl)s, %(now)s) "
-            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-            "deadline = GREATEST(%(now)s, e.updated_at) + %(ttl)s, "
-            "updated_at = GREATEST(%(now)s, e.updated_at) "
-            "WHERE e.holder IS NULL OR e.deadline < GREATEST(%(now)s, e.updated_at) "
-            "OR e.holder = excluded.holder RETURNING name, updated_at, deadline) "
-            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
-            "SELECT name, updated_at, %(agent)s, 'claim', "
-            "json_build_object('ttl', %(ttl)s, 'deadline', deadline) FROM c",
-            {"name": name, "agent": agent, "now": now, "ttl": ttl},
-            retry=False,  # a log entry written twice
-        )
-        return cur.rowcount == 1
-
-    def entity_release(self, name: str, agent: str, now: float) -> bool:
-        cur = self._db.execute(
-            "WITH r AS (UPDATE daybook_entities SET holder = NULL, deadline = NULL, "
-            "updated_at = GREATEST(%(now)s, updated_at) WHERE name = %(name)s AND holder = %(agent)s "
-            "AND deadline >= GREATEST(%(now)s, updated_at) RETURNING name, updated_at) "
-            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
-            "SELECT name, updated_at, %(agent)s, 'release', 'null'::json FROM r",
-            {"name": name, "agent": agent, "now": now},
-            retry=False,  # a log entry written twice
-        )
-        return cur.rowcount == 1
-
-    def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
-        # The UPDATE locks the entity row: a claim racing this record waits for it (or it for
-        # the claim, then re-checks and finds the new holder), so the log never shows a record
-        # after its writer lost the lease.
-        cur = self._db.execute(
-            "WITH h AS (UPDATE daybook_entities SET updated_at = GREATEST(%(now)s, updated_at) "
-            "WHERE name = %(name)s AND holder = %(agent)s "
-            "AND deadline >= GREATEST(%(now)s, updated_at) RETURNING name, updated_at) "
-            "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
-            "SELECT name, updated_at, %(agent)s, %(action)s, %(data)s::json FROM h",
-            {"name": name, "agent": agent, "now": now, "action": action, "data": data_json},
-            retry=False,  # a log entry written twice
-        )
-        return cur.rowcount == 1
-
-    def entity_view(
-        self, name: str
-    ) -> tuple[str | None, float | None, list[tuple[int, float, str, str, str]]] | None:
-        # One statement, so the lease and the log come from the same snapshot.
-        rows = self._db.execute(
-            "SELECT e.holder, e.deadline, l.id, l.at, l.agent, l.action, l.data::text "
-            "FROM daybook_entities e LEFT JOIN daybook_entity_log l ON l.name = e.name "
-            "WHERE e.name = %s ORDER BY l.id",
-            (name,),
-        ).fetchall()
-        if not rows:
-            return None
-        holder, deadline = rows[0][0], rows[0][1]
-        log = [(int(r[2]), float(r[3]), str(r[4]), str(r[5]), str(r[6])) for r in rows if r[2] is not None]
-        return holder, None if deadline is None else float(deadline), log
-
-    def entity_list(self) -> list[tuple[str, str | None, float | None]]:
-        sql = "SELECT name, holder, deadline FROM daybook_entities ORDER BY name"
-        rows = self._db.execute(sql).fetchall()
-        return [(str(r[0]), r[1], None if r[2] is None else float(r[2])) for r in rows]
 
 
 def _conflict(event: Event, exc: Exception) -> Exception:

@@ -175,4 +175,30 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_events_append_only BEFORE UPDATE OR DELETE ON daybook_events
             FOR EACH ROW EXECUTE FUNCTION daybook_events_erase_only()""",
     ],
+    # v10: Atomix transactions. A sequence allocates epochs (drawn under a transaction lock, so
+    # they become visible in order); one header per transaction attempt (a mutable header like
+    # daybook_runs: only status and updated_at change, and a terminal status never changes again).
+    [
+        "CREATE SEQUENCE IF NOT EXISTS daybook_epoch_seq",
+        """CREATE TABLE IF NOT EXISTS daybook_transactions (
+            tx_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, epoch BIGINT NOT NULL UNIQUE,
+            scopes TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL,
+            retries INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE INDEX IF NOT EXISTS daybook_transactions_open ON daybook_transactions (epoch)
+            WHERE status IN ('open', 'committing', 'aborting')""",
+        "CREATE INDEX IF NOT EXISTS daybook_transactions_run ON daybook_transactions (run_id, epoch)",
+        """CREATE OR REPLACE FUNCTION daybook_transactions_settled() RETURNS trigger AS $$
+            BEGIN
+                IF TG_OP = 'DELETE' OR OLD.status IN ('committed', 'aborted', 'stuck')
+                    OR NEW.epoch <> OLD.epoch OR NEW.tx_id <> OLD.tx_id
+                    OR NEW.scopes <> OLD.scopes THEN
+                    RAISE EXCEPTION 'daybook transaction headers change only their status, until it is final';
+                END IF;
+                RETURN NEW;
+            END $$ LANGUAGE plpgsql""",
+        "DROP TRIGGER IF EXISTS daybook_transactions_settled ON daybook_transactions",
+        """CREATE TRIGGER daybook_transactions_settled BEFORE UPDATE OR DELETE
+            ON daybook_transactions FOR EACH ROW EXECUTE FUNCTION daybook_transactions_settled()""",
+    ],
 ]

@@ -154,6 +154,25 @@ MIGRATIONS: list[str] = [
         AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
             AND r.status IN ('completed', 'failed', 'cancelled', 'expired')))
     BEGIN SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never updated'); END;""",
+    # v10: Atomix transactions. One counter row allocates epochs in a total order; one header per
+    # transaction attempt (a mutable header like daybook_runs: only status and updated_at change,
+    # and a terminal status never changes again); each change is journaled with it.
+    """CREATE TABLE IF NOT EXISTS daybook_epochs (
+        id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL);
+    INSERT INTO daybook_epochs (id, last) SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM daybook_epochs);
+    CREATE TABLE IF NOT EXISTS daybook_transactions (
+        tx_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, epoch INTEGER NOT NULL UNIQUE,
+        scopes TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL,
+        retries INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+    CREATE INDEX IF NOT EXISTS daybook_transactions_open ON daybook_transactions (epoch)
+        WHERE status IN ('open', 'committing', 'aborting');
+    CREATE INDEX IF NOT EXISTS daybook_transactions_run ON daybook_transactions (run_id, epoch);
+    CREATE TRIGGER IF NOT EXISTS daybook_transactions_settled BEFORE UPDATE ON daybook_transactions
+    WHEN OLD.status IN ('committed', 'aborted', 'stuck') OR NEW.epoch != OLD.epoch
+        OR NEW.scopes != OLD.scopes OR NEW.tx_id != OLD.tx_id
+    BEGIN SELECT RAISE(ABORT, 'daybook transaction headers change only their status, until it is final'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_transactions_no_delete BEFORE DELETE ON daybook_transactions
+    BEGIN SELECT RAISE(ABORT, 'daybook transaction headers are never deleted'); END;""",
 ]
 
 

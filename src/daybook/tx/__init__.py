@@ -1,9 +1,11 @@
-"""Transactions. Today: atomic multi-record commits with one audit entry (`commit`, seed 001)
-and reading what they left (`audit`: records, the commit log, orphans).
+"""Transactions. Atomic multi-record commits with one audit entry (`commit`, seed 001) and
+reading what they left (`audit`: records, the commit log, orphans).
 
-Coming here (Atomix, seed 000): epochs, per-resource frontiers and the commit rule; effect classes
-that buffer, compensate or gate inside a transaction; speculative branches where only the
-winner's effects persist.
+Atomix (seed 000): `scope` (scopes, overlap, cover), `frontier` (frontiers and the commit rule
+from the store's transaction headers, and waiting for them), `atomix` (one transaction attempt:
+begin under a fresh epoch, stage, commit, abort with compensation, retry), `facet` (the
+`Transactions` facet of ctx: `ctx.transaction`, and `ctx.effect` made transaction-aware).
+Coming: speculative branches where only the winner's effects persist.
 
 May import: `daybook.errors`, `daybook.records`, `daybook.store`, `daybook.journal`,
 `daybook.runtime`. Not the other packages of its layer.

@@ -1,0 +1,405 @@
+"""`ctx.transaction(scopes=..., retries=...)`: Atomix transactions, durable and across processes.
+
+One attempt of a transaction is journaled as decision rows of the run (names hold a colon, so
+they are bookkeeping, never an effect's "why"), each written in one database transaction with
+the store's header row for the attempt (`daybook_transactions`), so the frontier the header
+implies never disagrees with the journal:
+
+    tx:begin   {tx_id, scopes, retries, attempt} + epoch    header: open (a fresh epoch)
+    tx:stage   {tx_id, tool, key, treatment} + args         a buffered or held call
+    ...        the body's own steps (decisions, effects run now)
+    tx:commit  {tx_id, status: committing}                  header: committing (decided)
+    ...        the staged calls, flushed as ordinary effects under their keys
+    tx:end     {tx_id, status: committed}                   header: committed (frontier moves)
+ or
+    tx:abort   {tx_id, status: aborting, error}             header: aborting
+    ...        inverses of the calls that ran now, newest first, under `comp/<key>`
+    tx:end     {tx_id, status: aborted | stuck, retry}      header: aborted | stuck
+
+Isolation: blocking. `tx:begin` waits until no transaction with a smaller epoch on an
+overlapping scope is open, so the body (its reads included) runs only once every earlier
+conflicting transaction has ended: conflicting transactions are serialized in epoch order,
+disjoint ones run in parallel. The commit rule is checked again before `tx:commit`.
+
+Replay reproduces every decision: a resumed run re-enters the block, finds its rows, and goes on
+from where the journal ends (a decided commit is flushed to the end, a decided abort is unwound
+to the end). An attempt that ended in an abort with a retry is skipped by replay, and the next
+attempt runs under a fresh epoch (`Rerun`: a `with` block cannot run its body twice, so the
+runtime replays the workflow up to it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    ConfigError,
+    EffectFailed,
+    FrontierTimeout,
+    ReleaseDeclined,
+    RunStuck,
+    ScopeViolation,
+)
+from ..journal.execution import Execution, error_info, step_fingerprint
+from ..journal.stop import Rerun, Stop
+from ..journal.tool import Tool
+from ..records import Event, Kind, Status
+from .frontier import wait_until_clear
+from .scope import Scope, for_call, outside
+
+BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
+
+# How a call inside a transaction is treated, by tool name, where its flags do not say it: the
+# adapters' own staging steps are invisible already (they run now), and their publish steps
+# are buffered (deferred to the commit). Adapters register here (`treat`).
+_TREATMENT: dict[str, str] = {}
+
+
+def treat(treatment: str, *tools: Tool[Any]) -> None:
+    """Register how calls of `tools` are treated inside a transaction: `now` (run at once,
+    compensated on abort) or `buffered` (deferred to the commit)."""
+    if treatment not in ("now", "buffered"):
+        raise ConfigError(f"treatment {treatment!r}: use 'now' or 'buffered'")
+    for t in tools:
+        _TREATMENT[t.name] = treatment
+
+
+def treatment(tool: Tool[Any]) -> str:
+    """`buffered` (staged, flushed at commit), `held` (irreversible: released at commit, never
+    undone) or `now` (externalized: runs at once, its inverse runs on abort)."""
+    named = _TREATMENT.get(tool.name)
+    if named is not None:
+        return named
+    if tool.bufferable:
+        return "buffered"
+    return "held" if tool.irreversible else "now"
+
+
+@dataclass
+class _Call:
+    tool: Tool[Any]
+    key: str | None
+    args: dict[str, Any]
+    step: int
+
+
+Raw = Callable[..., Any]  # the effect path under the transaction layer: (tool, key=, **args)
+
+
+class EpochTransaction:
+    """One `ctx.transaction(...)` block: use as `with` or `async with`. After the block,
+    `epoch` is the committed attempt's epoch, `attempt` its number (1 = first) and `results`
+    maps each buffered or held call's key to what its tool returned at the flush."""
+
+    def __init__(
+        self,
+        exe: Execution,
+        raw: Raw,
+        scopes: tuple[Scope, ...],
+        retries: int,
+        wait: float | None,
+        group: str | None = None,
+        gate: bool | Sequence[str] = False,
+        gate_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"ctx.transaction(retries={retries!r}): use an int >= 0")
+        self._exe = exe
+        self._raw = raw
+        self.scopes = scopes
+        self.retries = retries
+        self.wait = wait
+        # A speculation's branches: ids share this prefix and do not block each other.
+        self.group = group
+        # The release policy for held irreversible calls: False (released at commit), True (an
+        # approval gate, any approver) or the approvers' names; `gate_fn` is ctx.gate.
+        self.gate = gate
+        self._gate = gate_fn
+        self.tx_id = ""
+        self.epoch = 0
+        self.attempt = 0
+        self.status = "new"
+        self.results: dict[str, Any] = {}
+        self._staged: list[_Call] = []
+        self._done: list[_Call] = []
+
+    # -- entering -------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Open the next attempt (skipping attempts the journal shows aborted with a retry),
+        then wait until no earlier transaction on an overlapping scope is open."""
+        exe = self._exe
+        attempt = 1
+        while True:
+            step = exe.alloc()
+            value = {"scopes": [s.text for s in self.scopes], "retries": self.retries, "attempt": attempt}
+            fp = step_fingerprint(value, step, BEGIN)
+            recs = exe.expect(step, Kind.DECISION, BEGIN, fp)
+            ev = recs[0] if recs is not None else self._open(step, fp, value)
+            self.tx_id, self.epoch, self.attempt = ev.data["value"]["tx_id"], int(ev.data["epoch"]), attempt
+            end = self._recorded(END)
+            if end is None or not end[1].get("retry"):
+                break
+            for skipped in range(exe.next_step, end[0] + 1):
+                exe.steps.pop(skipped, None)
+            exe.next_step = end[0] + 1
+            attempt += 1
+        self.status = "open"
+        self._wait(end)
+
+    def _wait(self, end: tuple[int, dict[str, Any]] | None) -> None:
+        """Wait for the commit rule before the body, unless the journal settled it: a decided
+        attempt replays without waiting, and one that timed out waiting times out again."""
+        if self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None:
+            return
+        if end is not None:  # ended before its body: it gave up waiting
+            recorded = self._mark(END, "aborted")
+            raise FrontierTimeout(
+                str((recorded.get("error") or {}).get("message", "frontier wait timed out"))
+            )
+        try:
+            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
+        except FrontierTimeout as exc:
+            self._mark(END, "aborted", retry=False, error=error_info(exc))
+            raise
+
+    def _open(self, step: int, fp: str, value: dict[str, Any]) -> Event:
+        exe = self._exe
+        tx_id = f"{self.group or f'{exe.run_id}/tx/'}{step}"
+        scopes = json.dumps(value["scopes"])
+
+        def write(ev: Event) -> int:
+            return exe.store.tx_begin(tx_id, exe.run_id, scopes, value["attempt"], self.retries, ev, ev.at)
+
+        data = {"value": {"tx_id": tx_id, **value}}
+        return exe.append(
+            Kind.DECISION, step, BEGIN, status=Status.RECORDED.value, fp=fp, data=data, write=write
+        )
+
+    def _recorded(self, name: str) -> tuple[int, dict[str, Any]] | None:
+        """The step and value of this attempt's `name` row, if the journal still holds it."""
+        for step, recs in self._exe.steps.items():
+            first = recs[0]
+            if first.kind == Kind.DECISION and first.name == name:
+                value = first.data.get("value") or {}
+                if value.get("tx_id") == self.tx_id:
+                    return step, value
+        return None
+
+    def _mark(self, name: str, status: str, **extra: Any) -> dict[str, Any]:
+        """Journal a state change of this attempt with its header change, or replay it."""
+        exe = self._exe
+        step = exe.alloc()
+        fp = step_fingerprint({"tx_id": self.tx_id, "status": status}, step, name)
+        recs = exe.expect(step, Kind.DECISION, name, fp)
+        self.status = status
+        if recs is not None:
+            recorded: dict[str, Any] = recs[0].data.get("value") or {}
+            return recorded
+        value = {"tx_id": self.tx_id, "status": status, **extra}
+        tx_id = self.tx_id
+
+        def write(ev: Event) -> None:
+            if not exe.store.tx_mark(tx_id, status, ev, ev.at):
+                raise ConfigError(
+                    f"transaction {tx_id} has already ended (another process settled it); "
+                    f"this run cannot record it as {status}. Check `daybook tx {exe.run_id}`"
+                )
+
+        exe.append(
+            Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data={"value": value}, write=write
+        )
+        return value
+
+    # -- the body's calls -----------------------------------------------------------------------
+
+    def call(self, tool: Tool[Any], key: str | None, decision: Any, args: dict[str, Any]) -> Any:
+        """A tool call inside the body: checked against the scopes, then staged, held or run."""
+        used = for_call(tool.scopes, args, tool.name)
+        bad = outside(self.scopes, used)
+        if bad:
+            raise ScopeViolation(
+                f"transaction {self.tx_id}: {tool.name} would touch {[s.text for s in bad]}, outside "
+                f"the declared scopes {[s.text for s in self.scopes]}; it was not run. Declare "
+                "the scope in ctx.transaction(scopes=...) or call it outside the transaction"
+            )
+        if key is not None and self.attempt > 1:
+            key = f"{key}#attempt{self.attempt}"  # each attempt's acts are new acts
+        how = treatment(tool)
+        if how == "now":
+            self._done.append(_Call(tool, key, args, self._exe.next_step))
+            return self._raw(tool, key=key, decision=decision, **args)
+        return self._stage(tool, key, args, how)
+
+    def _stage(self, tool: Tool[Any], key: str | None, args: dict[str, Any], how: str) -> Any:
+        exe = self._exe
+        step = exe.alloc()
+        key = key or f"{exe.run_id}/{step}"
+        fp = step_fingerprint({"tool": tool.name, "key": key, "args": args}, step, STAGE)
+        if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
+            value = {"tx_id": self.tx_id, "tool": tool.name, "key": key, "treatment": how}
+            data = {"value": value, "args": args}
+            exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
+        self._staged.append(_Call(tool, key, args, step))
+        if tool.is_async:
+            return _ready(None)
+        return None
+
+    # -- leaving --------------------------------------------------------------------------------
+
+    def end(self, exc: BaseException | None) -> Generator[Any, Any, bool]:
+        """Commit, or abort (then retry, give up, or report stuck). Yields each flush or inverse
+        call's return value (an awaitable for an async tool) and is sent its result."""
+        if exc is None:
+            yield from self._commit()
+            return False
+        if not isinstance(exc, Exception):
+            return False  # a Stop (suspend, lease lost, crash-like) leaves the attempt open
+        yield from self._abort(exc)
+        return False
+
+    def _approved(self) -> Generator[Any, Any, None]:
+        """The release policy: with `gate` set, every held irreversible call passes an approval
+        gate before the commit decision (recorded steps, replayed like any); a call not approved
+        aborts the transaction (no retry) and raises ReleaseDeclined."""
+        if self.gate is False or self._gate is None:
+            return
+        approvers = None if self.gate is True else list(self.gate)
+        for c in self._staged:
+            if treatment(c.tool) != "held":
+                continue
+            about = {"tool": c.tool.name, "key": c.key, "args": c.args, "tx_id": self.tx_id}
+            verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
+            if not verdict.approved:
+                declined = ReleaseDeclined(
+                    f"transaction {self.tx_id}: the release of {c.tool.name} (key {c.key}) was "
+                    f"{verdict.outcome} at gate {verdict.gate_id}; the transaction was aborted"
+                )
+                yield from self._abort(declined)
+                raise declined
+
+    def _commit(self) -> Generator[Any, Any, None]:
+        yield from self._approved()
+        if self._recorded(COMMIT) is None and self._recorded(END) is None:
+            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, None, self.group)
+        self._mark(COMMIT, "committing")
+        try:
+            for c in self._staged:
+                self.results[str(c.key)] = yield self._raw(c.tool, key=c.key, **c.args)
+        except Exception as exc:
+            self._mark(END, "stuck", retry=False, error=error_info(exc))
+            raise self._stuck(
+                f"the flush of a committed transaction failed ({exc}); what was flushed before it stays"
+            ) from exc
+        self._mark(END, "committed")
+
+    def _abort(self, exc: Exception) -> Generator[Any, Any, None]:
+        self._mark(ABORT, "aborting", error=error_info(exc))
+        stuck: list[str] = []
+        if self._done:
+            settled = _settled(self._exe)
+            for c in reversed(self._done):
+                problem = yield from self._undo(c, settled.get(c.step))
+                if problem:
+                    stuck.append(problem)
+        # A refused scope, a bad configuration or a declined release would fail again: no retry.
+        final = isinstance(exc, ScopeViolation | ConfigError | ReleaseDeclined)
+        retry = not stuck and self.attempt <= self.retries and not final
+        self._mark(END, "stuck" if stuck else "aborted", retry=retry, stuck=stuck)
+        if stuck:
+            raise self._stuck(f"its abort could not undo: {stuck}")
+        if retry:
+            raise Rerun()
+
+    def _undo(self, c: _Call, effect: dict[str, Any] | None) -> Generator[Any, Any, str | None]:
+        """Run the inverse of one call that ran now (up to its inverse's retries, 3 by default);
+        None when it is undone or there was nothing to undo, else what remains."""
+        if effect is None or effect["status"] == Status.FAILED:
+            return None  # it never happened (or its intent was never written)
+        key = str(effect["key"])
+        if effect["status"] != Status.CONFIRMED:
+            return f"{key} ({c.tool.name}: outcome {effect['status']})"
+        if c.tool.inverse is None:
+            return f"{key} ({c.tool.name}: no inverse)"
+        try:
+            yield self._raw(
+                c.tool.inverse, key=f"comp/{key}", original=effect["args"], result=effect["result"]
+            )
+        except EffectFailed as exc:
+            return f"{key} ({c.tool.name}: inverse failed: {exc})"
+        return None
+
+    def _stuck(self, what: str) -> Stop:
+        run_id = self._exe.run_id
+        return Stop(
+            RunStuck(
+                run_id,
+                f"run {run_id!r} is stuck: transaction {self.tx_id} (epoch {self.epoch}) {what}. "
+                "Undo what remains by hand, record it with `daybook resolve`, and close the run",
+            ),
+            True,
+            journal=True,
+            status="stuck",
+        )
+
+
+def _settled(exe: Execution) -> dict[int, dict[str, Any]]:
+    """This run's effects by step: key, args, latest status and result (from the store)."""
+    effects: dict[int, dict[str, Any]] = {}
+    for ev in exe.store.load(exe.run_id):
+        if ev.step is None:
+            continue
+        if ev.kind == Kind.INTENT:
+            effects[ev.step] = {"key": ev.key, "args": ev.data.get("args"), "status": None, "result": None}
+        elif ev.kind == Kind.OUTCOME and ev.step in effects:
+            effects[ev.step].update(status=ev.status, result=ev.data.get("result"))
+    return effects
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def drive_sync(gen: Generator[Any, Any, bool]) -> bool:
+    """Run `end()` for a `with` block: every yielded call must be synchronous."""
+    try:
+        value = next(gen)
+        while True:
+            if inspect.isawaitable(value):
+                _close(value)
+                raise ConfigError(
+                    "an async tool was staged in a `with ctx.transaction(...)` block; use "
+                    "`async with ctx.transaction(...)` in an async workflow"
+                )
+            value = gen.send(value)
+    except StopIteration as stop:
+        return bool(stop.value)
+
+
+async def drive_async(gen: Generator[Any, Any, bool]) -> bool:
+    """Run `end()` for an `async with` block, awaiting each async call."""
+    try:
+        value = next(gen)
+        while True:
+            if inspect.isawaitable(value):
+                try:
+                    value = await value
+                except Exception as exc:
+                    value = gen.throw(exc)
+                    continue
+            value = gen.send(value)
+    except StopIteration as stop:
+        return bool(stop.value)
+
+
+def _close(value: Awaitable[Any]) -> None:
+    close = getattr(value, "close", None)
+    if close is not None:
+        close()
+
+
+__all__ = ["EpochTransaction", "drive_async", "drive_sync", "treat", "treatment"]

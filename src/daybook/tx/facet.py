@@ -1,0 +1,167 @@
+"""The `Transactions` facet of `ctx`: `ctx.transaction(scopes=..., retries=...)`, and `ctx.effect`
+made transaction-aware (inside a block, a call is checked against the block's scopes, then
+buffered, held or run now and compensated on abort; outside any block, unchanged)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from ..errors import ConfigError
+from ..journal.decision import Decision
+from ..journal.execution import Execution
+from ..journal.steps import Steps
+from ..journal.tool import Tool
+from ..records import JSON
+from .atomix import EpochTransaction, drive_async, drive_sync
+from .scope import parse_all
+from .speculate import speculate
+
+T = TypeVar("T")
+
+
+class Block:
+    """What `ctx.transaction(...)` returns: a context manager, `with` or `async with`; it
+    yields the `EpochTransaction` (epoch, attempt, status, results)."""
+
+    def __init__(self, owner: Transactions, tx: EpochTransaction) -> None:
+        self._owner = owner
+        self.tx = tx
+        self._joined = False
+
+    def _enter(self) -> EpochTransaction:
+        outer = self._owner._tx
+        if outer is not None and outer.group is not None:
+            # Inside a speculation's branch the block joins the branch's transaction (the branch
+            # commits or aborts as a whole, when the winner is chosen).
+            self._joined = True
+            return outer
+        if outer is not None:
+            raise ConfigError(
+                f"ctx.transaction inside transaction {outer.tx_id}: transactions do not "
+                "nest; declare every scope on the outer one"
+            )
+        self.tx.begin()
+        self._owner._tx = self.tx
+        return self.tx
+
+    def __enter__(self) -> EpochTransaction:
+        return self._enter()
+
+    def __exit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if self._joined:
+            return False
+        self._owner._tx = None
+        return drive_sync(self.tx.end(exc))
+
+    async def __aenter__(self) -> EpochTransaction:
+        return self._enter()
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if self._joined:
+            return False
+        self._owner._tx = None
+        return await drive_async(self.tx.end(exc))
+
+
+class Transactions(Steps):
+    """`ctx.transaction`: Atomix transactions (epochs, frontiers, the commit rule)."""
+
+    def __init__(self, exe: Execution) -> None:
+        super().__init__(exe)
+        self._tx: EpochTransaction | None = None
+
+    def transaction(
+        self,
+        scopes: Iterable[str],
+        *,
+        retries: int = 3,
+        wait: float | None = None,
+        gate: bool | Sequence[str] = False,
+    ) -> Block:
+        """A transaction over the resources `scopes` (`<type>:<path>[:<id>]`, `*` one segment,
+        `**` any suffix), as `with` or `async with`.
+
+        Entering takes a fresh epoch from the store and waits until no transaction with a smaller
+        epoch on an overlapping scope is open (`wait` seconds at most, else FrontierTimeout).
+        Inside, `ctx.effect` calls are checked against the scopes (a tool's `scopes=`; outside:
+        ScopeViolation, refused before it runs), then: a `bufferable` tool is staged and runs at
+        commit; an irreversible one is held and runs at commit, once; any other runs now and its
+        inverse runs on abort (newest first). Staged and held calls return None in the block;
+        their results are in `tx.results` (by key) afterwards. Leaving normally commits; an
+        exception aborts and the block runs again under a fresh epoch, up to `retries` times,
+        then the exception propagates.
+
+        `gate`: the release policy for held irreversible calls. False (default): released at
+        commit. True, or a list of approver names: each passes an approval gate (`ctx.gate`,
+        bound to the call's tool, key and arguments) before the commit decision; one not
+        approved aborts the transaction without a retry and raises ReleaseDeclined."""
+        parsed = parse_all(scopes, "ctx.transaction scopes")
+        if not isinstance(gate, bool) and (isinstance(gate, str) or not isinstance(gate, Sequence)):
+            raise ConfigError(f"ctx.transaction(gate={gate!r}): use True, False or a list of approver names")
+        gate_fn = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
+        tx = EpochTransaction(self._exe, self._effect_now, parsed, retries, wait, None, gate, gate_fn)
+        return Block(self, tx)
+
+    def speculate(
+        self,
+        branches: Mapping[str, Callable[[Any], Any]],
+        *,
+        choose: Callable[[dict[str, Any]], str],
+        scopes: Iterable[str] | None = None,
+        wait: float | None = None,
+    ) -> Any:
+        """Best-of-K: run every branch `fn(ctx)` concurrently (threads), each in its own
+        transaction over `scopes` (default `**`, everything), then `choose(results)` (the results
+        of the branches that finished without an exception, by name; recorded) names the winner.
+        The losers are aborted (staged calls dropped, held calls never released, calls that ran
+        now undone by their inverses) and the winner commits; returns the winner's result.
+        Branches do not block one another; if every branch raised, the first exception is
+        raised. Branch functions are synchronous."""
+        return speculate(self, branches, choose, scopes, wait)
+
+    def _effect_now(self, tool: Tool[Any], /, **kwargs: Any) -> Any:
+        return super().effect(tool, **kwargs)
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[Coroutine[Any, Any, T]],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> Awaitable[T]: ...
+
+    @overload
+    def effect(
+        self,
+        tool: Tool[T],
+        /,
+        *,
+        key: str | None = ...,
+        decision: Decision[Any] | None = ...,
+        **args: JSON,
+    ) -> T: ...
+
+    def effect(
+        self,
+        tool: Tool[Any],
+        /,
+        *,
+        key: str | None = None,
+        decision: Decision[Any] | None = None,
+        **args: JSON,
+    ) -> Any:
+        """`ctx.effect` (see `Effects.effect`); inside `ctx.transaction`, the call is scoped and
+        buffered, held or compensated by the transaction."""
+        tx = self._tx
+        if tx is None or not isinstance(tool, Tool):
+            return super().effect(tool, key=key, decision=decision, **args)
+        return tx.call(tool, key, decision, dict(args))

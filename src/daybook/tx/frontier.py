@@ -1,0 +1,129 @@
+"""Frontiers and the commit rule, derived from the store's transaction headers (never given by a
+caller).
+
+`frontier[r]` is the smallest epoch of a transaction that is still open (open, committing or
+aborting) on a scope overlapping `r`; no open transaction means no bound (shown as None). A
+transaction at epoch `e` may proceed on its scopes iff `frontier[r] >= e` for every `r` in its
+scopes, counting every transaction but itself: no transaction with a smaller epoch on an
+overlapping scope is still open (Atomix Algorithm 1). Because epochs are allocated in a total
+order that becomes visible in order, and an ended transaction never opens again, the set of
+earlier open transactions only shrinks: once the rule holds, it holds for good.
+
+Waiting for the rule is a poll with exponential backoff (5 ms doubling to 100 ms) that checks
+the run's lease between polls; it is durable in that a process that dies while waiting resumes
+the run, and the resumed run waits again from the store's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import FrontierTimeout, LeaseLost
+from ..journal.execution import Execution
+from ..journal.stop import Stop
+from ..store import Store
+from ..store.tx_rows import TxRow
+from .scope import Scope, any_overlap, overlaps, parse_all
+
+FIRST_POLL = 0.005
+MAX_POLL = 0.1
+
+
+def scopes_of(row: TxRow) -> tuple[Scope, ...]:
+    return parse_all(json.loads(row[3]))
+
+
+def blockers(
+    store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str, group: str | None = None
+) -> list[TxRow]:
+    """Open transactions with a smaller epoch on a scope overlapping `scopes` (siblings of one
+    speculation, whose ids share the prefix `group`, do not block each other)."""
+    return [
+        row
+        for row in store.tx_rows(open_only=True, before=epoch)
+        if row[0] != tx_id
+        and not (group and row[0].startswith(group))
+        and any_overlap(scopes, scopes_of(row))
+    ]
+
+
+def can_commit(store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str) -> bool:
+    """The commit rule: `frontier[r] >= epoch` for every `r` in `scopes`."""
+    return not blockers(store, scopes, epoch, tx_id)
+
+
+def wait_until_clear(
+    exe: Execution,
+    scopes: Sequence[Scope],
+    epoch: int,
+    tx_id: str,
+    wait: float | None,
+    group: str | None = None,
+) -> None:
+    """Block (polling with backoff) until the commit rule holds for this transaction; raise
+    FrontierTimeout after `wait` seconds (None: no limit), Stop if the run's lease is lost."""
+    if exe.read_only:
+        return  # a pure replay checks history, it does not wait for the present
+    delay = FIRST_POLL
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        found = blockers(exe.store, scopes, epoch, tx_id, group)
+        if not found:
+            return
+        if exe.heartbeat is not None and exe.heartbeat.lost:
+            raise Stop(LeaseLost(f"run {exe.run_id!r}: lease lost while waiting for a frontier"), False)
+        if deadline is not None and time.monotonic() >= deadline:
+            first = found[0]
+            raise FrontierTimeout(
+                f"transaction {tx_id} (epoch {epoch}) waited {wait:g}s for transaction {first[0]} "
+                f"(epoch {first[2]}, run {first[1]!r}, {first[4]}) on an overlapping scope; see "
+                "`daybook frontiers`, and resume or resolve the run that holds it"
+            )
+        exe.sleep(delay)
+        delay = min(delay * 2, MAX_POLL)
+
+
+def frontiers(store: Store) -> list[dict[str, Any]]:
+    """Each scope an open transaction holds: its frontier (the smallest open epoch on an
+    overlapping scope), the transaction at that epoch (what everything later on it waits for)
+    and the later open transactions that wait on it."""
+    rows = store.tx_rows(open_only=True)
+    parsed = [(row, scopes_of(row)) for row in rows]
+    seen: dict[str, Scope] = {}
+    for _, scopes in parsed:
+        for s in scopes:
+            seen.setdefault(s.text, s)
+    out: list[dict[str, Any]] = []
+    for text in sorted(seen):
+        on = [row for row, scopes in parsed if any(overlaps(seen[text], s) for s in scopes)]
+        head = on[0]  # rows come in epoch order
+        out.append(
+            {
+                "scope": text,
+                "frontier": head[2],
+                "held_by": {"tx_id": head[0], "run_id": head[1], "epoch": head[2], "status": head[4]},
+                "waiting": [{"tx_id": r[0], "run_id": r[1], "epoch": r[2]} for r in on[1:]],
+            }
+        )
+    return out
+
+
+def listing(store: Store, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Transaction headers as dicts, by epoch (`daybook tx`)."""
+    return [
+        {
+            "tx_id": r[0],
+            "run_id": r[1],
+            "epoch": r[2],
+            "scopes": json.loads(r[3]),
+            "status": r[4],
+            "attempt": r[5],
+            "retries": r[6],
+            "created_at": r[7],
+            "updated_at": r[8],
+        }
+        for r in store.tx_rows(run_id=run_id)
+    ]

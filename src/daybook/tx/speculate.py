@@ -1,0 +1,153 @@
+"""`ctx.speculate(branches, choose=...)`: Best-of-K. K branches run concurrently (threads), each
+in its own transaction; the choice is journaled; only the winner's effects persist.
+
+Each branch gets its own cursor over the run's journal: branch i records its steps in its own
+block of step numbers (`BLOCK` wide, after the `tx:speculate` row), so threads that interleave
+in time still replay to the same steps. Journal writes are serialized through one lock (the
+run's sequence numbers stay one total order).
+
+The Best-of-K circularity (spec §1.7) is resolved as the spec proposes: the branches of one
+speculation are siblings (their transaction ids share a prefix) and do not block one another;
+a branch counts as resolved once it finished and was chosen or aborted. So: every branch runs,
+`choose(results)` picks a winner among those that finished without an exception, the losers are
+aborted (staged calls dropped, held irreversible calls never released, calls that ran now
+undone by their inverses, newest first), then the winner commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import ConfigError, DaybookError
+from ..journal.execution import Execution, Writer, step_fingerprint
+from ..records import Event, Kind, Status
+from .atomix import EpochTransaction, Raw, drive_sync
+from .scope import parse_all
+
+BLOCK = 100_000
+SPECULATE = "tx:speculate"
+
+
+class BranchLost(DaybookError):
+    """A speculative branch that was not chosen: its transaction is aborted."""
+
+
+class _Ctx(Protocol):
+    _exe: Execution
+    _tx: EpochTransaction | None
+
+    def _effect_now(self, tool: Any, /, **kwargs: Any) -> Any: ...
+
+    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+
+class BranchExecution(Execution):
+    """A branch's cursor: the run's journal and state, its own step block and held items."""
+
+    def __init__(self, parent: Execution, first_step: int, lock: threading.Lock) -> None:
+        self.__dict__.update(parent.__dict__)  # shares the journal, keys and store
+        self.held = {}
+        self.next_step = first_step
+        self._parent = parent
+        self._lock = lock
+
+    def append(
+        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+    ) -> Event:
+        with self._lock:
+            self.next_seq = self._parent.next_seq
+            try:
+                return super().append(kind, step, name, write=write, **fields)
+            finally:
+                self._parent.next_seq = self.next_seq
+
+
+@dataclass
+class _Branch:
+    name: str
+    ctx: Any
+    tx: EpochTransaction
+    result: Any = None
+    error: BaseException | None = None
+
+
+def speculate(
+    ctx: _Ctx,
+    branches: Mapping[str, Callable[[Any], Any]],
+    choose: Callable[[dict[str, Any]], str],
+    scopes: Iterable[str] | None,
+    wait: float | None,
+) -> Any:
+    """Run every branch, choose, abort the losers, commit the winner; return its result."""
+    exe = ctx._exe
+    names = _check(ctx, branches)
+    parsed = parse_all(["**"] if scopes is None else scopes, "ctx.speculate scopes")
+    step = exe.alloc()
+    value = {"branches": names, "scopes": [s.text for s in parsed]}
+    fp = step_fingerprint(value, step, SPECULATE)
+    if exe.expect(step, Kind.DECISION, SPECULATE, fp) is None:
+        exe.append(Kind.DECISION, step, SPECULATE, status=Status.RECORDED.value, fp=fp, data={"value": value})
+    group = f"{exe.run_id}/spec/{step}/"
+    lock = threading.Lock()
+    runs: list[_Branch] = []
+    for i, name in enumerate(names):
+        bexe = BranchExecution(exe, step + (i + 1) * BLOCK, lock)
+        bctx = type(ctx)(bexe)  # type: ignore[call-arg]
+        raw: Raw = bctx._effect_now
+        runs.append(_Branch(name, bctx, EpochTransaction(bexe, raw, parsed, 0, wait, group)))
+    threads = [threading.Thread(target=_run, args=(r, branches[r.name]), daemon=True) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    exe.next_step = step + (len(names) + 1) * BLOCK
+    return _settle(ctx, runs, choose)
+
+
+def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]:
+    if ctx._tx is not None:
+        raise ConfigError(
+            "ctx.speculate inside ctx.transaction: speculate outside it (transactions do not nest)"
+        )
+    if not isinstance(branches, Mapping) or not branches:
+        raise ConfigError("ctx.speculate(branches, choose=...): give a dict of name -> fn(ctx), at least one")
+    for name, fn in branches.items():
+        if not isinstance(name, str) or not callable(fn):
+            raise ConfigError(f"ctx.speculate: branch {name!r} must be a str name mapped to a fn(ctx)")
+    return list(branches)
+
+
+def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
+    try:
+        branch.tx.begin()
+        branch.ctx._tx = branch.tx
+        branch.result = fn(branch.ctx)
+    except BaseException as exc:  # reported to the run's own thread by _settle
+        branch.error = exc
+    finally:
+        branch.ctx._tx = None
+
+
+def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str]) -> Any:
+    for r in runs:
+        if r.error is not None and not isinstance(r.error, Exception):
+            raise r.error  # a Stop (lease lost, a crash-like store failure): resume goes on
+    finished = {r.name: r.result for r in runs if r.error is None}
+    winner: str | None = None
+    if finished:
+        winner = ctx.decide("tx:choose", lambda: choose(dict(finished))).value
+        if winner not in finished:
+            raise ConfigError(f"ctx.speculate: choose returned {winner!r}, not one of {sorted(finished)}")
+    for r in runs:
+        if r.name != winner and r.tx.tx_id:
+            lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
+            drive_sync(r.tx.end(lost))
+    if winner is None:
+        first = next(r.error for r in runs if r.error is not None)
+        raise first
+    best = next(r for r in runs if r.name == winner)
+    drive_sync(best.tx.end(None))
+    return best.result

@@ -1,0 +1,252 @@
+"""Atomix transactions survive SIGKILL at every point of their protocol, on both stores: a child
+process is killed there, another resumes the run, and the counterparties (files on disk, the
+bank's own books) show all of the transaction or none of it, each irreversible act delivered
+once, each compensation run once. Plus contention across processes: overlapping scopes are
+serialized by epoch (an exact counter), disjoint scopes run in parallel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HERE, killed, last_json, release_together
+
+from daybook import Daybook
+from daybook.demo.bank import Bank
+from daybook.tx.frontier import listing
+
+CHILD = str(HERE / "tx_child.py")
+
+
+def _child(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, CHILD, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _visible(root: Path, bank: Bank) -> dict[str, object]:
+    payments = list(bank.records.get("payments", {}).values())
+    return {
+        "a": (root / "a.txt").read_text() if (root / "a.txt").exists() else None,
+        "b": (root / "b.txt").read_text() if (root / "b.txt").exists() else None,
+        "legs": sum(1 for p in payments if p["n"] == 1),
+        "notices": sum(1 for p in payments if p["n"] == 99),
+        "cancels": len(bank.records.get("cancels", {})),
+    }
+
+
+# (kill flag, where, fail the first attempt, the commit was decided before the kill)
+POINTS = [
+    ("--kill-tx", "after:tx_begin:1", False, False),  # epoch taken, body not begun
+    ("--kill-after", "decision:1", False, False),  # after the first staged write
+    ("--kill-after", "intent:1", False, False),  # the leg's intent written, not sent
+    ("--kill-after", "outcome:1", False, False),  # the leg booked, before the next stage
+    ("--kill-before", "decision:2", False, False),  # before the second staged write
+    ("--kill-after", "decision:3", False, False),  # the irreversible call held, not decided
+    ("--kill-tx", "after:tx_mark:1", False, True),  # commit decided, nothing flushed
+    ("--kill-after", "outcome:2", False, True),  # first staged write flushed, second not
+    ("--kill-after", "intent:4", False, True),  # the held payment's release begun, not sent
+    ("--kill-after", "outcome:4", False, True),  # everything flushed, not yet committed
+    ("--kill-tx", "before:tx_mark:2", False, True),  # before the committed row
+    ("--kill-tx", "after:tx_mark:1", True, False),  # abort decided, nothing compensated
+    ("--kill-after", "intent:2", True, False),  # the cancel's intent written, not sent
+    ("--kill-after", "outcome:2", True, False),  # cancelled, before the aborted row
+    ("--kill-tx", "before:tx_mark:2", True, False),  # before the aborted row
+    ("--kill-tx", "after:tx_begin:2", True, False),  # the retry's fresh epoch taken
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "where", "fail_first", "decided"), POINTS)
+def test_a_sigkill_at_any_protocol_point_leaves_all_or_nothing_at_the_counterparties(
+    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str, fail_first: bool, decided: bool
+) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "1" if fail_first else "0", flag, where)
+    assert killed(first), first.stdout + first.stderr
+    seen = _visible(root, bank)
+    if not decided:
+        # Before the commit decision nothing staged or held is visible.
+        assert (seen["a"], seen["b"], seen["notices"]) == (None, None, 0)
+    second = _child(db_url, "resume", "r1")
+    assert second.returncode == 0, second.stdout + second.stderr
+    result = last_json(second.stdout.replace('{"done": true}', ""))
+    attempts = 2 if fail_first else 1
+    assert result["result"]["attempt"] == attempts  # type: ignore[index]
+    assert _visible(root, bank) == {
+        "a": "A",
+        "b": "B",
+        "legs": attempts,
+        "notices": 1,  # the irreversible act: exactly once, and only for the committed attempt
+        "cancels": attempts - 1,  # each aborted attempt's leg cancelled once
+    }
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        rows = listing(book.store, "r1")
+    assert [r["status"] for r in rows] == ["aborted"] * (attempts - 1) + ["committed"]
+
+
+@pytest.mark.slow
+def test_four_processes_incrementing_one_counter_in_transactions_end_at_exactly_100(
+    db_url: str, tmp_path: Path
+) -> None:
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                CHILD,
+                db_url,
+                "count",
+                f"c{i}",
+                str(tmp_path),
+                "counter",
+                "25",
+                "tx",
+                "--ready-go",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    release_together(procs)
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+    assert (tmp_path / "counter").read_text() == "100"
+    with Daybook(db_url) as book:
+        rows = listing(book.store)
+    assert len(rows) == 100 and {r["status"] for r in rows} == {"committed"}
+
+
+@pytest.mark.slow
+def test_the_same_increments_without_transactions_lose_updates(db_url: str, tmp_path: Path) -> None:
+    """The control: the contention test can fail (plain read-then-write loses updates)."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                CHILD,
+                db_url,
+                "count",
+                f"p{i}",
+                str(tmp_path),
+                "counter",
+                "25",
+                "plain",
+                "--ready-go",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    release_together(procs)
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+    assert int((tmp_path / "counter").read_text()) < 100
+
+
+@pytest.mark.slow
+def test_a_transaction_on_a_disjoint_scope_runs_while_another_process_holds_its_own(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Process 1 holds a transaction on `x` open until `x.go` appears; process 2 commits one on
+    `y` meanwhile, and only then is `x.go` created: serialized scopes would deadlock here."""
+    holder = subprocess.Popen(
+        [sys.executable, CHILD, db_url, "count", "h", str(tmp_path), "x", "1", "hold"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        other = _child(db_url, "count", "o", str(tmp_path), "y", "1", "tx", timeout=60)
+        assert other.returncode == 0, other.stdout + other.stderr
+        assert (tmp_path / "y").read_text() == "1" and not (tmp_path / "x").exists()
+        (tmp_path / "x.go").write_text("go")
+        out, err = holder.communicate(timeout=60)
+        assert holder.returncode == 0, out + err
+    finally:
+        holder.kill()
+    assert (tmp_path / "x").read_text() == "1"
+
+
+def test_daybook_tx_and_frontiers_show_an_open_transaction_and_what_it_holds(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first)
+    listed = cli("tx", "r1", db=db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert "open" in listed.stdout and f"fs:{root}/**" in listed.stdout and "1/3" in listed.stdout
+    held = cli("frontiers", "--json", db=db_url)
+    assert held.returncode == 0, held.stderr
+    scopes = {f["scope"]: f for f in json.loads(held.stdout)}
+    assert scopes["api:bank:**"]["held_by"]["run_id"] == "r1"
+    assert _child(db_url, "resume", "r1").returncode == 0
+    assert "committed" in cli("tx", db=db_url).stdout
+    assert "every frontier is clear" in cli("frontiers", db=db_url).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("flag", "where"),
+    [
+        ("--kill-after", "decision:8"),  # the winner chosen, nothing settled
+        ("--kill-tx", "after:tx_mark:1"),  # the first loser's abort decided
+        ("--kill-tx", "after:tx_mark:5"),  # the losers aborted, the winner's commit decided
+    ],
+)
+def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
+    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str
+) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "spec", "s1", str(root), bank.url, flag, where)
+    assert killed(first), first.stdout + first.stderr
+    second = _child(db_url, "resume", "s1")
+    assert second.returncode == 0, second.stdout + second.stderr
+    payments = list(bank.records.get("payments", {}).values())
+    assert sorted(p["n"] for p in payments if p["n"] > 0) == [250, 280, 300]  # every leg booked once
+    assert [p["n"] for p in payments if p["n"] < 0] == [-250]  # only the winner's notice
+    assert len(bank.records.get("cancels", {})) == 2  # the losers' legs cancelled once each
+    assert sorted(p.name for p in root.glob("*.txt")) == ["y.txt"]
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+
+
+@pytest.mark.slow
+def test_a_worker_that_takes_over_a_dead_owners_run_finishes_its_transaction_and_frees_the_scopes(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    import time
+
+    from conftest import worker_command
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first)
+    with Daybook(db_url) as book:
+        assert [f["held_by"]["run_id"] for f in book.frontiers()] == ["r1", "r1"]
+    time.sleep(2.5)  # the dead owner's lease (2 s) lapses
+    command = [c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, "--until-idle")]
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
+    worker = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 1, "notices": 1, "cancels": 0}
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []
+        assert [t["status"] for t in book.transactions("r1")] == ["committed"]

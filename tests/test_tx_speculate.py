@@ -1,0 +1,96 @@
+"""Speculation (Best-of-K): branches run concurrently, each in its own transaction; only the
+winner's staged file, hold and email persist; losers' holds are cancelled, their files and
+emails never appear; a failed branch is a loser; replay reproduces the choice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import daybook
+from daybook import Daybook
+from daybook.tx.frontier import frontiers, listing
+
+PRICES = {"a": 310, "b": 270, "c": 295}
+
+
+@daybook.tool(bufferable=True, idempotent=True, irreversible=False)
+def spec_page(root: str, name: str, idempotency_key: str) -> str:
+    Path(root, name).write_text(name)
+    return name
+
+
+@daybook.tool(idempotent=True, irreversible=False)
+def spec_cancel(original: dict[str, Any], result: str, idempotency_key: str) -> None:
+    Path(original["root"], "holds", result).unlink()
+
+
+@daybook.tool(inverse=spec_cancel)
+def spec_hold(root: str, plan: str, idempotency_key: str) -> str:
+    Path(root, "holds").mkdir(exist_ok=True)
+    Path(root, "holds", plan).write_text(idempotency_key)
+    return plan
+
+
+@daybook.tool(irreversible=True)
+def spec_mail(root: str, plan: str, idempotency_key: str) -> None:
+    with Path(root, "mail.txt").open("a") as f:
+        f.write(plan + "\n")
+
+
+INSIDE: list[str] = []
+LOCK = threading.Lock()
+
+
+def _plan(name: str, root: str, fail: bool = False) -> Any:
+    def branch(ctx: daybook.Context) -> dict[str, Any]:
+        with LOCK:
+            INSIDE.append(f"{name}:in")
+        ctx.effect(spec_page, root=root, name=f"{name}.html")
+        with ctx.transaction(scopes=[f"fs:{root}/**"]):  # joins the branch's own transaction
+            ctx.effect(spec_hold, root=root, plan=name)
+        ctx.effect(spec_mail, root=root, plan=name)
+        time.sleep(0.2)  # the branches overlap in time
+        with LOCK:
+            INSIDE.append(f"{name}:out")
+        if fail:
+            raise RuntimeError(f"plan {name} broke")
+        return {"price": PRICES[name]}
+
+    return branch
+
+
+@daybook.workflow(name="tx_speculate")
+def trip(ctx: daybook.Context, root: str, fail_b: bool) -> Any:
+    return ctx.speculate(
+        {"a": _plan("a", root), "b": _plan("b", root, fail_b), "c": _plan("c", root)},
+        choose=lambda results: min(results, key=lambda k: results[k]["price"]),
+        scopes=[f"fs:{root}/**"],
+    )
+
+
+def _world(root: Path) -> tuple[list[str], list[str], list[str]]:
+    pages = sorted(p.name for p in root.glob("*.html"))
+    holds = sorted(p.name for p in (root / "holds").iterdir()) if (root / "holds").exists() else []
+    mail = (root / "mail.txt").read_text().split() if (root / "mail.txt").exists() else []
+    return pages, holds, mail
+
+
+@pytest.mark.parametrize("fail_b", [False, True])
+def test_only_the_winners_file_hold_and_email_persist(book: Daybook, tmp_path: Path, fail_b: bool) -> None:
+    INSIDE.clear()
+    best = book.run(trip, str(tmp_path), fail_b, run_id="s1")
+    winner = "c" if fail_b else "b"  # b is cheapest unless it broke
+    assert best == {"price": PRICES[winner]}
+    assert _world(tmp_path) == ([f"{winner}.html"], [winner], [winner])
+    # concurrently: every branch was inside before any left
+    assert max(INSIDE.index(f"{n}:in") for n in "abc") < min(INSIDE.index(f"{n}:out") for n in "abc")
+    statuses = sorted(r["status"] for r in listing(book.store, "s1"))
+    assert statuses == ["aborted", "aborted", "committed"]
+    assert frontiers(book.store) == []
+    assert book.replay("s1") == best
+    assert _world(tmp_path) == ([f"{winner}.html"], [winner], [winner])
