@@ -302,16 +302,7 @@ def _make(
     profiled = bool(
         idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
     )
-    # A tool declared with no counterparty profile at all is treated as irreversible and
-    # keyless: the most conservative reading (gated by the agent loop, never undone by a
-    # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
-    # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
-    final = (
-        irreversible
-        if irreversible is not None
-        else effect_class == "irreversible"
-        or (effect_class is None and (not profiled or (not accepts_keys and inverse is None)))
-    )
+    final = _irreversible(irreversible, effect_class, profiled, accepts_keys, inverse)
     return Tool(
         fn=f,
         name=name or f.__name__,
@@ -333,6 +324,24 @@ def _make(
         secrets=_secret_names(f, secrets),
         secret_result=bool(secret_result),
         scopes=scopes,
+    )
+
+
+def _irreversible(
+    irreversible: bool | None,
+    effect_class: str | None,
+    profiled: bool,
+    accepts_keys: bool,
+    inverse: Tool[Any] | None,
+) -> bool:
+    # A tool declared with no counterparty profile at all is treated as irreversible and
+    # keyless: the most conservative reading (gated by the agent loop, never undone by a
+    # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
+    # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
+    if irreversible is not None:
+        return irreversible
+    return effect_class == "irreversible" or (
+        effect_class is None and (not profiled or (not accepts_keys and inverse is None))
     )
 
 
