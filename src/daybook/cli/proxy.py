@@ -1,0 +1,35 @@
+"""`daybook proxy`: put the MCP proxy between an MCP client and an MCP server (`daybook[mcp]`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from .. import ConfigError, Daybook
+from .app import with_book
+
+
+@click.command()
+@click.option("--upstream", "command", default=None, help="The upstream MCP server's command line (stdio), e.g. 'python server.py'.")
+@click.option("--upstream-url", "url", default=None, help="The upstream MCP server's streamable-HTTP URL instead.")
+@click.option("--tools-policy", "policy_file", default=None, type=click.Path(dir_okay=False),
+              help="JSON or TOML file overriding each tool's class, gate, approvers, timeout and status query.")
+@click.option("--run", "session", default=None,
+              help="The session id naming positional calls; give the same one to a restarted proxy to continue.")
+@with_book
+def proxy(book: Daybook, command: str | None, url: str | None, policy_file: str | None, session: str | None) -> None:
+    """Serve an MCP client on stdio, journaling every tool call it makes to the upstream server.
+
+    Each call that is not read-only is an effect under a key naming the call (intent before it
+    is forwarded, outcome after); irreversible tools wait for `daybook approve`; a call whose
+    outcome is unknown is never re-sent blindly. Tool listings, resources and prompts pass through.
+    """
+    try:
+        from ..integrations.mcp import load_policy, serve_stdio
+    except ImportError as exc:
+        raise ConfigError(f"`daybook proxy` needs the MCP SDK: pip install 'daybook[mcp]' ({exc})") from None
+    asyncio.run(serve_stdio(book, command=command, url=url, policy=load_policy(policy_file), session=session))
+
+
+COMMANDS = [proxy]
