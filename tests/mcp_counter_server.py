@@ -36,11 +36,17 @@ def _tool(name: str, props: dict[str, Any], annotations: types.ToolAnnotations |
 
 
 TOOLS = [
-    _tool("send", {"to": STR, "amount": NUM, "delay": NUM},
-          types.ToolAnnotations(destructiveHint=False, idempotentHint=False)),
+    _tool(
+        "send",
+        {"to": STR, "amount": NUM, "delay": NUM},
+        types.ToolAnnotations(destructiveHint=False, idempotentHint=False),
+    ),
     _tool("wire", {"to": STR, "amount": NUM}, None),
-    _tool("put", {"name": STR, "value": STR, "idempotency_key": STR},
-          types.ToolAnnotations(destructiveHint=False, idempotentHint=True)),
+    _tool(
+        "put",
+        {"name": STR, "value": STR, "idempotency_key": STR},
+        types.ToolAnnotations(destructiveHint=False, idempotentHint=True),
+    ),
     _tool("sent", {"key": STR}, types.ToolAnnotations(readOnlyHint=True)),
     _tool("count", {}, types.ToolAnnotations(readOnlyHint=True)),
 ]
@@ -82,7 +88,17 @@ async def call_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
         key = args.get("idempotency_key")
     n = len(_lines()) + 1
     result = {"execution": n, "tool": name, **{k: v for k, v in args.items() if k != "delay"}}
-    _record({"tool": name, "key": key, "args": args, "result": result, "ppid": os.getppid(), "pid": os.getpid(), "at": time.time()})
+    _record(
+        {
+            "tool": name,
+            "key": key,
+            "args": args,
+            "result": result,
+            "ppid": os.getppid(),
+            "pid": os.getpid(),
+            "at": time.time(),
+        }
+    )
     if args.get("delay"):
         await anyio.sleep(float(args["delay"]))
     return result

@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.shared.memory import create_connected_server_and_client_session  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.shared.memory import create_connected_server_and_client_session
 
-from daybook import Daybook  # noqa: E402
-from daybook.integrations.mcp import KEY_META, load_policy, open_proxy  # noqa: E402
+from daybook import Daybook
+from daybook.integrations.mcp import KEY_META, load_policy, open_proxy
 
 HERE = Path(__file__).parent
 SERVER = f"{sys.executable} {HERE / 'mcp_counter_server.py'}"
@@ -59,11 +59,16 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @asynccontextmanager
-async def client(book: Daybook, session: str = "s1", policy: str | None = None) -> AsyncIterator[ClientSession]:
+async def client(
+    book: Daybook, session: str = "s1", policy: str | None = None
+) -> AsyncIterator[ClientSession]:
     """A real MCP client session talking to an in-process proxy in front of the real server."""
-    async with open_proxy(book, command=SERVER, session=session, policy=load_policy(policy)) as proxy:
-        async with create_connected_server_and_client_session(proxy.server()) as c:
-            yield c
+    how = {"command": SERVER, "session": session, "policy": load_policy(policy)}
+    async with (
+        open_proxy(book, **how) as proxy,
+        create_connected_server_and_client_session(proxy.server()) as c,
+    ):
+        yield c
 
 
 def run(fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -123,7 +128,11 @@ def test_the_idempotency_key_argument_is_filled_with_the_call_key(book: Daybook,
 def test_a_restarted_proxy_on_the_same_run_answers_repeated_calls_from_the_journal(
     book: Daybook, ledger: Path
 ) -> None:
-    calls = [("send", {"to": "bob", "amount": 5}), ("send", {"to": "bob", "amount": 5}), ("send", {"to": "amy", "amount": 1})]
+    calls = [
+        ("send", {"to": "bob", "amount": 5}),
+        ("send", {"to": "bob", "amount": 5}),
+        ("send", {"to": "amy", "amount": 1}),
+    ]
 
     async def session(name: str) -> list[Any]:
         async with client(book, session=name) as c:
@@ -151,9 +160,7 @@ def test_a_client_that_times_out_and_retries(book: Daybook, ledger: Path, throug
                 async with client(book) as c:
                     yield c
                 return
-            params = StdioServerParameters(command=sys.executable, args=[SERVER.split(" ", 1)[1]], env=dict(os.environ))
-            async with stdio_client(params) as (r, w), ClientSession(r, w) as c:
-                await c.initialize()
+            async with direct() as c:
                 yield c
 
         async with connect() as c:
@@ -181,7 +188,9 @@ def test_an_irreversible_tool_is_gated_until_approved_and_the_approval_is_bound_
     assert ledger_of(ledger) == []  # nothing reached the server
     (gate,) = book.approvals()
     assert gate["run_id"].startswith("mcp/gated/wire/")
-    assert book.approve(str(gate["run_id"]), str(gate["gate_id"]), approver="alice", token=token) == "delivered"
+    assert (
+        book.approve(str(gate["run_id"]), str(gate["gate_id"]), approver="alice", token=token) == "delivered"
+    )
     other = run(lambda: call({"to": "bob", "amount": 500}))  # another call: the approval is not its
     assert other.isError and "pending approval" in text(other)
     done = run(lambda: call({"to": "bob", "amount": 5}))  # the approved call, made again
@@ -191,7 +200,119 @@ def test_an_irreversible_tool_is_gated_until_approved_and_the_approval_is_bound_
     assert [line["args"] for line in ledger_of(ledger)] == [{"to": "bob", "amount": 5}]
     waiting = [g for g in book.approvals() if g["run_id"] != gate["run_id"]]
     assert len(waiting) == 1
-    book.approve(str(waiting[0]["run_id"]), str(waiting[0]["gate_id"]), approver="alice", token=token, approve=False)
+    book.approve(
+        str(waiting[0]["run_id"]), str(waiting[0]["gate_id"]), approver="alice", token=token, approve=False
+    )
     declined = run(lambda: call({"to": "bob", "amount": 500}))
     assert declined.isError and "not approved (declined by alice" in text(declined)
     assert len(ledger_of(ledger)) == 1
+
+
+@asynccontextmanager
+async def proxy_process(
+    db_url: str, session: str, policy: Path | None = None
+) -> AsyncIterator[ClientSession]:
+    """A real MCP client over stdio to `daybook proxy` as its own process (what an IDE runs)."""
+    args = ["-m", "daybook", "proxy", "--db", db_url, "--run", session, "--upstream", SERVER]
+    args += ["--tools-policy", str(policy)] if policy is not None else []
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as c:
+        await c.initialize()
+        yield c
+
+
+SLOW_SEND = {"to": "bob", "amount": 5, "delay": 120}
+
+
+@asynccontextmanager
+async def direct() -> AsyncIterator[ClientSession]:
+    """A real MCP client straight to the server, no daybook."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[SERVER.split(" ", 1)[1]], env=dict(os.environ)
+    )
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as c:
+        await c.initialize()
+        yield c
+
+
+async def kill_proxy_mid_call(
+    db_url: str, ledger: Path, policy: Path | None, *, daybook: bool = True
+) -> None:
+    """Send a call through a proxy process and SIGKILL the proxy after the server executed it
+    and before its reply came back (the server sleeps after recording it). Without daybook: the
+    client talks to the server directly, and the connection dies the same way."""
+    try:
+        async with proxy_process(db_url, "crashy", policy) if daybook else direct() as c:
+            task = asyncio.ensure_future(c.call_tool("send", SLOW_SEND))
+            for _ in range(1200):
+                if ledger_of(ledger) or task.done():
+                    break
+                await asyncio.sleep(0.05)
+            (line,) = ledger_of(ledger)
+            if daybook:
+                os.kill(line["ppid"], signal.SIGKILL)  # the proxy, mid-call
+            os.kill(line["pid"], signal.SIGKILL)  # and its orphaned upstream, sleeping
+            with suppress(Exception):
+                await asyncio.wait_for(task, 30)
+    except Exception:  # the client's connection to the killed proxy breaks: expected
+        pass
+
+
+@pytest.mark.slow
+def test_a_proxy_killed_mid_call_leaves_it_unknown_until_resolved_never_sent_twice(
+    db_url: str, ledger: Path
+) -> None:
+    run(lambda: kill_proxy_mid_call(db_url, ledger, None))
+    with Daybook(db_url) as book:
+        assert len(book.effects()) == 1 and book.effects()[0]["status"] != "confirmed"
+        key = str(book.effects()[0]["key"])
+
+    async def again() -> types.CallToolResult:
+        async with proxy_process(db_url, "crashy") as c:  # restarted, same run
+            return await c.call_tool("send", SLOW_SEND)
+
+    unknown = run(again)
+    assert unknown.isError and "unknown" in text(unknown) and "daybook resolve" in text(unknown)
+    assert len(ledger_of(ledger)) == 1  # not re-sent blindly
+    with Daybook(db_url) as book:
+        assert book.effects()[0]["status"] == "unknown"
+        # A person asks the server, and records what it says.
+        book.resolve(key, confirmed={"execution": 1, "tool": "send", "to": "bob", "amount": 5}, by="ops")
+    resolved = run(again)
+    assert body(resolved) == {"execution": 1, "tool": "send", "to": "bob", "amount": 5}
+    assert len(ledger_of(ledger)) == 1
+
+
+@pytest.mark.slow
+def test_a_proxy_killed_mid_call_asks_the_server_on_restart_and_answers_once(
+    db_url: str, ledger: Path, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"tools": {"send": {"status": {"tool": "sent", "argument": "key"}}}}))
+    run(lambda: kill_proxy_mid_call(db_url, ledger, policy))
+
+    async def again() -> types.CallToolResult:
+        async with proxy_process(db_url, "crashy", policy) as c:
+            return await c.call_tool("send", SLOW_SEND)
+
+    first = run(again)
+    assert body(first) == {"execution": 1, "tool": "send", "to": "bob", "amount": 5}
+    assert body(run(again)) == body(first)
+    assert len(ledger_of(ledger)) == 1  # one execution at the server
+    with Daybook(db_url) as book:
+        (effect,) = book.effects()
+        assert effect["status"] == "confirmed"
+
+
+@pytest.mark.slow
+def test_without_daybook_the_same_crash_sends_the_call_twice(db_url: str, ledger: Path) -> None:
+    """The control for the two tests above (so they can fail): the connection dies after the
+    server acted and before the reply; the client reconnects and makes the same call again."""
+    run(lambda: kill_proxy_mid_call(db_url, ledger, None, daybook=False))
+
+    async def again() -> Any:
+        async with direct() as c:
+            return body(await c.call_tool("send", {**SLOW_SEND, "delay": 0}))
+
+    assert run(again)["execution"] == 2
+    assert len(ledger_of(ledger)) == 2  # the duplicate daybook prevents

@@ -27,22 +27,25 @@ after such a move.
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
     check.py         check, migrate
-    proxy.py         proxy (the MCP proxy, `daybook[mcp]`)
+    proxy.py         proxy (the MCP proxy; its SDK, `daybook[mcp]`, is imported when it runs)
 """
 
 from __future__ import annotations
 
-from . import books, check, demo, entities, gates, lifecycle, proxy, runs, tools, transactions, versions, workers
+from . import books, check, demo, entities, gates, lifecycle, runs, tools, transactions, versions, workers
 from .app import main
+from .proxy import COMMANDS as PROXY_COMMANDS
 
 __all__ = ["main"]
 
 
 def _register() -> None:
-    nouns = (runs, lifecycle, workers, demo, versions, books, tools, transactions, gates, entities, check, proxy)
+    nouns = (runs, lifecycle, workers, demo, versions, books, tools, transactions, gates, entities, check)
     for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)
+    for command in PROXY_COMMANDS:
+        main.add_command(command)
 
 
 _register()

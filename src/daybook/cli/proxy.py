@@ -11,14 +11,32 @@ from .app import with_book
 
 
 @click.command()
-@click.option("--upstream", "command", default=None, help="The upstream MCP server's command line (stdio), e.g. 'python server.py'.")
-@click.option("--upstream-url", "url", default=None, help="The upstream MCP server's streamable-HTTP URL instead.")
-@click.option("--tools-policy", "policy_file", default=None, type=click.Path(dir_okay=False),
-              help="JSON or TOML file overriding each tool's class, gate, approvers, timeout and status query.")
-@click.option("--run", "session", default=None,
-              help="The session id naming positional calls; give the same one to a restarted proxy to continue.")
+@click.option(
+    "--upstream",
+    "command",
+    default=None,
+    help="The upstream MCP server's command line (stdio), e.g. 'python server.py'.",
+)
+@click.option(
+    "--upstream-url", "url", default=None, help="The upstream MCP server's streamable-HTTP URL instead."
+)
+@click.option(
+    "--tools-policy",
+    "policy_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="JSON or TOML file overriding each tool's class, gate, approvers, timeout and status query.",
+)
+@click.option(
+    "--run",
+    "session",
+    default=None,
+    help="The session id naming positional calls; give the same one to a restarted proxy to continue.",
+)
 @with_book
-def proxy(book: Daybook, command: str | None, url: str | None, policy_file: str | None, session: str | None) -> None:
+def proxy(
+    book: Daybook, command: str | None, url: str | None, policy_file: str | None, session: str | None
+) -> None:
     """Serve an MCP client on stdio, journaling every tool call it makes to the upstream server.
 
     Each call that is not read-only is an effect under a key naming the call (intent before it

@@ -137,9 +137,13 @@ def load_policy(path: str | Path | None) -> Policy:
         text = p.read_text()
         raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the tools policy {str(p)!r}: {exc}; give a JSON or TOML file") from None
+        raise ConfigError(
+            f"cannot read the tools policy {str(p)!r}: {exc}; give a JSON or TOML file"
+        ) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("tools", {}), dict):
-        raise ConfigError(f'tools policy {str(p)!r}: expected {{"tools": {{NAME: {{...}}}}, "default": {{...}}}}')
+        raise ConfigError(
+            f'tools policy {str(p)!r}: expected {{"tools": {{NAME: {{...}}}}, "default": {{...}}}}'
+        )
     tools = raw.get("tools", {})
     for name, entry in tools.items():
         if not isinstance(entry, dict):

@@ -14,10 +14,11 @@ went wrong. The proxy itself never dies of a bad call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import ClientSession, types
@@ -43,7 +44,13 @@ _PROXY: ContextVar[McpProxy] = ContextVar("daybook_mcp_proxy")
 MAX_ARGUMENTS = 256 * 1024  # bytes of JSON; larger calls are refused before anything is journaled
 
 # Upstream failures that say the request may have arrived but no answer came back.
-_LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError, TimeoutError)
+_LOST = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 class ProxyNotRunning(DaybookError):
@@ -80,18 +87,24 @@ class McpProxy:
 
     # -- the client's side ---------------------------------------------------------------------
 
-    async def call(self, name: str, arguments: dict[str, Any] | None, meta: Any = None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, meta: Any = None
+    ) -> types.CallToolResult:
         """Answer one `tools/call`: passed through (reads), or journaled under its key."""
         arguments = dict(arguments or {})
         try:
             policy = self.policies.get(name)
             if policy is None:
-                return _error(f"no tool {name!r} at the upstream server (tools: {', '.join(sorted(self.tools))})")
+                return _error(
+                    f"no tool {name!r} at the upstream server (tools: {', '.join(sorted(self.tools))})"
+                )
             if policy.read:
                 return await self.upstream.call_tool(name, arguments)
             size = len(json.dumps(arguments, default=str))
             if size > MAX_ARGUMENTS:
-                return _error(f"the arguments of {name!r} are {size} bytes; the proxy takes at most {MAX_ARGUMENTS}")
+                return _error(
+                    f"the arguments of {name!r} are {size} bytes; the proxy takes at most {MAX_ARGUMENTS}"
+                )
             return await self._journaled_call(name, arguments, meta, policy)
         except Exception as exc:  # a bad call gives an MCP error, never a dead proxy
             return _error(f"daybook proxy: {type(exc).__name__}: {exc}")
@@ -128,12 +141,16 @@ class McpProxy:
         except Suspended:
             return _error(self._pending(run_id, name))
         except NeedsAttention as exc:
-            return _error(f"daybook: call {run_id!r} ({name}) has an unknown outcome: {exc}. "
-                          "Once resolved, make the same call again to get its outcome.")
+            return _error(
+                f"daybook: call {run_id!r} ({name}) has an unknown outcome: {exc}. "
+                "Once resolved, make the same call again to get its outcome."
+            )
         except RunConflict as exc:
             return _error(f"daybook: key {run_id!r} was already used for another call: {exc}")
         except RunLeased as exc:
-            return _error(f"daybook: call {run_id!r} is in flight in another process; try again later ({exc})")
+            return _error(
+                f"daybook: call {run_id!r} is in flight in another process; try again later ({exc})"
+            )
         finally:
             _PROXY.reset(token)
         return _answer(run_id, out)
@@ -175,7 +192,8 @@ class McpProxy:
                 fn=self._sender(name, policy),
                 name=f"mcp:{name}",
                 idempotent=policy.idempotent,
-                reconcile=self._asker(policy) if policy.status is not None else None,
+                # The async driver awaits what a status query returns (see journal/driver.py).
+                reconcile=cast(Any, self._asker(policy)) if policy.status is not None else None,
                 irreversible=policy.effect_class == "irreversible",
                 effect_class=policy.effect_class,
                 certain=(McpError,),
@@ -277,7 +295,7 @@ def _status_answer(answer: types.CallToolResult) -> ReconcileResult:
 def _answer(run_id: str, out: Any) -> types.CallToolResult:
     """The client's answer from the run's result."""
     if isinstance(out, dict) and "result" in out:
-        return types.CallToolResult.model_validate(out["result"])
+        return _tool_result(out["result"])
     if isinstance(out, dict) and "gate" in out:
         who = f" by {out['approver']}" if out.get("approver") else ""
         why = f": {out['reason']}" if out.get("reason") else ""
@@ -285,6 +303,17 @@ def _answer(run_id: str, out: Any) -> types.CallToolResult:
     if isinstance(out, dict) and "failed" in out:
         return _error(f"daybook: call {run_id!r} failed: {out['failed']}")
     return _error(f"daybook: call {run_id!r} ended without a result: {out!r}")
+
+
+def _tool_result(result: Any) -> types.CallToolResult:
+    """The upstream's result as journaled; or, when a person resolved the call by hand
+    (`daybook resolve KEY --confirmed JSON`), that JSON as the tool's content."""
+    if isinstance(result, dict) and "content" in result:
+        with contextlib.suppress(ValueError):
+            return types.CallToolResult.model_validate(result)
+    content = [types.TextContent(type="text", text=json.dumps(result, default=str))]
+    structured = result if isinstance(result, dict) else None
+    return types.CallToolResult(content=list(content), structuredContent=structured, isError=False)
 
 
 def _error(text: str) -> types.CallToolResult:

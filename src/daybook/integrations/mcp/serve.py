@@ -22,11 +22,15 @@ from .proxy import McpProxy
 
 
 @asynccontextmanager
-async def upstream_session(command: str | None = None, url: str | None = None) -> AsyncIterator[ClientSession]:
+async def upstream_session(
+    command: str | None = None, url: str | None = None
+) -> AsyncIterator[ClientSession]:
     """An initialized client session to the upstream server: `command` (a shell-style command
     line, run as a subprocess speaking stdio) or `url` (streamable HTTP)."""
     if (command is None) == (url is None):
-        raise ConfigError("give the upstream MCP server as a command (--upstream) or a URL (--upstream-url), one of them")
+        raise ConfigError(
+            "give the upstream MCP server as a command (--upstream) or a URL (--upstream-url), one of them"
+        )
     if command is not None:
         argv = shlex.split(command)
         if not argv:
