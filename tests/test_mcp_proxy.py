@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -316,3 +317,52 @@ def test_without_daybook_the_same_crash_sends_the_call_twice(db_url: str, ledger
 
     assert run(again)["execution"] == 2
     assert len(ledger_of(ledger)) == 2  # the duplicate daybook prevents
+
+
+def test_the_example_runs_and_each_act_executes_once() -> None:
+    example = HERE.parent / "examples" / "mcp_proxy.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "pending approval" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "result: 3 executions at the server for 3 distinct acts"
+
+
+def test_the_cli_names_the_proxy_and_the_core_does_not_import_the_sdk() -> None:
+    code = "import sys, daybook, daybook.cli; assert 'mcp' not in sys.modules, 'mcp imported'"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+    shown = subprocess.run(
+        [sys.executable, "-m", "daybook", "proxy", "--help"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "--upstream-url" in shown.stdout and "--tools-policy" in shown.stdout
+
+
+def test_annotations_are_read_conservatively_and_a_policy_file_overrides_them(tmp_path: Path) -> None:
+    from daybook import ConfigError
+    from daybook.integrations.mcp import Policy
+
+    ann = types.ToolAnnotations
+    schema = {"type": "object", "properties": {"idempotency_key": {"type": "string"}}}
+    policy = Policy()
+    assert policy.for_tool("t", None, {}).effect_class == "irreversible"  # unannotated
+    assert policy.for_tool("t", None, {}).gate
+    assert policy.for_tool("t", ann(readOnlyHint=True), {}).read
+    assert (
+        policy.for_tool("t", ann(idempotentHint=True), {}).effect_class == "irreversible"
+    )  # destructive by default
+    assert policy.for_tool("t", ann(destructiveHint=False, idempotentHint=True), schema).idempotent
+    assert policy.for_tool("t", ann(destructiveHint=False), schema).key_argument == "idempotency_key"
+    path = tmp_path / "p.toml"
+    path.write_text('[tools.t]\nclass = "reversible"\nstatus = "lookup"\napprovers = ["ops"]\n')
+    t = load_policy(path).for_tool("t", None, {})
+    assert (t.effect_class, t.gate, t.status and t.status.tool, t.approvers) == (
+        "reversible",
+        False,
+        "lookup",
+        ("ops",),
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"tools": {"t": {"class": "sometimes"}}}')
+    with pytest.raises(ConfigError, match="class 'sometimes'"):
+        load_policy(bad).for_tool("t", None, {})
+    with pytest.raises(ConfigError, match="cannot read the tools policy"):
+        load_policy(tmp_path / "missing.json")

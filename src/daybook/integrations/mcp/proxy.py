@@ -160,7 +160,7 @@ class McpProxy:
         gate = gates[0].get("gate_id") if gates else "GATE"
         return (
             f"daybook: pending approval: {name} is gated (call {run_id!r}). Approve it with "
-            f"`daybook approve {run_id} {gate} --approver NAME --token TOKEN` (or deny), then make "
+            f"`daybook approve {run_id} {gate} --as NAME` (or `daybook deny`), then make "
             "the same call again."
         )
 
