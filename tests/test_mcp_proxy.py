@@ -366,3 +366,35 @@ def test_annotations_are_read_conservatively_and_a_policy_file_overrides_them(tm
         load_policy(bad).for_tool("t", None, {})
     with pytest.raises(ConfigError, match="cannot read the tools policy"):
         load_policy(tmp_path / "missing.json")
+
+
+def test_a_streamable_http_upstream_is_journaled_the_same_way(book: Daybook, ledger: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(HERE / "mcp_http_server.py"), str(port)])
+    try:
+
+        async def go() -> list[Any]:
+            url = f"http://127.0.0.1:{port}/mcp"
+            for _ in range(200):  # until the server listens
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                await asyncio.sleep(0.05)
+            connect = create_connected_server_and_client_session
+            async with open_proxy(book, url=url, session="h") as proxy, connect(proxy.server()) as c:
+                meta = {KEY_META: "pay-1"}
+                return [
+                    body(await c.call_tool("send", {"to": "bob", "amount": 5}, meta=meta)) for _ in range(2)
+                ]
+
+        first, second = run(go)
+        assert first == second and first["execution"] == 1
+        assert len(ledger_of(ledger)) == 1
+        assert [e["status"] for e in book.effects()] == ["confirmed"]
+    finally:
+        server.kill()
+        server.wait()

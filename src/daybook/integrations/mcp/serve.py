@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
 from ...book import Daybook
@@ -42,7 +42,7 @@ async def upstream_session(
             yield session
         return
     assert url is not None
-    async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
