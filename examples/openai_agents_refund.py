@@ -35,8 +35,7 @@ def paid() -> list[dict[str, Any]]:
     return [json.loads(x) for x in LEDGER.read_text().splitlines()] if LEDGER.exists() else []
 
 
-@function_tool
-def refund(order: str, amount: float) -> str:
+def pay_refund(order: str, amount: float) -> str:
     """Refund `amount` on `order` (the counterparty: one ledger line per refund paid)."""
     line = {"order": order, "amount": amount, "key": idempotency_key(), "pid": os.getpid()}
     with LEDGER.open("a") as f:
@@ -44,6 +43,11 @@ def refund(order: str, amount: float) -> str:
     if os.environ.get("CRASH_AFTER_REFUND"):
         time.sleep(120)  # paid, not yet answered: a kill here is the crash window
     return f"refunded {amount} on {order}"
+
+
+refund = function_tool(pay_refund, name_override="refund")
+# The same tool held for a person's approval by the SDK: daybook turns the hold into a gate.
+refund_with_approval = function_tool(pay_refund, name_override="refund", needs_approval=True)
 
 
 def refund_status(key: str, args: dict[str, Any]) -> daybook.Confirmed | daybook.Absent:
@@ -90,9 +94,10 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-def build(order: str, durable: bool) -> Agent[Any]:
+def build(order: str, durable: bool, approval: bool = False) -> Agent[Any]:
     model: Model = DurableModel(ScriptedModel(order)) if durable else ScriptedModel(order)
-    tool: FunctionTool = durable_tool(refund, status=refund_status) if durable else refund
+    plain = refund_with_approval if approval else refund
+    tool: FunctionTool = durable_tool(plain, status=refund_status) if durable else plain
     return Agent(name="support", instructions="Refund what the customer asks.", model=model, tools=[tool])
 
 
@@ -107,12 +112,20 @@ async def refund_agent(ctx: daybook.Context, order: str) -> str:
     return str(result.final_output)
 
 
+@daybook.workflow
+async def approved_refund_agent(ctx: daybook.Context, order: str) -> str:
+    agent = build(order, durable=True, approval=True)
+    result = await run_agent(ctx, agent, f"please refund order {order}", approvers=["lead"], run_config=PLAIN)
+    return str(result.final_output)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--db", default=None)
     p.add_argument("--run", default=None)
     p.add_argument("--order", default="A-1")
     p.add_argument("--no-daybook", action="store_true")
+    p.add_argument("--gated", action="store_true", help="the refund waits for `daybook approve`")
     a = p.parse_args()
     if a.no_daybook:
         out = asyncio.run(
@@ -120,8 +133,11 @@ def main() -> None:
         )
         print(out.final_output)
         return
-    with daybook.Daybook(a.db) as book:
-        print(book.run(refund_agent, a.order, run_id=a.run))
+    with daybook.Daybook(a.db, inline_wait=0) as book:
+        try:
+            print(book.run(approved_refund_agent if a.gated else refund_agent, a.order, run_id=a.run))
+        except daybook.Suspended:
+            print(f"waiting for approval: {book.approvals()[0]['gate_id']}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -40,14 +40,55 @@ _OUTPUT = TypeAdapter(list[TResponseOutputItem])
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 
 
-async def run_agent(ctx: Context, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
+async def run_agent(
+    ctx: Context,
+    agent: Agent[Any],
+    input: Any,
+    *,
+    approvers: Sequence[str] | None = None,
+    gate_timeout: float = 8 * 3600,
+    **kwargs: Any,
+) -> RunResult:
     """`Runner.run(agent, input, **kwargs)` as this daybook run: its `DurableModel` calls are
-    recorded and its `durable_tool` calls journaled in `ctx`."""
+    recorded and its `durable_tool` calls journaled in `ctx`. A tool call the SDK holds for
+    approval (`needs_approval`) becomes a daybook gate bound to that call (tool, arguments, call
+    id, key): the run waits for `daybook approve|deny`, then the SDK is told the verdict and
+    goes on (a denial reaches the model as a rejection; the tool does not run)."""
     token = _CTX.set(ctx)
     try:
-        return await Runner.run(agent, input, **kwargs)
+        result = await Runner.run(agent, input, **kwargs)
+        while result.interruptions:
+            state = result.to_state()
+            for item in result.interruptions:
+                _decide_approval(ctx, state, item, approvers, gate_timeout)
+            result = await Runner.run(agent, state, **kwargs)
+        return result
     finally:
         _CTX.reset(token)
+
+
+def _decide_approval(
+    ctx: Context, state: Any, item: Any, approvers: Sequence[str] | None, timeout: float
+) -> None:
+    raw = item.raw_item
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    arguments = raw.get("arguments") if isinstance(raw, dict) else getattr(raw, "arguments", None)
+    verdict = ctx.gate(
+        f"agents:{item.tool_name}",
+        approvers=approvers,
+        timeout=timeout,
+        about={
+            "tool": item.tool_name,
+            "arguments": arguments,
+            "call_id": call_id,
+            "key": f"{ctx.run_id}/{call_id}",
+        },
+    )
+    if verdict.approved:
+        state.approve(item)
+    else:
+        why = f": {verdict.reason}" if verdict.reason else ""
+        state.reject(item, rejection_message=f"not approved ({verdict.outcome}{why}); the tool did not run")
 
 
 def idempotency_key() -> str | None:
