@@ -398,3 +398,21 @@ def test_a_streamable_http_upstream_is_journaled_the_same_way(book: Daybook, led
     finally:
         server.kill()
         server.wait()
+
+
+def test_bad_calls_get_mcp_errors_and_the_proxy_keeps_serving(book: Daybook, ledger: Path) -> None:
+    async def go() -> list[types.CallToolResult]:
+        async with client(book, session="bad") as c:
+            return [
+                await c.call_tool("nope", {}),
+                await c.call_tool("send", {"to": "bob", "amount": 5, "blob": "x" * 300_000}),
+                await c.call_tool("send", {"to": "bob", "amount": -1}),
+                await c.call_tool("send", {"to": "bob", "amount": 1}),
+            ]
+
+    unknown_tool, oversized, refused, fine = run(go)
+    assert unknown_tool.isError and "no tool 'nope'" in text(unknown_tool)
+    assert oversized.isError and "the proxy takes at most" in text(oversized)
+    assert refused.isError and "amount must be positive" in text(refused)  # the server's own error
+    assert body(fine)["execution"] == 1
+    assert len(ledger_of(ledger)) == 1
