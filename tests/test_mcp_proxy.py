@@ -416,3 +416,17 @@ def test_bad_calls_get_mcp_errors_and_the_proxy_keeps_serving(book: Daybook, led
     assert refused.isError and "amount must be positive" in text(refused)  # the server's own error
     assert body(fine)["execution"] == 1
     assert len(ledger_of(ledger)) == 1
+
+
+def test_concurrent_calls_from_one_client_are_each_journaled_once(book: Daybook, ledger: Path) -> None:
+    async def go() -> list[Any]:
+        async with client(book, session="many") as c:
+            calls = [c.call_tool("send", {"to": f"p{i}", "amount": i, "delay": 0.2}) for i in range(5)]
+            calls.append(c.call_tool("send", {"to": "p0", "amount": 0, "delay": 0.2}))  # joins the first
+            return [body(r) for r in await asyncio.gather(*calls)]
+
+    results = run(go)
+    assert sorted(r["execution"] for r in results[:5]) == [1, 2, 3, 4, 5]
+    assert results[5] == results[0]
+    assert len(ledger_of(ledger)) == 5
+    assert sorted(e["status"] for e in book.effects()) == ["confirmed"] * 5
