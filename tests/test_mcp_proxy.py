@@ -430,3 +430,39 @@ def test_concurrent_calls_from_one_client_are_each_journaled_once(book: Daybook,
     assert results[5] == results[0]
     assert len(ledger_of(ledger)) == 5
     assert sorted(e["status"] for e in book.effects()) == ["confirmed"] * 5
+
+
+def test_the_proxy_serves_clients_over_streamable_http(db_url: str, ledger: Path) -> None:
+    import socket
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--db", db_url, "--run", "http", "--upstream", SERVER, "--listen", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen([sys.executable, "-m", "daybook", "proxy", *args])
+    try:
+
+        async def go() -> list[Any]:
+            for _ in range(400):
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                await asyncio.sleep(0.05)
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with streamable_http_client(url) as (r, w, _), ClientSession(r, w) as c:
+                await c.initialize()
+                meta = {KEY_META: "over-http"}
+                return [
+                    body(await c.call_tool("send", {"to": "bob", "amount": 5}, meta=meta)) for _ in range(2)
+                ]
+
+        first, second = run(go)
+        assert first == second and first["execution"] == 1
+        assert len(ledger_of(ledger)) == 1
+    finally:
+        proc.kill()
+        proc.wait()
+    with Daybook(db_url) as book:
+        assert [e["key"] for e in book.effects()] == ["mcp/key/send/over-http"]

@@ -9,7 +9,7 @@
 from .naming import KEY_META
 from .policy import Policy, StatusQuery, ToolPolicy, load_policy
 from .proxy import McpProxy, ProxyNotRunning, mcp_call
-from .serve import open_proxy, serve_stdio, upstream_session
+from .serve import open_proxy, serve_http, serve_stdio, upstream_session
 
 __all__ = [
     "KEY_META",
@@ -21,6 +21,7 @@ __all__ = [
     "load_policy",
     "mcp_call",
     "open_proxy",
+    "serve_http",
     "serve_stdio",
     "upstream_session",
 ]

@@ -69,3 +69,36 @@ async def serve_stdio(book: Daybook, **how: Any) -> None:
         server = proxy.server()
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
+
+
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def listen_address(value: str) -> tuple[str, int]:
+    """`PORT` or `127.0.0.1:PORT` (the proxy serves this machine only)."""
+    host, _, port = value.rpartition(":")
+    host = host or "127.0.0.1"
+    if host not in LOOPBACK or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--listen {value!r}: give 127.0.0.1:PORT (the proxy binds loopback only)")
+    return host, int(port)
+
+
+async def serve_http(book: Daybook, listen: str, **how: Any) -> None:
+    """Serve MCP clients over streamable HTTP at http://127.0.0.1:PORT/mcp through the proxy."""
+    import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+
+    host, port = listen_address(listen)
+    async with open_proxy(book, **how) as proxy:
+        manager = StreamableHTTPSessionManager(app=proxy.server())
+
+        class Endpoint:  # an ASGI app (a plain function would be a GET-only endpoint)
+            async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+                await manager.handle_request(scope, receive, send)
+
+        app = Starlette(routes=[Route("/mcp", endpoint=Endpoint())])
+        async with manager.run():
+            await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
