@@ -30,6 +30,7 @@ after such a move.
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
     check.py         check, migrate
+    proxy.py         proxy (the MCP proxy; its SDK, `daybook[mcp]`, is imported when it runs)
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from . import (
     workers,
 )
 from .app import main
+from .proxy import COMMANDS as PROXY_COMMANDS
 
 __all__ = ["main"]
 
@@ -62,6 +64,8 @@ def _register() -> None:
     for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)
+    for command in PROXY_COMMANDS:
+        main.add_command(command)
 
 
 _register()

@@ -1,5 +1,7 @@
-"""Integrations with agent frameworks and protocols (coming: the MCP proxy, LangGraph, the OpenAI
-Agents SDK, Pydantic AI), each an optional extra through the framework's own extension points.
+"""Integrations with agent frameworks and protocols, each an optional extra through the
+framework's own extension points: `mcp/` (the MCP proxy, `daybook[mcp]`) and `openai_agents.py`
+(`daybook[openai-agents]`); next: LangGraph, Pydantic AI. Importing `daybook` never imports them.
 
-May import: `daybook.book`, `daybook.context` and everything below them. Not the CLI or web.
+May import: `daybook.book`, `daybook.context` and everything below them. Not the CLI or web; not
+each other.
 """

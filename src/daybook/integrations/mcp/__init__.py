@@ -1,0 +1,27 @@
+"""The MCP proxy (`daybook[mcp]`, CLI `daybook proxy`): journals any MCP client's tool calls.
+
+    from daybook.integrations.mcp import open_proxy, serve_stdio, load_policy
+
+`naming.py` says how a call is named (its key), `policy.py` what the proxy may do with each tool,
+`proxy.py` the journaled call, `serve.py` the connections.
+"""
+
+from .naming import KEY_META
+from .policy import Policy, StatusQuery, ToolPolicy, load_policy
+from .proxy import McpProxy, ProxyNotRunning, mcp_call
+from .serve import open_proxy, serve_http, serve_stdio, upstream_session
+
+__all__ = [
+    "KEY_META",
+    "McpProxy",
+    "Policy",
+    "ProxyNotRunning",
+    "StatusQuery",
+    "ToolPolicy",
+    "load_policy",
+    "mcp_call",
+    "open_proxy",
+    "serve_http",
+    "serve_stdio",
+    "upstream_session",
+]
