@@ -30,7 +30,7 @@ after such a move.
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
     check.py         check, migrate
-    proxy.py         proxy (the MCP proxy; its SDK, `daybook[mcp]`, is imported when it runs)
+    proxy.py         proxy (the MCP proxy; its SDK, `daybook-runtime[mcp]`, is imported when it runs)
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""`daybook proxy`: put the MCP proxy between an MCP client and an MCP server (`daybook[mcp]`)."""
+"""`daybook proxy`: put the MCP proxy between an MCP client and an MCP server (`daybook-runtime[mcp]`)."""
 
 from __future__ import annotations
 
 import asyncio
+import shlex
+import shutil
 
 import click
 
@@ -24,7 +26,7 @@ from .app import with_book
     "--tools-policy",
     "policy_file",
     default=None,
-    type=click.Path(dir_okay=False),
+    metavar="FILE",  # a plain string: click.Path fails on a NUL; load_policy says what is wrong
     help="JSON or TOML file overriding each tool's class, gate, approvers, timeout and status query.",
 )
 @click.option(
@@ -57,9 +59,34 @@ def proxy(
     try:
         from ..integrations.mcp import load_policy, serve_http, serve_stdio
     except ImportError as exc:
-        raise ConfigError(f"`daybook proxy` needs the MCP SDK: pip install 'daybook[mcp]' ({exc})") from None
+        raise ConfigError(
+            f"`daybook proxy` needs the MCP SDK: pip install 'daybook-runtime[mcp]' ({exc})"
+        ) from None
+    _check_upstream(command)
     how = {"command": command, "url": url, "policy": load_policy(policy_file), "session": session}
-    asyncio.run(serve_http(book, listen, **how) if listen else serve_stdio(book, **how))
+    try:
+        asyncio.run(serve_http(book, listen, **how) if listen else serve_stdio(book, **how))
+    except (OSError, ExceptionGroup) as exc:
+        # The upstream could not be started or reached, or stdio is not a stream (a test
+        # harness): say which, never a traceback.
+        raise ConfigError(f"`daybook proxy` stopped: {_cause(exc)}") from None
+
+
+def _check_upstream(command: str | None) -> None:
+    if not command:
+        return
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        raise ConfigError(f"--upstream {command!r} is not a command line") from None
+    if shutil.which(program) is None:
+        raise ConfigError(f"--upstream: no program {program!r} on PATH (or not executable)")
+
+
+def _cause(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 COMMANDS = [proxy]

@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK on daybook (`daybook[openai-agents]`), through the SDK's own extension
+"""The OpenAI Agents SDK on daybook (`daybook-runtime[openai-agents]`), through the SDK's own extension
 points: a `Model` wrapper and `FunctionTool` wrappers, no monkeypatching.
 
     @daybook.workflow

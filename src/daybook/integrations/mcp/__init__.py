@@ -1,4 +1,4 @@
-"""The MCP proxy (`daybook[mcp]`, CLI `daybook proxy`): journals any MCP client's tool calls.
+"""The MCP proxy (`daybook-runtime[mcp]`, CLI `daybook proxy`): journals any MCP client's tool calls.
 
     from daybook.integrations.mcp import open_proxy, serve_stdio, load_policy
 
