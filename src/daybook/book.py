@@ -1,7 +1,8 @@
 """`Daybook`: the public entry point, a thin facade over the packages that own each noun.
 
 Every method delegates in a line or two: running to `daybook.runtime`, the ledgers to
-`daybook.books`, approvals to `daybook.gates`, budgets and entities to `daybook.coordination`,
+`daybook.books`, approvals to `daybook.gates`, queues, schedules and run search to
+`daybook.dispatch` (a mixin), budgets and entities to `daybook.coordination`,
 atomic commits to `daybook.tx`, updates to `daybook.steering`. It is also where the runtime is
 given the factory for a run's `ctx` (`daybook.context.Context`).
 """
@@ -25,10 +26,11 @@ from .context import Context
 from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
 from .coordination.pool import BudgetPool
+from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import approval
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, whole
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .runtime import inbox, operator
 from .runtime.fork import fork as fork_run
@@ -65,7 +67,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
-class Daybook:
+class Daybook(DispatchMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -178,12 +180,6 @@ class Daybook:
         """`run` for `async def` workflows (store writes are short and made inline)."""
         return await self._runner.run_async(workflow, args, kwargs, run_id)
 
-    def submit(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> str:
-        """Record a run as `pending` for a worker (`daybook worker`) to execute; returns its id.
-
-        Submitting an id that exists with the same input is a no-op (it returns the id)."""
-        return self._runner.submit(workflow, args, kwargs, run_id)
-
     def resume(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
         """Continue a stopped run from its journal, in this process. Completed runs just return.
 
@@ -197,9 +193,7 @@ class Daybook:
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
-    def retry(
-        self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False
-    ) -> Any:
+    def retry(self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False) -> Any:
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
         step that raised runs again. Journaled with who asked (`by`, default the OS user).
@@ -326,15 +320,6 @@ class Daybook:
     def get_run(self, run_id: str) -> RunInfo:
         """The run's header (`RunNotFound` if there is none)."""
         return self._runner.claims.get_run(run_id)
-
-    def runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Runs, newest first, optionally of one status (at most `limit`, 1 to 1,000,000). A run
-        whose header does not decode is skipped and listed in `damaged()`."""
-        if status is not None and status not in {s.value for s in RunStatus}:
-            raise ConfigError(
-                f"unknown status {status!r}; use one of {', '.join(s.value for s in RunStatus)}"
-            )
-        return self.store.list_runs(status, whole(limit, "limit", low=1, high=MAX_LIMIT))
 
     def journal(self, run_id: str) -> list[Event]:
         """The run's journal in order. A read: it never writes (safe on a live run)."""

@@ -3,9 +3,9 @@
 Every non-deterministic read and every effect goes through it. The recorded primitives
 (decisions, effects, waits) are `daybook.journal`; each facet above them lives with its noun:
 gates (`daybook.gates`), obligations and the barrier (`daybook.books`), the budget and
-entities (`daybook.coordination`), compensation (`daybook.recovery`), updates and
-revisions (`daybook.steering`), transactions (`daybook.tx`). This module only puts them
-together; the runtime builds one per execution.
+entities (`daybook.coordination`), search attributes (`daybook.dispatch`), compensation
+(`daybook.recovery`), updates and revisions (`daybook.steering`), transactions
+(`daybook.tx`). This module only puts them together; the runtime builds one per execution.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .books.obligation import Obligations
 from .books.unknowns import Barriers
 from .coordination.budget import Budget
 from .coordination.entity import Entity
+from .dispatch.attributes import Attributes
 from .gates.gate import Gates
 from .journal.execution import Execution
 from .journal.stop import ContinueAsNew
@@ -28,7 +29,16 @@ from .tx.facet import Transactions
 
 
 class Context(
-    Transactions, Compensations, Gates, Obligations, Barriers, Updates, Revisions, Primers, Environments
+    Transactions,
+    Compensations,
+    Gates,
+    Obligations,
+    Barriers,
+    Updates,
+    Revisions,
+    Primers,
+    Environments,
+    Attributes,
 ):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 

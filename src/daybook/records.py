@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 JSON = Any
 
@@ -138,6 +138,12 @@ class RunInfo:
     schema_version: int
     wake_at: float | None = None
     code_version: str = ""
+    # Queues and run search (`daybook.dispatch`): the queue a run waits in, its priority there
+    # (lower first), its partition key (one run per key at a time), and the run it belongs to.
+    queue: str | None = None
+    priority: int = 0
+    partition: str | None = None
+    parent_run: str | None = None
 
     def as_dict(self) -> dict[str, JSON]:
         return {
@@ -155,6 +161,10 @@ class RunInfo:
             "schema_version": self.schema_version,
             "wake_at": self.wake_at,
             "code_version": self.code_version,
+            "queue": self.queue,
+            "priority": self.priority,
+            "partition": self.partition,
+            "parent_run": self.parent_run,
         }
 
 
@@ -200,8 +210,7 @@ MAX_DEPTH = 200
 MAX_PAYLOAD = 16 * 1024 * 1024
 
 _PLAIN = (
-    "daybook journals JSON only (no pickle): use dicts with string keys, lists, str, int, float, "
-    "bool or None"
+    "daybook journals JSON only (no pickle): use dicts with string keys, lists, str, int, float, bool or None"
 )
 
 

@@ -5,6 +5,11 @@ process died, or its host is gone). A worker leases one at a time per thread wit
 compare-and-set (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so workers never wait on each other),
 resumes it from its journal, and heartbeats the lease while it runs. Kill a worker with SIGKILL
 and another takes its runs over once their leases expire.
+
+Runs in a queue are taken under the queue's limits (`daybook.dispatch.queues`); a worker given
+`queues` takes only runs of those queues, one given none takes any run, looking at the queues in
+turn. Each worker also starts the runs of schedule firings that have come
+(`daybook.dispatch.schedules`), unless told not to.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .book import Daybook, lease_ttl_of
+from .dispatch import schedules as schedule_firing
+from .dispatch.queues import queue_name
 from .errors import DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
 from .records import bounded, whole
 from .runtime.lease import is_dead_here
@@ -51,6 +58,8 @@ class Worker:
         lease_ttl: float = 15.0,
         echo: Callable[[str], None] | None = None,
         version: str | None = None,
+        queues: Sequence[str] = (),
+        schedules: bool = True,
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -68,6 +77,10 @@ class Worker:
         self.stats = WorkerStats()
         # Pinning: take only runs that started on this code version (None: any).
         self.version = version
+        # Only runs of these queues (empty: any run, queued or not).
+        self.queues = [queue_name(q) for q in ([queues] if isinstance(queues, str) else queues)]
+        self.schedules = schedules
+        self._turn = 0
         self.stop = threading.Event()
 
     def run(self, until_idle: bool = False) -> WorkerStats:
@@ -93,7 +106,7 @@ class Worker:
                         continue
                     if run_id is None:
                         idle[i] = True
-                        if until_idle and all(idle) and not _unfinished(book, self.version):
+                        if until_idle and all(idle) and not _unfinished(book, self.version, self.queues):
                             return
                         self.stop.wait(self.poll)
                         continue
@@ -107,23 +120,61 @@ class Worker:
             threading.Thread(target=loop, args=(i,), name=f"daybook-worker-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        self._join(threads, shared, per_thread)
         shared.close()
         return self.stats
 
-    @staticmethod
-    def _next(book: Daybook, version: str | None) -> str | None:
-        run_id = book.store.claim_next(book.owner, book.lease_ttl, time.time(), version)
-        if run_id is not None:
-            return run_id
+    def _join(self, threads: list[threading.Thread], shared: Daybook, per_thread: bool) -> None:
+        """Run the work threads (and the schedule thread) until the work threads end."""
+        done = threading.Event()
+        if self.schedules:
+            threads.append(threading.Thread(target=self._fire, args=(shared, per_thread, done), daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads[: self.concurrency]:
+            t.join()
+        done.set()
+        for t in threads[self.concurrency :]:
+            t.join()
+
+    def _fire(self, shared: Daybook, per_thread: bool, done: threading.Event) -> None:
+        """Start the runs of schedule firings that have come, every poll (at most a second)."""
+        book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
+        try:
+            while not done.is_set():
+                try:
+                    schedule_firing.fire_due(book.store, book.owner, self.apps, echo=self.echo)
+                except Exception as exc:  # the store is down: keep trying, do not die
+                    self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
+                done.wait(min(self.poll, 1.0))
+        finally:
+            if per_thread:
+                book.close()
+
+    def _sources(self, book: Daybook) -> list[str | None]:
+        """Where to look for a run, in turn (None: runs in no queue)."""
+        sources: list[str | None] = list(self.queues)
+        if not sources:
+            sources = [None, *(q.name for q in book.queues())]
+        self._turn += 1
+        k = self._turn % len(sources)
+        return sources[k:] + sources[:k]
+
+    def _next(self, book: Daybook, version: str | None) -> str | None:
+        now = time.time()
+        for queue in self._sources(book):
+            if queue is None:
+                run_id = book.store.claim_next(book.owner, book.lease_ttl, now, version)
+            else:
+                run_id = book.store.claim_queued(queue, book.owner, book.lease_ttl, now, version)
+            if run_id is not None:
+                return run_id
         # Runs whose owner died on this machine need not wait for their leases to lapse.
         for info in book.runs("running", 50):
             holder = info.lease_owner
             if (
                 (version is None or info.code_version == version)
+                and (not self.queues or info.queue in self.queues)
                 and holder
                 and holder != book.owner
                 and is_dead_here(holder)
@@ -166,9 +217,10 @@ class Worker:
             self.echo(f"run {run_id} completed in {time.monotonic() - start:.3f}s")
 
 
-def _unfinished(book: Daybook, version: str | None) -> bool:
+def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bool:
     return any(
         version is None or info.code_version == version
         for status in ("pending", "running")
-        for info in book.runs(status, 1000)
+        for queue in ([*queues] if queues else [None])
+        for info in book.runs(status, 1000, queue=queue)
     )

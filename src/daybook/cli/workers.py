@@ -35,6 +35,20 @@ lease_ttl_option = click.option(
     type=Bounded(lease_ttl_of),
     help="Seconds a run stays this worker's without a heartbeat.",
 )
+pin_option = click.option(
+    "--version",
+    "pin",
+    default=None,
+    metavar="VERSION",
+    help="Take only runs that started on this workflow code version (pinning).",
+)
+queue_option = click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="NAME",
+    help="Take only runs of this queue (repeat for several). Default: any run.",
+)
 
 
 @click.command()
@@ -49,13 +63,9 @@ lease_ttl_option = click.option(
 @lease_ttl_option
 @click.option("--until-idle", is_flag=True, help="Exit once no run is pending or running.")
 @click.option("--quiet", is_flag=True, help="Do not print a line per run.")
-@click.option(
-    "--version",
-    "pin",
-    default=None,
-    metavar="VERSION",
-    help="Take only runs that started on this workflow code version (pinning).",
-)
+@pin_option
+@queue_option
+@click.option("--no-schedules", is_flag=True, help="Do not start the runs of schedule firings.")
 def worker(
     db: str | None,
     apps: tuple[str, ...],
@@ -65,6 +75,8 @@ def worker(
     until_idle: bool,
     quiet: bool,
     pin: str | None,
+    queues: tuple[str, ...],
+    no_schedules: bool,
 ) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)
@@ -81,6 +93,8 @@ def worker(
             lease_ttl=lease_ttl,
             echo=None if quiet else echo,
             version=pin,
+            queues=queues,
+            schedules=not no_schedules,
         )
     except DaybookError as exc:
         fail(str(exc))

@@ -215,6 +215,59 @@ class Store(Protocol):
         """Transaction headers by epoch (tx_id, run_id, epoch, scopes JSON, status, attempt,
         retries, created_at, updated_at): all, one run's, the open ones, below an epoch."""
 
+    # -- queues, schedules, run search (daybook.dispatch; SQL in `dispatch_sql`) ---------------
+
+    def ensure_queue(self, name: str, now: float) -> None:
+        """Create queue `name` with no limits if it does not exist yet."""
+
+    def declare_queue(
+        self,
+        name: str,
+        concurrency: int | None,
+        per_worker: int | None,
+        rate_limit: int | None,
+        rate_period: float | None,
+        now: float,
+    ) -> None:
+        """Set queue `name`'s limits (None: no such limit), creating it if needed."""
+
+    def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
+        """Every queue: (name, concurrency, per_worker, rate_limit, rate_period, pending, active)."""
+
+    def claim_queued(
+        self, queue: str, owner: str, ttl: float, now: float, version: str | None = None
+    ) -> str | None:
+        """Lease the first runnable run of `queue` (lowest priority number, then oldest) that
+        the queue's limits allow now (concurrency, per worker, rate, partition key), checked and
+        taken atomically across processes; None if there is none."""
+
+    def search_runs(
+        self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None
+    ) -> list[RunInfo]:
+        """Run headers matching `filters` (workflow, status, since, until, parent, queue,
+        attributes), newest first, strictly after the position `after` (created_at, run_id)."""
+
+    def set_attributes(self, event: Event, attributes: dict[str, Any]) -> None:
+        """Append `event` and index the run's search `attributes` in the same transaction."""
+
+    def attributes(self, run_id: str) -> dict[str, Any]:
+        """The run's search attributes (latest value of each)."""
+
+    def put_schedule(self, row: dict[str, Any]) -> None:
+        """Add or redefine a schedule (a redefined one keeps its pause and last firing)."""
+
+    def schedule_rows(self) -> list[dict[str, Any]]:
+        """Every schedule as a dict of its columns, by name."""
+
+    def drop_schedule(self, name: str) -> bool:
+        """Delete a schedule; False if there was none."""
+
+    def pause_schedule(self, name: str, paused: bool, now: float) -> bool:
+        """Pause a schedule, or resume it from `now`; False if there is none."""
+
+    def advance_schedule(self, name: str, fired: float) -> None:
+        """Record that the schedule's firings up to `fired` are handled (never moves back)."""
+
 
 def resolve_url(url: str | None) -> str:
     """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db."""
@@ -226,7 +279,9 @@ WRITES = (
     "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
     "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
-    "entity_release", "entity_record", "tx_begin", "tx_mark",
+    "entity_release", "entity_record", "tx_begin", "tx_mark", "ensure_queue", "declare_queue",
+    "claim_queued", "set_attributes", "put_schedule", "drop_schedule", "pause_schedule",
+    "advance_schedule",
 )  # fmt: skip
 
 

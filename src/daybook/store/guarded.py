@@ -71,6 +71,9 @@ class GuardedStore:
         cover = concealer_for(self)
         self.inner.defer(run_id, owner, wake_at, cast(str, cover.scrub(error)), now)
 
+    def set_attributes(self, event: Event, attributes: dict[str, JSON]) -> None:
+        self.inner.set_attributes(cast(Event, self._event_in(event)), attributes)
+
     # -- out --------------------------------------------------------------------------------
 
     def _event_out(self, ev: Event) -> Event:
@@ -98,6 +101,11 @@ class GuardedStore:
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         runs = self.inner.list_runs(status, limit)
         return [self._run_out(r, strict=False) for r in runs]
+
+    def search_runs(
+        self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None
+    ) -> list[RunInfo]:
+        return [self._run_out(r, strict=False) for r in self.inner.search_runs(filters, limit, after)]
 
     def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         return self._events(self.inner.open_effects(skip_damaged))

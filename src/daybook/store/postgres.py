@@ -16,11 +16,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import ConfigError, LeaseLost, StoreUnavailable, redact_url
 from ..records import SCHEMA_VERSION, Event, RunInfo, check_text, dumps, settles
 from . import retention
+from .postgres_dispatch import PostgresDispatch
 from .postgres_entities import PostgresEntities
 from .postgres_schema import MIGRATIONS, SCHEMA_V1
 from .rows import (
     EVENT_COLUMNS,
     RAW_TABLES,
+    RUN_ALL,
     RUN_COLUMNS,
     check_version,
     conflict_error,
@@ -71,7 +73,7 @@ def _without(text: str, dsn: str) -> str:
     return text.replace(password, "***") if password else text
 
 
-class PostgresStore(PostgresEntities):
+class PostgresStore(PostgresEntities, PostgresDispatch):
     def __init__(self, url: str, read_only: bool = False) -> None:
         if psycopg is None:
             raise ConfigError(
@@ -110,6 +112,8 @@ class PostgresStore(PostgresEntities):
                 check_version(found, SCHEMA_VERSION, url)
         except psycopg.errors.UndefinedColumn as exc:
             raise ConfigError(foreign_tables(url, exc)) from None
+        # A read-only handle may read a store from before the queue columns (schema v11).
+        self._run_cols = RUN_ALL if self._has_queue_column() else RUN_COLUMNS
         marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         self._insert_event = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) VALUES ({marks})"
 
@@ -133,9 +137,7 @@ class PostgresStore(PostgresEntities):
             if self.schema and not self._schema_exists():
                 # Only when missing: CREATE SCHEMA needs a right the least-privilege owner lacks.
                 db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
+            db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             found = self._stamp() or 0
             check_version(found, SCHEMA_VERSION, self.url)
             if found == SCHEMA_VERSION:
@@ -155,10 +157,10 @@ class PostgresStore(PostgresEntities):
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         # One round trip: the CTE inserts the header, the event insert runs only if it did.
-        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 7)
+        marks = ", ".join(["%s"] * 4 + ["%s::json"] * 3 + ["%s"] * 11)
         ev_marks = ", ".join(["%s"] * 9 + ["%s::json", "%s", "%s"])
         sql = (
-            f"WITH r AS (INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({marks}) "
+            f"WITH r AS (INSERT INTO daybook_runs ({RUN_ALL}) VALUES ({marks}) "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id) "
             f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {ev_marks} FROM r"
         )
@@ -167,13 +169,13 @@ class PostgresStore(PostgresEntities):
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self._db.execute(
-            f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = %s",
+            f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = %s",
             (run_id,),
         ).fetchone()
         return run_from_row(row, parsed=True) if row else None
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        sql = f"SELECT {RUN_COLUMNS} FROM daybook_runs"
+        sql = f"SELECT {self._run_cols} FROM daybook_runs"
         args: tuple[Any, ...] = ()
         if status:
             sql += " WHERE status = %s"
@@ -202,7 +204,8 @@ class PostgresStore(PostgresEntities):
             "(lease_owner IS NULL OR lease_expires < %s) AND (wake_at IS NULL OR wake_at <= %s)) "
             "OR (status = 'suspended' AND "
             "wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
-            "AND (%s::text IS NULL OR code_version = %s) "
+            # Queued runs are taken by `claim_queued`, under their queue's limits.
+            "AND (%s::text IS NULL OR code_version = %s) AND queue IS NULL "
             "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING run_id",
             (owner, now + ttl, now, now, now, now, version, version),
         ).fetchone()

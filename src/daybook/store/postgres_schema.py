@@ -201,4 +201,34 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_transactions_settled BEFORE UPDATE OR DELETE
             ON daybook_transactions FOR EACH ROW EXECUTE FUNCTION daybook_transactions_settled()""",
     ],
+    # v11: queues, schedules and run search (daybook.dispatch): as in sqlite_schema. A worker
+    # takes a queued run holding its queue's row lock, so limits hold across hosts.
+    [
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS queue TEXT",
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS partition_key TEXT",
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS dequeued_at DOUBLE PRECISION",
+        "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS parent_run TEXT",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_queued ON daybook_runs (queue, priority, created_at)
+            WHERE queue IS NOT NULL""",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_dequeued ON daybook_runs (queue, dequeued_at)
+            WHERE queue IS NOT NULL""",
+        "CREATE INDEX IF NOT EXISTS daybook_runs_created ON daybook_runs (created_at, run_id)",
+        "CREATE INDEX IF NOT EXISTS daybook_runs_workflow ON daybook_runs (workflow, created_at)",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_parent ON daybook_runs (parent_run)
+            WHERE parent_run IS NOT NULL""",
+        """CREATE TABLE IF NOT EXISTS daybook_queues (
+            name TEXT PRIMARY KEY, concurrency INTEGER, per_worker INTEGER, rate_limit INTEGER,
+            rate_period DOUBLE PRECISION, updated_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS daybook_schedules (
+            name TEXT PRIMARY KEY, workflow TEXT NOT NULL, ref TEXT NOT NULL, cron TEXT NOT NULL,
+            input TEXT NOT NULL, queue TEXT, catchup TEXT NOT NULL,
+            grace DOUBLE PRECISION NOT NULL, paused INTEGER NOT NULL DEFAULT 0,
+            last_fired DOUBLE PRECISION NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS daybook_attributes (
+            run_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
+            PRIMARY KEY (run_id, name))""",
+        "CREATE INDEX IF NOT EXISTS daybook_attributes_value ON daybook_attributes (name, value)",
+    ],
 ]

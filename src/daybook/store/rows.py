@@ -18,6 +18,10 @@ RUN_COLUMNS = (
     "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
     "lease_owner, lease_expires, schema_version, wake_at, code_version"
 )
+# The header's columns from schema v11 on (queues, search): written always (a store open for
+# writing is current), read when the store has them (a read-only handle may read an older one).
+RUN_EXTRA = "queue, priority, partition_key, parent_run"
+RUN_ALL = f"{RUN_COLUMNS}, {RUN_EXTRA}"
 
 
 # The tables `raw_rows` reads and their columns, in order (JSON columns come back as text).
@@ -127,6 +131,10 @@ def run_params(info: RunInfo) -> tuple[Any, ...]:
         info.schema_version,
         info.wake_at,
         info.code_version,
+        info.queue,
+        info.priority,
+        info.partition,
+        info.parent_run,
     )
 
 
@@ -161,12 +169,17 @@ def run_from_row(row: Sequence[Any], parsed: bool = False) -> RunInfo:
             schema_version=int(row[11]),
             wake_at=None if row[12] is None else float(row[12]),
             code_version=row[13] or "",
+            **(_extra(row) if len(row) > 14 else {}),
         )
     except (TypeError, ValueError) as exc:
         raise CorruptJournal(
             f"run {run_id!r}: its header does not decode ({exc}); restore it from a backup "
             f"(`daybook export {run_id} --raw` salvages what is readable)"
         ) from None
+
+
+def _extra(row: Sequence[Any]) -> dict[str, Any]:
+    return {"queue": row[14], "priority": int(row[15] or 0), "partition": row[16], "parent_run": row[17]}
 
 
 def runs_from_rows(

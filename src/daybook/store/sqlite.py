@@ -28,6 +28,7 @@ from .group import GroupCommit
 from .rows import (
     EVENT_COLUMNS,
     RAW_TABLES,
+    RUN_ALL,
     RUN_COLUMNS,
     conflict_error,
     event_from_row,
@@ -40,6 +41,7 @@ from .rows import (
     runs_from_rows,
     unencodable,
 )
+from .sqlite_dispatch import SQLiteDispatch
 from .sqlite_entities import SQLiteEntities
 from .sqlite_schema import locked, migrate, open_read_only
 from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
@@ -78,7 +80,7 @@ def _qmarks(db: sqlite3.Connection) -> retention.Exec:
     return lambda sql, params: db.execute(sql.replace("%s", "?"), tuple(params))
 
 
-class SQLiteStore(SQLiteEntities):
+class SQLiteStore(SQLiteEntities, SQLiteDispatch):
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url
         self.read_only = read_only
@@ -100,6 +102,9 @@ class SQLiteStore(SQLiteEntities):
         else:
             self._db = self._open_for_writing()
             self._reader = self._connect()
+        # A read-only handle may read a store from before the queue columns (schema v11).
+        has_extra = any(r[1] == "queue" for r in self._reader.execute("PRAGMA table_info(daybook_runs)"))
+        self._run_cols = RUN_ALL if has_extra else RUN_COLUMNS
         self._group = GroupCommit(self._db, WalWatch(self.path) if not read_only else None)
         self._read_lock = threading.Lock()
         ev_marks = ", ".join("?" * 12)
@@ -142,7 +147,7 @@ class SQLiteStore(SQLiteEntities):
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         run_sql = (
-            f"INSERT INTO daybook_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 14)}) "
+            f"INSERT INTO daybook_runs ({RUN_ALL}) VALUES ({', '.join('?' * 18)}) "
             "ON CONFLICT (run_id) DO NOTHING"
         )
         run_row, event_row = run_params(info), event_params(first)
@@ -157,11 +162,11 @@ class SQLiteStore(SQLiteEntities):
         return created
 
     def get_run(self, run_id: str) -> RunInfo | None:
-        row = self._read(f"SELECT {RUN_COLUMNS} FROM daybook_runs WHERE run_id = ?", (run_id,))
+        row = self._read(f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = ?", (run_id,))
         return run_from_row(row[0]) if row else None
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        sql = f"SELECT {RUN_COLUMNS} FROM daybook_runs"
+        sql = f"SELECT {self._run_cols} FROM daybook_runs"
         args: tuple[Any, ...] = ()
         if status:
             sql += " WHERE status = ?"
@@ -187,7 +192,9 @@ class SQLiteStore(SQLiteEntities):
             "(lease_owner IS NULL OR lease_expires < ?) AND (wake_at IS NULL OR wake_at <= ?)) "
             "OR (status = 'suspended' AND "
             "wake_at <= ? AND (lease_owner IS NULL OR lease_expires < ?))) "
-            "AND (? IS NULL OR code_version = ?) ORDER BY created_at LIMIT 1) RETURNING run_id"
+            # Queued runs are taken by `claim_queued`, under their queue's limits.
+            "AND (? IS NULL OR code_version = ?) AND queue IS NULL "
+            "ORDER BY created_at LIMIT 1) RETURNING run_id"
         )
         params = (owner, now + ttl, now, now, now, now, version, version)
         row = self._write(lambda db: db.execute(sql, params).fetchone())

@@ -173,6 +173,35 @@ MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'daybook transaction headers change only their status, until it is final'); END;
     CREATE TRIGGER IF NOT EXISTS daybook_transactions_no_delete BEFORE DELETE ON daybook_transactions
     BEGIN SELECT RAISE(ABORT, 'daybook transaction headers are never deleted'); END;""",
+    # v11: queues, schedules and run search (daybook.dispatch). A run may wait in a queue (with a
+    # priority and a partition key) and belong to a parent run; `dequeued_at` is when a worker
+    # first took it from its queue (rate limits count these). Queue and schedule settings are
+    # declared in code and kept here so every process agrees; search attributes are an index
+    # over the journal rows that set them.
+    """ALTER TABLE daybook_runs ADD COLUMN queue TEXT;
+    ALTER TABLE daybook_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE daybook_runs ADD COLUMN partition_key TEXT;
+    ALTER TABLE daybook_runs ADD COLUMN dequeued_at REAL;
+    ALTER TABLE daybook_runs ADD COLUMN parent_run TEXT;
+    CREATE INDEX IF NOT EXISTS daybook_runs_queued ON daybook_runs (queue, priority, created_at)
+        WHERE queue IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS daybook_runs_dequeued ON daybook_runs (queue, dequeued_at)
+        WHERE queue IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS daybook_runs_created ON daybook_runs (created_at, run_id);
+    CREATE INDEX IF NOT EXISTS daybook_runs_workflow ON daybook_runs (workflow, created_at);
+    CREATE INDEX IF NOT EXISTS daybook_runs_parent ON daybook_runs (parent_run)
+        WHERE parent_run IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS daybook_queues (
+        name TEXT PRIMARY KEY, concurrency INTEGER, per_worker INTEGER, rate_limit INTEGER,
+        rate_period REAL, updated_at REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS daybook_schedules (
+        name TEXT PRIMARY KEY, workflow TEXT NOT NULL, ref TEXT NOT NULL, cron TEXT NOT NULL,
+        input TEXT NOT NULL, queue TEXT, catchup TEXT NOT NULL, grace REAL NOT NULL,
+        paused INTEGER NOT NULL DEFAULT 0, last_fired REAL NOT NULL, created_at REAL NOT NULL,
+        updated_at REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS daybook_attributes (
+        run_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (run_id, name));
+    CREATE INDEX IF NOT EXISTS daybook_attributes_value ON daybook_attributes (name, value);""",
 ]
 
 
