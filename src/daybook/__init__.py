@@ -12,6 +12,9 @@ from .context import Context
 from .coordination.budget import Budget
 from .coordination.entity import Entity, EntityEntry, EntityView, Lease
 from .coordination.pool import BudgetPool
+from .dispatch.queues import Queue
+from .dispatch.schedules import Schedule
+from .dispatch.search import RunPage
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -118,6 +121,7 @@ __all__ = [
     "PayloadCodec",
     "Pending",
     "Policy",
+    "Queue",
     "RedactingCodec",
     "ReleaseDeclined",
     "Retry",
@@ -129,10 +133,12 @@ __all__ = [
     "RunInfo",
     "RunLeased",
     "RunNotFound",
+    "RunPage",
     "RunParked",
     "RunPaused",
     "RunStatus",
     "RunStuck",
+    "Schedule",
     "SchemaVersionError",
     "ScopeViolation",
     "ScriptedLLM",

@@ -22,6 +22,7 @@ after such a move.
                      has its terminal control characters escaped (D12)
     runs.py          runs, show, export, resume, signal, budget
     workers.py       worker
+    dispatch.py      queues, schedule (add, ls, rm, pause, resume)
     demo.py          demo
     versions.py      versions, replay-check
     books.py         effects, why, obligations, unknowns, resolve, reconcile
@@ -39,6 +40,7 @@ from . import (
     books,
     check,
     demo,
+    dispatch,
     entities,
     gates,
     lifecycle,
@@ -59,7 +61,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check, retention,
+        entities, check, retention, dispatch,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

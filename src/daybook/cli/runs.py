@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import click
 
@@ -26,6 +27,31 @@ from .app import (
 )
 
 
+def search_options(fn: Any) -> Any:
+    """The run search filters of `daybook runs` (as `Daybook.runs` takes them)."""
+    for option in reversed(
+        [
+            click.option("--workflow", default=None, help="Only runs of this workflow."),
+            click.option(
+                "--since", default=None, metavar="TIME", help="Created at or after (ISO 8601, epoch)."
+            ),
+            click.option("--until", default=None, metavar="TIME", help="Created before (ISO 8601 or epoch)."),
+            click.option("--parent", default=None, metavar="RUN_ID", help="Only children of this run."),
+            click.option("--queue", default=None, metavar="NAME", help="Only runs of this queue."),
+            click.option(
+                "--attr",
+                "attrs",
+                multiple=True,
+                metavar="NAME=VALUE",
+                help="A search attribute it set (repeatable; VALUE is JSON if it parses, else text).",
+            ),
+            click.option("--cursor", default=None, help="Continue after the page that printed it."),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
 @click.command()
 @click.option(
     "--status",
@@ -40,18 +66,33 @@ from .app import (
     type=click.IntRange(1, MAX_LIMIT),
     help="At most this many runs.",
 )
+@search_options
 @json_option()
 @with_book(read_only=True)
-def runs(book: Daybook, status: str | None, limit: int, as_json: bool) -> None:
-    """List runs, newest first."""
+def runs(book: Daybook, status: str | None, limit: int, as_json: bool, **search: Any) -> None:
+    """List runs, newest first; filter them, and page with --cursor."""
+    attributes = dict(_attribute(a) for a in search.pop("attrs"))
+    page = book.runs(status, limit, attributes=attributes or None, **search)
     listing(
-        book.runs(status, limit),
+        page,
         as_json,
         empty=f"no runs{' with status ' + status if status else ''} in {book.url}",
         headers=["run", "workflow", "status", "created", "updated", "lease"],
         row=_run_row,
         data=RunInfo.as_dict,
     )
+    if page.cursor:
+        say(f"more: daybook runs ... --cursor {page.cursor}", err=True)
+
+
+def _attribute(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise click.UsageError(f"--attr takes NAME=VALUE, e.g. --attr customer=acme; got {text!r}")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
 
 
 def _run_row(r: RunInfo) -> list[str]:

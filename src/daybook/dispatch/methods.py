@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..records import JSON
-from ..runtime.workflow import Apps, as_workflow
+from ..runtime.workflow import Apps, as_workflow, load
 from . import queues, schedules, search
 from .queues import Queue
 from .schedules import Schedule
@@ -112,12 +112,15 @@ class DispatchMethods:
         catchup: str = "skip",
         grace: float = 60.0,
     ) -> Schedule:
-        """Start `workflow(*args, **kwargs)` at every firing of `cron` (UTC; five fields, or six
-        with seconds last), from workers: each firing is exactly one run, id
-        `sched:<name>:<time>`. Missed firings (no worker was up): `catchup="skip"` starts only
-        those at most `grace` seconds late, `"all"` starts each. Redefining keeps its state."""
+        """Start `workflow(*args, **kwargs)` (a workflow, or its registered name) at every
+        firing of `cron` (UTC; five fields, or six with seconds last), from workers: each firing
+        is exactly one run, id `sched:<name>:<time>`. Missed firings (no worker was up):
+        `catchup="skip"` starts only those at most `grace` seconds late, `"all"` starts each.
+        Redefining keeps its state."""
+        # A name: a workflow registered in this process (or in $DAYBOOK_APP's code).
+        wf = load(workflow, "", None) if isinstance(workflow, str) else as_workflow(workflow)
         return schedules.add(
-            self.store, name, as_workflow(workflow), cron, args, kwargs,
+            self.store, name, wf, cron, args, kwargs,
             queue=queue, catchup=catchup, grace=grace,
         )  # fmt: skip
 
