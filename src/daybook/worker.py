@@ -155,7 +155,7 @@ class Worker:
         """Where to look for a run, in turn (None: runs in no queue)."""
         sources: list[str | None] = list(self.queues)
         if not sources:
-            sources = [None, *(q.name for q in book.queues())]
+            sources = [None, *book.store.queue_names()]
         self._turn += 1
         k = self._turn % len(sources)
         return sources[k:] + sources[:k]

@@ -234,6 +234,9 @@ class Store(Protocol):
     def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
         """Every queue: (name, concurrency, per_worker, rate_limit, rate_period, pending, active)."""
 
+    def queue_names(self) -> list[str]:
+        """The names of every queue, sorted."""
+
     def claim_queued(
         self, queue: str, owner: str, ttl: float, now: float, version: str | None = None
     ) -> str | None:

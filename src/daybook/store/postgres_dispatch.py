@@ -61,6 +61,9 @@ class PostgresDispatch:
     def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self._db.execute(q.queue_rows(P), {"now": now}).fetchall()]
 
+    def queue_names(self) -> list[str]:
+        return [str(r[0]) for r in self._db.execute("SELECT name FROM daybook_queues ORDER BY name")]
+
     def claim_queued(
         self, queue: str, owner: str, ttl: float, now: float, version: str | None = None
     ) -> str | None:
