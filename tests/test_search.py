@@ -146,3 +146,10 @@ def test_daybook_runs_filters_and_pages(db_url: str) -> None:
     assert rest.returncode == 0 and "c0" in rest.stdout and "--cursor" not in rest.stderr
     bad = cli("runs", "--attr", "customer", db=db_url)
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+
+
+def test_gc_erases_a_runs_search_attributes_with_its_payloads(book: Daybook) -> None:
+    book.run(queue_app.tagged, "acme", 1, run_id="old")
+    time.sleep(0.01)
+    book.gc(0.0)
+    assert book.attributes("old") == {} and book.runs(attributes={"customer": "acme"}) == []

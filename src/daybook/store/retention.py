@@ -76,6 +76,8 @@ def collect(
             "WHERE run_id = %s",
             (erased, erased, erased, run_id),
         )
+        # Search attributes are an index of journal payloads (`ctx.set_attributes`): erased too.
+        execute("DELETE FROM daybook_attributes WHERE run_id = %s", (run_id,))
     if not dry_run:
         execute(_LOG, (gc_id, None, who, now, cutoff, len(runs), rows))
     return {"gc_id": gc_id, "who": who, "at": now, "cutoff": cutoff, "runs": len(runs), "rows": rows,
