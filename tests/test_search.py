@@ -153,3 +153,15 @@ def test_gc_erases_a_runs_search_attributes_with_its_payloads(book: Daybook) -> 
     time.sleep(0.01)
     book.gc(0.0)
     assert book.attributes("old") == {} and book.runs(attributes={"customer": "acme"}) == []
+
+
+def test_searching_a_store_from_before_run_search_says_to_migrate_it(db_url: str) -> None:
+    from test_append_only import _create_previous_version
+
+    _create_previous_version(db_url)
+    with Daybook(db_url, read_only=True) as book:
+        assert book.runs() == []  # the plain listing reads it as it is
+        with pytest.raises(daybook.SchemaVersionError, match="daybook migrate"):
+            book.runs(workflow="tagged")
+    proc = cli("runs", "--queue", "q", db=db_url)
+    assert proc.returncode == 1 and "daybook migrate" in proc.stderr and "Traceback" not in proc.stderr

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import SchemaVersionError
 from ..records import TERMINAL
 from .rows import RUN_ALL
 
@@ -25,6 +26,16 @@ QUEUE_COLUMNS = "name, concurrency, per_worker, rate_limit, rate_period, updated
 SCHEDULE_COLUMNS = (
     "name, workflow, ref, cron, input, queue, catchup, grace, paused, last_fired, created_at, updated_at"
 )
+
+
+def current(run_cols: str, url: str) -> None:
+    """Refuse a read of queues, schedules or search on a store from before them (a read-only
+    handle reads an older store as it is, and these tables are not there yet)."""
+    if run_cols != RUN_ALL:
+        raise SchemaVersionError(
+            f"store {url} is from before queues, schedules and run search: upgrade it with "
+            "`daybook migrate` (reading never upgrades a store), then search it"
+        )
 
 
 def attr_text(value: Any) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..records import Event, RunInfo
 from . import dispatch_sql as q
+from .dispatch_sql import current
 from .rows import EVENT_COLUMNS, conflict_error, event_params, runs_from_rows
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ class PostgresDispatch:
     if TYPE_CHECKING:  # given by PostgresStore
         _db: Link
         damage: dict[str, str]
+        url: str
+        _run_cols: str
 
     def _has_queue_column(self) -> bool:
         row = self._db.execute(
@@ -59,9 +62,11 @@ class PostgresDispatch:
         self._db.execute(q.declare_queue(P), params)
 
     def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
+        current(self._run_cols, self.url)
         return [tuple(r) for r in self._db.execute(q.queue_rows(P), {"now": now}).fetchall()]
 
     def queue_names(self) -> list[str]:
+        current(self._run_cols, self.url)
         return [str(r[0]) for r in self._db.execute("SELECT name FROM daybook_queues ORDER BY name")]
 
     def claim_queued(
@@ -87,6 +92,7 @@ class PostgresDispatch:
     def search_runs(
         self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None
     ) -> list[RunInfo]:
+        current(self._run_cols, self.url)
         sql, params = q.search(P, filters, after)
         rows = self._db.execute(sql, {**params, "limit": limit}).fetchall()
         return runs_from_rows(rows, self.damage, parsed=True)
@@ -110,6 +116,7 @@ class PostgresDispatch:
             raise conflict_error(event, constraint == "daybook_events_key") from None
 
     def attributes(self, run_id: str) -> dict[str, Any]:
+        current(self._run_cols, self.url)
         rows = self._db.execute(
             "SELECT name, value FROM daybook_attributes WHERE run_id = %s ORDER BY name", (run_id,)
         ).fetchall()
@@ -121,6 +128,7 @@ class PostgresDispatch:
         self._db.execute(q.put_schedule(P), row)
 
     def schedule_rows(self) -> list[dict[str, Any]]:
+        current(self._run_cols, self.url)
         names = [c.strip() for c in q.SCHEDULE_COLUMNS.split(",")]
         rows = self._db.execute(
             f"SELECT {q.SCHEDULE_COLUMNS} FROM daybook_schedules ORDER BY name"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..records import Event, RunInfo
 from . import dispatch_sql as q
+from .dispatch_sql import current
 from .rows import conflict_error, event_params, runs_from_rows
 
 P = q.SQLITE
@@ -21,7 +22,9 @@ class SQLiteDispatch:
 
     if TYPE_CHECKING:  # given by SQLiteStore
         damage: dict[str, str]
+        url: str
         _insert_event: str
+        _run_cols: str
 
         def _write(self, fn: Callable[[sqlite3.Connection], Any], atomic: bool = False) -> Any: ...
 
@@ -50,9 +53,11 @@ class SQLiteDispatch:
         self._write(lambda db: db.execute(sql, params))
 
     def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
+        current(self._run_cols, self.url)
         return [tuple(r) for r in self._read(q.queue_rows(P), {"now": now})]
 
     def queue_names(self) -> list[str]:
+        current(self._run_cols, self.url)
         return [str(r[0]) for r in self._read("SELECT name FROM daybook_queues ORDER BY name", ())]
 
     def claim_queued(
@@ -71,6 +76,7 @@ class SQLiteDispatch:
     def search_runs(
         self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None
     ) -> list[RunInfo]:
+        current(self._run_cols, self.url)
         sql, params = q.search(P, filters, after)
         return runs_from_rows(self._read(sql, {**params, "limit": limit}), self.damage)
 
@@ -93,6 +99,7 @@ class SQLiteDispatch:
             raise conflict_error(event, "daybook_events.key" in str(exc)) from None
 
     def attributes(self, run_id: str) -> dict[str, Any]:
+        current(self._run_cols, self.url)
         rows = self._read(
             "SELECT name, value FROM daybook_attributes WHERE run_id = ? ORDER BY name", (run_id,)
         )
@@ -105,6 +112,7 @@ class SQLiteDispatch:
         self._write(lambda db: db.execute(sql, row))
 
     def schedule_rows(self) -> list[dict[str, Any]]:
+        current(self._run_cols, self.url)
         names = [c.strip() for c in q.SCHEDULE_COLUMNS.split(",")]
         rows = self._read(f"SELECT {q.SCHEDULE_COLUMNS} FROM daybook_schedules ORDER BY name", ())
         return [dict(zip(names, r, strict=True)) for r in rows]
