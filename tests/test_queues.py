@@ -3,17 +3,23 @@ the counterparty (the meter's own counts and clock), never from the journal."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import queue_app
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from queue_app import Meter
 
 from daybook import ConfigError, Daybook, RunStatus
+from daybook.runtime.start import new_run
+from daybook.store import open_store
 
 APP = str(Path(__file__).parent / "queue_app.py")
 
@@ -129,3 +135,56 @@ def test_queue_settings_are_checked(book: Daybook) -> None:
         book.queue("q", rate=(5, 0))
     with pytest.raises(ConfigError, match="queue="):
         book.submit(queue_app.tagged, "x", 1, priority=3)
+
+
+OWNERS = ["h:1:1:b:n:aaaaaa", "h:1:1:b:n:bbbbbb", "h:2:1:b:n:cccccc"]  # two workers, one with two handles
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("submit"), st.sampled_from(["a", "b", None])),
+            st.tuples(st.just("claim"), st.integers(0, 2)),
+            st.tuples(st.just("finish"), st.integers(0, 20)),
+            st.tuples(st.just("tick"), st.sampled_from([0.1, 0.4, 11.0])),
+        ),
+        max_size=40,
+    )
+)
+def test_claims_never_break_a_queues_limits(tmp_path: Path, ops: list[tuple[str, Any]]) -> None:
+    """Whatever interleaving of submits, claims by several workers, finishes and lapsed leases:
+    at most 2 runs hold live leases, 1 per worker process, 3 first takes in any second, and one
+    started unfinished run per partition key."""
+    store = open_store(f"sqlite:///{tmp_path}/h{time.monotonic_ns()}.db")
+    store.declare_queue("q", 2, 1, 3, 1.0, 0.0)
+    now, n, held, taken, started = 1000.0, 0, {}, [], {}
+    for op, arg in ops:
+        if op == "submit":
+            info, first = new_run(
+                queue_app.tagged, f"r{n}", ("x", n), {}, owner="o", lease_ttl=1, pending=True
+            )
+            store.create_run(dataclasses.replace(info, created_at=now, queue="q", partition=arg), first)
+            n += 1
+        elif op == "claim":
+            got = store.claim_queued("q", OWNERS[arg], 10.0, now)
+            if got is not None:
+                held[got] = (OWNERS[arg], now + 10.0)
+                if got not in started:
+                    started[got] = store.get_run(got).partition
+                    taken.append(now)
+        elif op == "finish" and held:
+            run_id = sorted(held)[arg % len(held)]
+            owner, until = held.pop(run_id)
+            if until >= now:
+                store.finish(run_id, owner, "completed", None, None, None, now)
+                started.pop(run_id)
+        else:
+            now += arg
+        live = [owner for owner, until in held.values() if until >= now]
+        assert len(live) <= 2
+        assert all(sum(o.rsplit(":", 1)[0] == w.rsplit(":", 1)[0] for o in live) <= 1 for w in live)
+        assert all(sum(1 for t in taken if t0 - 1.0 < t <= t0) <= 3 for t0 in taken)
+        keys = [k for k in started.values() if k is not None]
+        assert len(keys) == len(set(keys))
+    store.close()

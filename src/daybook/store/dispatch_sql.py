@@ -54,24 +54,25 @@ def claim_queued(p: Marks, lock: str = "") -> str:
     )
     # A run occupies a slot while a live lease holds it (it executes now); one per worker counts
     # the leases of this worker's process (the owner id up to its last field).
-    live = f"a.queue = q.name AND a.lease_owner IS NOT NULL AND a.lease_expires >= {now}"
+    # Uncorrelated with the candidate (the queue is a parameter): each count is computed once.
+    live = f"a.queue = {p('queue')} AND a.lease_owner IS NOT NULL AND a.lease_expires >= {now}"
     worker, version = f"CAST({p('worker')} AS TEXT)", f"CAST({p('version')} AS TEXT)"
     mine = f"substr(a.lease_owner, 1, length({worker})) = {worker}"
     return (
         f"UPDATE daybook_runs SET lease_owner = {p('owner')}, lease_expires = {p('until')}, "
         f"wake_at = NULL, status = 'running', dequeued_at = COALESCE(dequeued_at, {now}) "
         "WHERE run_id = (SELECT r.run_id FROM daybook_runs r JOIN daybook_queues q ON q.name = r.queue "
-        f"WHERE r.queue = {p('queue')} AND {runnable} "
+        f"WHERE r.queue = {p('queue')} AND r.status IN ('pending', 'running', 'suspended') AND {runnable} "
         f"AND ({version} IS NULL OR r.code_version = {version}) "
         f"AND (q.concurrency IS NULL OR (SELECT COUNT(*) FROM daybook_runs a WHERE {live}) < q.concurrency) "
         f"AND (q.per_worker IS NULL OR "
         f"(SELECT COUNT(*) FROM daybook_runs a WHERE {live} AND {mine}) < q.per_worker) "
         # The rate counts first takes: a run already taken once (woken, taken over) is no new start.
         "AND (r.dequeued_at IS NOT NULL OR q.rate_limit IS NULL OR (SELECT COUNT(*) FROM daybook_runs s "
-        f"WHERE s.queue = q.name AND s.dequeued_at > {now} - q.rate_period) < q.rate_limit) "
+        f"WHERE s.queue = {p('queue')} AND s.dequeued_at > {now} - q.rate_period) < q.rate_limit) "
         # A partition key is held from a run's first take until it finishes.
         "AND (r.partition_key IS NULL OR NOT EXISTS (SELECT 1 FROM daybook_runs o WHERE "
-        "o.queue = q.name AND o.partition_key = r.partition_key AND o.run_id <> r.run_id AND "
+        f"o.queue = {p('queue')} AND o.partition_key = r.partition_key AND o.run_id <> r.run_id AND "
         f"o.dequeued_at IS NOT NULL AND o.status NOT IN ({_FINISHED}))) "
         f"ORDER BY r.priority, r.created_at, r.run_id LIMIT 1{lock}) RETURNING run_id"
     )

@@ -210,9 +210,14 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS dequeued_at DOUBLE PRECISION",
         "ALTER TABLE daybook_runs ADD COLUMN IF NOT EXISTS parent_run TEXT",
         """CREATE INDEX IF NOT EXISTS daybook_runs_queued ON daybook_runs (queue, priority, created_at)
-            WHERE queue IS NOT NULL""",
+            WHERE queue IS NOT NULL AND status IN ('pending', 'running', 'suspended')""",
         """CREATE INDEX IF NOT EXISTS daybook_runs_dequeued ON daybook_runs (queue, dequeued_at)
             WHERE queue IS NOT NULL""",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_leased ON daybook_runs (queue, lease_expires)
+            WHERE queue IS NOT NULL AND lease_owner IS NOT NULL""",
+        """CREATE INDEX IF NOT EXISTS daybook_runs_partition ON daybook_runs (queue, partition_key)
+            WHERE partition_key IS NOT NULL
+            AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')""",
         "CREATE INDEX IF NOT EXISTS daybook_runs_created ON daybook_runs (created_at, run_id)",
         "CREATE INDEX IF NOT EXISTS daybook_runs_workflow ON daybook_runs (workflow, created_at)",
         """CREATE INDEX IF NOT EXISTS daybook_runs_parent ON daybook_runs (parent_run)
