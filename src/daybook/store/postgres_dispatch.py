@@ -78,13 +78,12 @@ class PostgresDispatch:
         }  # fmt: skip
         with self._db.transaction() as db:
             # The queue's row lock: held to the commit, so the next claim on this queue counts
-            # this one. Read Committed gives the next statement a snapshot taken after it.
-            if (
-                db.execute("SELECT 1 FROM daybook_queues WHERE name = %s FOR UPDATE", (queue,)).fetchone()
-                is None
-            ):
-                return None
-            row = db.execute(q.claim_queued(P, " FOR UPDATE OF r SKIP LOCKED"), params).fetchone()
+            # this one (Read Committed gives the claim a snapshot taken after the lock). Both
+            # statements go in one pipeline: one round trip while the lock is held.
+            with db.pipeline():
+                db.execute("SELECT 1 FROM daybook_queues WHERE name = %s FOR UPDATE", (queue,))
+                cur = db.execute(q.claim_queued(P, " FOR UPDATE OF r SKIP LOCKED"), params)
+            row = cur.fetchone()
         return None if row is None else str(row[0])
 
     # -- search -----------------------------------------------------------------------------------
