@@ -140,10 +140,17 @@ class Worker:
     def _fire(self, shared: Daybook, per_thread: bool, done: threading.Event) -> None:
         """Start the runs of schedule firings that have come, every poll (at most a second)."""
         book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
+        said: set[str] = set()
+
+        def once(line: str) -> None:  # a schedule this worker cannot fire is said once, not per poll
+            if line not in said:
+                said.add(line)
+                self.echo(line)
+
         try:
             while not done.is_set():
                 try:
-                    schedule_firing.fire_due(book.store, book.owner, self.apps, echo=self.echo)
+                    schedule_firing.fire_due(book.store, book.owner, self.apps, echo=once)
                 except Exception as exc:  # the store is down: keep trying, do not die
                     self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
                 done.wait(min(self.poll, 1.0))
