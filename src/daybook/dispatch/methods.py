@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..records import JSON
-from ..runtime.workflow import Apps, as_workflow, load
+from ..runtime.workflow import Apps, Workflow, as_workflow, load
 from . import queues, schedules, search
 from .queues import Queue
 from .schedules import Schedule
@@ -117,8 +117,7 @@ class DispatchMethods:
         is exactly one run, id `sched:<name>:<time>`. Missed firings (no worker was up):
         `catchup="skip"` starts only those at most `grace` seconds late, `"all"` starts each.
         Redefining keeps its state."""
-        # A name: a workflow registered in this process (or in $DAYBOOK_APP's code).
-        wf = load(workflow, "", None) if isinstance(workflow, str) else as_workflow(workflow)
+        wf = _named(workflow) if isinstance(workflow, str) else as_workflow(workflow)
         return schedules.add(
             self.store, name, wf, cron, args, kwargs,
             queue=queue, catchup=catchup, grace=grace,
@@ -144,3 +143,14 @@ class DispatchMethods:
         """Start the run of every schedule firing that has come (what each worker does as it
         polls); returns the ids of the runs this call created."""
         return schedules.fire_due(self.store, self._runner.owner, app)
+
+
+def _named(name: str) -> Workflow[Any]:
+    """A workflow registered in this process (or in $DAYBOOK_APP's code) by its name."""
+    try:
+        return load(name, "", None)
+    except ConfigError:
+        raise ConfigError(
+            f"no workflow named {name!r} is registered in this process: import the code that "
+            "defines it first (--app MODULE|FILE.py on the command line, or $DAYBOOK_APP)"
+        ) from None
