@@ -260,6 +260,9 @@ def journal(info: RunInfo, events: list[Event], width: int = TERMINAL) -> str:
         f"run {info.run_id}  workflow {info.workflow}  status {info.status}",
         f"created {when(info.created_at)}  updated {when(info.updated_at)}  {lease_line(info)}",
     ]
+    if info.queue is not None:
+        key = f"  partition {info.partition}" if info.partition is not None else ""
+        head.append(f"queue {info.queue}  priority {info.priority}{key}")
     gates = _waiting_gates(info, events)
     if gates:
         head.append(
