@@ -88,10 +88,12 @@ def test_a_rate_limit_of_5_per_second_holds_over_100_runs(db_url: str, meter: Me
     _all_completed(db_url, ids)
     began = sorted(c[0] for c in meter.calls)
     assert len(began) == 100
-    # Any 6 consecutive calls span at least a second, on the counterparty's clock (less the
-    # jitter between a worker taking a run and its call arriving).
+    # Any 6 consecutive calls span a second on the counterparty's clock, less the delay between
+    # a worker taking a run and its call arriving (allowed up to half a second: a loaded machine
+    # stalls processes; without the limit the 100 calls come within about a second in all).
     tightest = min(began[i + 5] - began[i] for i in range(len(began) - 5))
-    assert tightest >= 0.8, tightest
+    assert tightest >= 0.5, tightest
+    assert began[95] - began[0] >= 18.5  # 19 seconds of windows at 5 per second
 
 
 def test_runs_on_one_partition_key_run_one_at_a_time_in_order(db_url: str, meter: Meter) -> None:
