@@ -197,9 +197,7 @@ class Daybook:
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
-    def retry(
-        self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False
-    ) -> Any:
+    def retry(self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False) -> Any:
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
         step that raised runs again. Journaled with who asked (`by`, default the OS user).

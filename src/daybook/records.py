@@ -200,8 +200,7 @@ MAX_DEPTH = 200
 MAX_PAYLOAD = 16 * 1024 * 1024
 
 _PLAIN = (
-    "daybook journals JSON only (no pickle): use dicts with string keys, lists, str, int, float, "
-    "bool or None"
+    "daybook journals JSON only (no pickle): use dicts with string keys, lists, str, int, float, bool or None"
 )
 
 

@@ -133,9 +133,7 @@ class PostgresStore(PostgresEntities):
             if self.schema and not self._schema_exists():
                 # Only when missing: CREATE SCHEMA needs a right the least-privilege owner lacks.
                 db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
+            db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             found = self._stamp() or 0
             check_version(found, SCHEMA_VERSION, self.url)
             if found == SCHEMA_VERSION:
