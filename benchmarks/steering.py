@@ -6,6 +6,9 @@
   acknowledgement against the call's remaining time (the floor: it is read at the next boundary).
 - pause: the time from `book.pause` to `paused` for an executing run, against the owner's
   heartbeat interval (lease_ttl / 3), which bounds when the request is seen.
+- retract a running act: the time from `book.steer(..., "retract", target=TOOL)` to the tool's
+  declared `cancel` stopping a 30 s call, against the heartbeat interval (lease_ttl / 3) that
+  bounds when the retraction is seen.
 - cost of `ctx.revisions()` with nothing new (one inbox read, nothing written), per call, as a
   ratio to a no-op durable effect step.
 
@@ -35,6 +38,43 @@ POLL = 0.05  # book.steer looks for its acknowledgement this often
 def work(*, seconds: float, i: int, idempotency_key: str) -> int:
     time.sleep(seconds)
     return i
+
+
+STOPPED = threading.Event()
+
+
+def _stop(**_: Any) -> None:
+    STOPPED.set()
+
+
+@daybook.tool(cancel=_stop, idempotent=True)
+def long_call(*, seconds: float, idempotency_key: str) -> str:
+    if STOPPED.wait(seconds):
+        raise RuntimeError("stopped: nothing applied")
+    return "done"
+
+
+@daybook.workflow(name="bench_retracted")
+def retracted(ctx: daybook.Context) -> str:
+    try:
+        return str(ctx.effect(long_call, seconds=30.0))
+    except daybook.StepRetracted:
+        return "retracted"
+
+
+def _retract_latency(url: str, run_id: str, lease_ttl: float) -> float:
+    STOPPED.clear()
+    with Daybook(url, lease_ttl=lease_ttl) as book:
+        runner = threading.Thread(target=book.run, args=(retracted,), kwargs={"run_id": run_id})
+        runner.start()
+        time.sleep(0.3)
+        start = time.perf_counter()
+        book.steer(run_id, "retract", "skip it", author="bench", target="long_call", wait=0)
+        if not STOPPED.wait(30):
+            raise RuntimeError(f"the running call of {run_id} was never stopped")
+        took = time.perf_counter() - start
+        runner.join()
+    return took
 
 
 @daybook.workflow(name="bench_steered")
@@ -104,6 +144,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
         idle = [_ack_latency(url, f"idle-{r}", 60, 0.01, 0.2) for r in range(repeats)]
         during = [_ack_latency(url, f"call-{r}", 2, 1.0, 0.2) for r in range(repeats)]
         pause = [_pause_latency(url, f"pause-{r}", 1.5) for r in range(repeats)]
+        cancel = [_retract_latency(url, f"retract-{r}", 1.5) for r in range(repeats)]
         # Interleaved, so a busy machine weighs on both the same.
         pairs = [(_read_cost(url, n, False), _read_cost(url, n, True)) for _ in range(repeats)]
         plain = statistics.median(p for p, _ in pairs)
@@ -111,6 +152,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
     rows.append(_row("ack_when_idle", idle, POLL, "steer poll interval"))
     rows.append(_row("ack_during_1s_tool_call", during, 0.8, "remaining tool time"))
     rows.append(_row("pause_when_executing", pause, 0.5, "heartbeat interval (lease_ttl/3)"))
+    rows.append(_row("retract_running_act", cancel, 0.5, "heartbeat interval (lease_ttl/3)"))
     rows.append({
         "measure": "revisions_read_cost",
         "backend": "sqlite",

@@ -165,6 +165,18 @@ class EffectFailed(StepFailed):
     """A tool call failed for certain (the counterparty refused, or retries ran out)."""
 
 
+class StepRetracted(EffectFailed):
+    """A retraction (`book.steer(run, "retract", ..., target=...)`) cancelled this tool call
+    while it ran, and the call said nothing was applied. Nothing is retried; the step stays
+    `retracted`. Catch it in a workflow that should go on without the act (the agent loop does)."""
+
+
+class EnvironmentLost(WorkflowFailed):
+    """The run's declared environment (`ctx.environment(..., alive=...)`) did not answer alive
+    within its startup grace: it is gone, or never came up. The run fails with its state kept;
+    bring the environment back and `daybook retry RUN`."""
+
+
 class Suspended(DaybookError):
     """The run is waiting (a durable timer or a signal) and holds no process while it waits."""
 
@@ -227,6 +239,8 @@ def redact_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
     except ValueError:
         return "<a store URL that does not parse>"
+
+
 class ScopeViolation(DaybookError):
     """A tool call inside `ctx.transaction` touches a resource outside the transaction's declared
     scopes; it was refused before it ran (and the transaction aborted, without a retry)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..context import Context
-from ..errors import BudgetExceeded, EffectFailed
+from ..errors import BudgetExceeded, EffectFailed, StepRetracted
 from ..journal.decision import Decision
 from ..journal.llm import LLMClient
 from ..journal.tool import Tool
@@ -163,8 +163,7 @@ class AgentLoop:
                     if not ctx.decide("verify", holds).value:
                         entry["state"] = "stale"
                         continue
-                entry["result"] = ctx.effect(tool, decision=decision, **action.args)
-                entry["state"] = "done"
+                _act(ctx, tool, decision, action, entry)
         except (BudgetExceeded, EffectFailed) as exc:
             return self._unwind(ctx, history, f"{type(exc).__name__}: {exc}")
         return self._judge(ctx, goal, history)
@@ -244,6 +243,16 @@ def summarize(paused: float, history: list[JSONDict], last: int = 5) -> str:
         f"Resumed after a pause of {paused / 3600:.1f} h. {len(acts)} act(s) so far, the last: "
         f"{done}. Revisions: {said}."
     )
+
+
+def _act(ctx: Context, tool: Tool[Any], decision: Decision[Any], action: Action, entry: JSONDict) -> None:
+    try:
+        entry["result"] = ctx.effect(tool, decision=decision, **action.args)
+        entry["state"] = "done"
+    except StepRetracted as exc:
+        # Stopped mid-call by a retraction, nothing applied: the next pass reads the retraction.
+        entry["state"] = "retracted"
+        entry["error"] = str(exc)
 
 
 def _retract(ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:

@@ -242,9 +242,7 @@ def _day(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str
 
 @click.command()
 @click.argument("run_id", required=False)
-@click.option(
-    "--day", default=None, metavar="YYYY-MM-DD", callback=_day, help="Only effects of that day."
-)
+@click.option("--day", default=None, metavar="YYYY-MM-DD", callback=_day, help="Only effects of that day.")
 @apps_option("Import the tools' code first.")
 @json_option("JSON instead of lines.")
 @with_book(read_only=True)

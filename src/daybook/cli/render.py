@@ -97,7 +97,7 @@ def _fit(widths: list[int], headers: list[str], width: int | None) -> list[int]:
 
 
 def _cut(cell: str, width: int) -> str:
-    return cell if len(cell) <= width else cell[: max(width - 3, 0)] + "..."[: width]
+    return cell if len(cell) <= width else cell[: max(width - 3, 0)] + "..."[:width]
 
 
 def lease_state(info: RunInfo, now: float | None = None) -> str:
@@ -171,9 +171,7 @@ def _signal(d: dict[str, Any]) -> str:
             if name.startswith("verdict:")
             else repr(name)
         )
-        return f"waiting for {what}" + (
-            f" until {when(d['deadline'])}" if d.get("deadline") else ""
-        )
+        return f"waiting for {what}" + (f" until {when(d['deadline'])}" if d.get("deadline") else "")
     if "payload" in d:
         return f"from {d.get('sender')}: " + brief(d.get("payload"))
     return ""

@@ -8,9 +8,11 @@ then sends back `("ok", value)` or `("err", exception)`. One driver is synchrono
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
+import logging
 import queue
 import threading
 from collections.abc import Callable, Generator
@@ -22,6 +24,38 @@ from .lifecycle import Op, Reply
 from .tool import Tool
 
 T = TypeVar("T")
+
+log = logging.getLogger("daybook")
+
+
+@contextlib.contextmanager
+def cancellable(exe: Execution, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
+    """While a call of a tool that declares `cancel` runs, a retraction naming it (its tool
+    name, its key, or the decision the key names) asks it to stop, once (S11). The heartbeat
+    thread does the asking; what the call then returns or raises settles the step."""
+    beat = exe.heartbeat
+    if tool.cancel is None or beat is None or exe.read_only:
+        yield
+        return
+    cancel = tool.cancel
+
+    def hook(retracts: list[tuple[int, str, str]]) -> None:
+        used = {inbox_id for inbox_id, _ in exe.retracted.values()} | exe.consumed
+        for inbox_id, target, who in retracts:
+            named = target in (tool.name, key) or key.startswith(target + "/")
+            if named and key not in exe.retracted and inbox_id not in used:
+                exe.retracted[key] = (inbox_id, who)
+                try:
+                    cancel(**args, idempotency_key=key)
+                except Exception:  # the call goes on; its outcome is journaled as usual
+                    log.exception("daybook: cancel of %s (key %s) raised", tool.name, key)
+                return
+
+    beat.in_flight = hook
+    try:
+        yield
+    finally:
+        beat.in_flight = None
 
 
 def drive(
@@ -41,7 +75,8 @@ def drive(
         try:
             with strict.step():
                 if op == "call":
-                    reply = ("ok", call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
+                    with cancellable(exe, tool, key, args):
+                        reply = ("ok", call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
                 else:
                     question = functools.partial(ask, op, tool, key, args, arg)
                     reply = ("ok", call_with_timeout(question, tool.retry.query_timeout or 0.0))
@@ -65,7 +100,8 @@ async def drive_async(
                 await asyncio.sleep(arg)
             continue
         try:
-            with strict.step():
+            stoppable = cancellable(exe, tool, key, args) if op == "call" else contextlib.nullcontext()
+            with strict.step(), stoppable:
                 result = await _call_async(op, arg, tool, key, args)
             reply = ("ok", result)
         except Exception as exc:

@@ -27,13 +27,17 @@ Writer = Callable[[Event], Any]
 
 class Liveness(Protocol):
     """What the cursor needs of a lease heartbeat: whether the lease was lost, the newest pause
-    request seen in the run's inbox (inbox id, who asked), and to stop it."""
+    request seen in the run's inbox (inbox id, who asked), a hook for retractions, and to stop it."""
 
     @property
     def lost(self) -> bool: ...
 
     @property
     def pause(self) -> tuple[int, str] | None: ...
+
+    # Set while a tool that declares `cancel` runs: handed the retractions (inbox id, target,
+    # who) the heartbeat sees, to stop the call when one names it.
+    in_flight: Callable[[list[tuple[int, str, str]]], None] | None
 
     def stop(self) -> None: ...
 
@@ -100,11 +104,17 @@ class Execution:
         # Waits up to this long happen in this process; longer ones suspend the run.
         self.inline_wait = 2.0
         self.consumed: set[int] = set()
+        # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
+        self.retracted: dict[str, tuple[int, str]] = {}
+        # When this execution began: the startup grace of a liveness check counts from it (S7).
+        self.started_at = time.time()
         for ev in events:
             if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
                 if ev.data.get("inbox_id") is not None:
                     self.consumed.add(int(ev.data["inbox_id"]))  # a wait's signal, a pause
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
+            elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
+                self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
 
     # -- journal writes -----------------------------------------------------------------------
 

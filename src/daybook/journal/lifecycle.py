@@ -37,7 +37,14 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DaybookError, DedupWindowExpired, EffectFailed, NeedsAttention, NotSerializable
+from ..errors import (
+    DaybookError,
+    DedupWindowExpired,
+    EffectFailed,
+    NeedsAttention,
+    NotSerializable,
+    StepRetracted,
+)
 from ..records import JSON, Event, Kind, Status, check_json
 from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
 from .execution import Execution, check_step_json, error_info
@@ -131,6 +138,10 @@ class EffectLifecycle:
         if last.status == Status.CONFIRMED:
             return Done(replayed_result(last))
         if last.status == Status.FAILED:
+            if last.data.get("retracted") is not None:
+                raise self._step_retracted(
+                    int(last.data["retracted"]), str(last.data.get("by") or ""), last.data.get("error") or {}
+                )
             if last.data.get("final", True):
                 raise self._effect_failed(last.data.get("error") or {})
             return "retry"
@@ -215,6 +226,8 @@ class EffectLifecycle:
 
     def _refused(self, exc: BaseException) -> str:
         """The call raised: failed for certain, transient (did not arrive), or unknown."""
+        if self.key in self.exe.retracted and not self.doubtful:
+            raise self._retracted_call(exc)
         verdict = self._verdict(exc)
         if verdict == "failed":
             if not self.doubtful:
@@ -419,6 +432,25 @@ class EffectLifecycle:
         info = error_info(exc)
         self._write(Kind.OUTCOME, self.attempt, Status.FAILED, error=info, final=True)
         return self._effect_failed(info)
+
+    def _retracted_call(self, exc: BaseException) -> StepRetracted:
+        """The call raised after a retraction asked it to stop: it applied nothing, it is
+        final (never retried), and the row says which retraction stopped it."""
+        inbox_id, who = self.exe.retracted[self.key]
+        info = error_info(exc)
+        self._write(
+            Kind.OUTCOME, self.attempt, Status.FAILED, error=info, final=True, retracted=inbox_id, by=who
+        )
+        return self._step_retracted(inbox_id, who, info)
+
+    def _step_retracted(self, inbox_id: int, who: str, info: dict[str, str]) -> StepRetracted:
+        info = concealer_for(self.exe.store).scrub(info)
+        return StepRetracted(
+            f"step {self.step} {self.tool.name!r} (key {self.key!r}) was cancelled while it ran "
+            f"by retraction {inbox_id} from {who or 'someone'}; it applied nothing and is not "
+            "retried",
+            info,
+        )
 
     def _effect_failed(self, info: dict[str, str]) -> EffectFailed:
         # The error goes up to the caller (and its logs): a secret the tool quoted stays out.

@@ -142,6 +142,10 @@ class Tool(Generic[R]):
     # The resources one call touches, from its arguments: a function of them returning scope
     # strings, or templates formatted with them ("fs:/srv/{path}"); checked by `daybook.tx`.
     scopes: Any = None
+    # Asks a running call to stop (S11: a retraction of the step arrives while it runs): called
+    # from the lease heartbeat thread with the call's arguments and key; the call then returns
+    # what it did (kept, and undone by the retraction) or raises (nothing applied).
+    cancel: Callable[..., Any] | None = None
 
     is_async: bool = field(init=False)
 
@@ -179,6 +183,7 @@ class Tool(Generic[R]):
             "certain": [c if isinstance(c, int) else c.__name__ for c in self.certain],
             "secrets": list(self.secrets),
             "secret_result": self.secret_result,
+            "cancel": self.cancel is not None,
         }
 
 
@@ -209,6 +214,7 @@ def tool(
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
     scopes: Any = None,
+    cancel: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -236,6 +242,7 @@ def tool(
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
     scopes: Any = None,
+    cancel: Callable[..., Any] | None = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -260,7 +267,8 @@ def tool(
     `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates formatted with
     the call's arguments (`"fs:/srv/{path}"`) or a function of the arguments returning scope
     strings; inside `ctx.transaction(scopes=...)` a call outside the declared scopes is refused
-    before it runs."""
+    before it runs. `cancel(**args, idempotency_key=key)`: stops a running call that a
+    retraction names (see the README's steering section)."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -295,6 +303,7 @@ def _make(
     secrets: tuple[str, ...] = (),
     secret_result: bool = False,
     scopes: Any = None,
+    cancel: Callable[..., Any] | None = None,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -324,6 +333,7 @@ def _make(
         secrets=_secret_names(f, secrets),
         secret_result=bool(secret_result),
         scopes=scopes,
+        cancel=cancel,
     )
 
 
@@ -363,8 +373,7 @@ def _secret_names(f: Callable[..., Any], names: Any) -> tuple[str, ...]:
     items = (names,) if isinstance(names, str) else tuple(names)
     if not all(isinstance(n, str) and n for n in items):
         raise ConfigError(
-            f"tool {f.__qualname__}: secrets= takes argument names, e.g. secrets=('password',); "
-            f"got {names!r}"
+            f"tool {f.__qualname__}: secrets= takes argument names, e.g. secrets=('password',); got {names!r}"
         )
     return items
 

@@ -8,6 +8,7 @@ executes, a heartbeat renews its lease on a connection of its own.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -17,12 +18,30 @@ from typing import Any
 from ..errors import RunCancelled, RunConflict, RunExpired, RunLeased, RunNotFound
 from ..records import RunInfo, RunStatus
 from ..store import Store, open_store
-from .lease import Heartbeat, is_dead_here
+from .lease import Heartbeat, Requests, is_dead_here
 
 log = logging.getLogger("daybook")
 
 # The inbox name of a pause request for a run that is executing (`runtime.operator.pause`).
 PAUSE_SIGNAL = "pause:"
+# The inbox name of a revision (`steering.revision.steer`); a retraction among them may stop a
+# running call (S11), which the heartbeat looks for.
+STEER_SIGNAL = "steer:"
+
+
+def retractions(inbox: list[tuple[int, str, str, str, float]]) -> list[tuple[int, str, str]]:
+    """The retractions in a run's inbox that name a target: (inbox id, target, who sent it)."""
+    found = []
+    for inbox_id, name, payload, sender, _at in inbox:
+        if name != STEER_SIGNAL:
+            continue
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            continue  # not ours to judge here: the run reads it and reports it
+        if isinstance(body, dict) and body.get("kind") == "retract" and isinstance(body.get("target"), str):
+            found.append((inbox_id, body["target"], sender))
+    return found
 
 
 @dataclass
@@ -128,11 +147,11 @@ class Claims:
                     self._beat_store = open_store(getattr(self.store, "dsn", self.store.url))
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
-        def watch() -> tuple[int, str] | None:
+        def watch() -> Requests:
             with self._beat_lock:
                 assert self._beat_store is not None
                 inbox = self._beat_store.inbox(run_id)
             asked = [(row[0], row[3]) for row in inbox if row[1] == PAUSE_SIGNAL]
-            return asked[-1] if asked else None
+            return (asked[-1] if asked else None), retractions(inbox)
 
         return Heartbeat(renew, self.lease_ttl / 3, watch=watch)

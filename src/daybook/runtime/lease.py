@@ -57,6 +57,10 @@ def is_dead_here(owner: str) -> bool:
     return _start_time(int(pid)) != start
 
 
+# What a heartbeat reads of the run's inbox: (the newest pause request, the retractions).
+Requests = tuple[tuple[int, str] | None, list[tuple[int, str, str]]]
+
+
 @dataclass
 class Heartbeat:
     """Renews a lease from a background thread; `lost` turns true if a renewal is refused."""
@@ -65,9 +69,13 @@ class Heartbeat:
     interval: float
     lost: bool = False
     # Looked at after each renewal (on the heartbeat's own connection): the newest pause request
-    # in the run's inbox as (inbox id, who asked), which the run honours at its next step.
-    watch: Callable[[], tuple[int, str] | None] | None = None
+    # in the run's inbox as (inbox id, who asked), which the run honours at its next step, and
+    # the retractions sent so far as (inbox id, target, who).
+    watch: Callable[[], Requests] | None = None
     pause: tuple[int, str] | None = None
+    # Set by the cursor while a tool that declares `cancel` runs (S11): handed the retractions
+    # after each renewal, so one that names the running step can stop it mid-call.
+    in_flight: Callable[[list[tuple[int, str, str]]], None] | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -81,7 +89,10 @@ class Heartbeat:
                     self.lost = True
                     return
                 if self.watch is not None:
-                    self.pause = self.watch()
+                    self.pause, retracts = self.watch()
+                    hook = self.in_flight
+                    if hook is not None and retracts:
+                        hook(retracts)
             except Exception:
                 # A transient store error must not kill the run; the lease may still be ours and
                 # the journal's (run_id, seq) key fences a takeover anyway.

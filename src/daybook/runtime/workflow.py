@@ -194,7 +194,9 @@ def _import(target: str) -> None:
         raise
     except (Exception, SystemExit) as exc:  # a SyntaxError, a failing or exiting import in user code
         sys.modules.pop(modname, None)
-        what = f"it called sys.exit({exc.code!r}) while being imported" if isinstance(exc, SystemExit) else (
-            f"{type(exc).__name__}: {exc}"
+        what = (
+            f"it called sys.exit({exc.code!r}) while being imported"
+            if isinstance(exc, SystemExit)
+            else (f"{type(exc).__name__}: {exc}")
         )
         raise ConfigError(f"cannot import {target!r} to find the workflow: {what}") from None

@@ -22,10 +22,9 @@ from ..journal.execution import step_fingerprint
 from ..journal.steps import Steps
 from ..records import JSON, Kind, Why, check_text
 from ..runtime.chain import live
-from ..runtime.claim import Claims
+from ..runtime.claim import STEER_SIGNAL, Claims
 from ..runtime.inbox import send
 
-STEER_SIGNAL = "steer:"
 PRIMER = "primer"
 KINDS = ("add", "revise", "retract")
 LABEL = "revisions"
