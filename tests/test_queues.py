@@ -4,6 +4,7 @@ the counterparty (the meter's own counts and clock), never from the journal."""
 from __future__ import annotations
 
 import dataclasses
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 import queue_app
-from conftest import cli
+from conftest import cli, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from queue_app import Meter
@@ -67,6 +68,20 @@ def test_two_workers_on_a_queue_with_concurrency_1_never_run_two_of_its_runs_at_
     assert meter.max_inflight == 1
     listed = cli("queues", db=db_url)
     assert listed.returncode == 0 and "payments" in listed.stdout and "executing" in listed.stdout
+
+
+def test_a_worker_killed_holding_the_only_slot_does_not_stall_the_queue(db_url: str, meter: Meter) -> None:
+    with Daybook(db_url) as book:
+        book.queue("payments", concurrency=1)
+        ids = [book.submit(queue_app.held, meter.url, f"k{i}", 0.3, queue="payments") for i in range(4)]
+    (first,) = _workers(db_url, 1, "--queue", "payments", "--lease-ttl", "1")
+    wait_until(lambda: meter.inflight == 1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    _finish(_workers(db_url, 1, "--queue", "payments", "--lease-ttl", "1"))
+    _all_completed(db_url, ids)
+    # Every run's call reached the meter (the killed one's again, under the same key).
+    assert len({idem for _, _, idem in meter.calls}) == 4
 
 
 def test_without_a_concurrency_limit_the_same_workers_overlap(db_url: str, meter: Meter) -> None:
