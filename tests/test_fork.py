@@ -16,7 +16,7 @@ from daybook import Daybook
 from daybook.demo.bank import Bank
 
 
-@daybook.workflow
+@daybook.workflow(name="fork_trip")
 def trip(ctx: daybook.Context, bank: str, hotel: int) -> list[str]:
     flight = ctx.effect(agents.book_leg, bank=bank, n=1, fail_inverse_of=-1)
     room = ctx.effect(agents.book_leg, bank=bank, n=hotel, fail_inverse_of=-1)

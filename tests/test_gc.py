@@ -29,14 +29,14 @@ def send(to: str, body: str, idempotency_key: str) -> dict[str, str]:
     return {"sent": body}
 
 
-@daybook.workflow
+@daybook.workflow(name="gc_mail")
 def mail(ctx: daybook.Context, to: str) -> str:
     body = ctx.decide("draft", lambda: f"{PLANT} for {to}").value
     ctx.effect(send, to=to, body=body)
     return body
 
 
-@daybook.workflow
+@daybook.workflow(name="gc_waits")
 def waits(ctx: daybook.Context) -> None:
     ctx.decide("draft", lambda: PLANT)
     ctx.wait_for("go", timeout=3600)
