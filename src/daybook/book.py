@@ -34,6 +34,7 @@ from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .runtime import inbox, operator
 from .runtime.fork import fork as fork_run
+from .runtime.inbox import ENDED
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
@@ -276,10 +277,15 @@ class Daybook(DispatchMethods):
         names the module that registers the tools (when this process has not imported it)."""
         by = by or getpass.getuser()
         info = self.get_run(run_id)
+        for kid in sorted(self._store.search_runs({"parent": run_id}, 10_000), key=lambda r: -r.created_at):
+            if kid.status not in ENDED:  # its children first, newest first: the tree unwinds bottom up
+                self.cancel(kid.run_id, compensate, by=by, app=app)
         if info.status != RunStatus.CANCELLED:
             operator.cancel(self._store, run_id, by, compensate)
-        if not compensate:
-            return None
+        return self._unwind(run_id, app) if compensate else None
+
+    def _unwind(self, run_id: str, app: Apps) -> Compensation:
+        info = self.get_run(run_id)
         load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
         done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
         return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
@@ -506,9 +512,10 @@ class Daybook(DispatchMethods):
         Only the token's hash is stored; show the token to the approver once."""
         return approval.add_approver(self.store, name)
 
-    def approvals(self) -> list[dict[str, JSON]]:
-        """Gates waiting for a verdict, across unfinished runs."""
-        return approval.approvals(self.store)
+    def approvals(self, run_id: str | None = None) -> list[dict[str, JSON]]:
+        """Gates waiting for a verdict, across unfinished runs (with `run_id`: that run's and
+        its child runs'), each with its run's `parent` and tree `root`."""
+        return approval.approvals(self.store, run_id)
 
     def verdicts(self, run_id: str | None = None) -> list[dict[str, JSON]]:
         """Every verdict attempt (of one run, or all): `delivered`, `late`, `refused` (with who

@@ -15,6 +15,7 @@ from typing import NoReturn
 from .books.obligation import Obligations
 from .books.unknowns import Barriers
 from .coordination.budget import Budget
+from .coordination.child import Children
 from .coordination.entity import Entity
 from .dispatch.attributes import Attributes
 from .gates.gate import Gates
@@ -39,6 +40,7 @@ class Context(
     Primers,
     Environments,
     Attributes,
+    Children,
 ):
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 

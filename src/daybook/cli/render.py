@@ -13,7 +13,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import Event, Kind, RunInfo
@@ -230,7 +230,11 @@ def _waiting_gates(info: RunInfo, events: list[Event]) -> list[str]:
     return list(waiting.values())
 
 
-def journal(info: RunInfo, events: list[Event], width: int = TERMINAL) -> str:
+def journal(
+    info: RunInfo, events: list[Event], width: int = TERMINAL, tree: Sequence[tuple[int, RunInfo]] = ()
+) -> str:
+    """A run's journal as a table under a header (status, lease, queue, its place in a run
+    tree: its parent, and its child runs indented by depth, what to do next)."""
     start = events[0].at if events else info.created_at
     opened: dict[int, float] = {}
     rows = []
@@ -261,6 +265,9 @@ def journal(info: RunInfo, events: list[Event], width: int = TERMINAL) -> str:
     if info.queue is not None:
         key = f"  partition {info.partition}" if info.partition is not None else ""
         head.append(f"queue {info.queue}  priority {info.priority}{key}")
+    if info.parent_run is not None:
+        head.append(f"child of run {info.parent_run}")
+    head.extend(f"{'  ' * depth}child run {kid.run_id}  {kid.workflow}  {kid.status}" for depth, kid in tree)
     gates = _waiting_gates(info, events)
     if gates:
         head.append(

@@ -11,6 +11,7 @@ import click
 from .. import Daybook, DaybookError, RunInfo, RunStatus
 from ..book import MAX_LIMIT, MAX_SECONDS
 from ..records import bounded
+from ..runtime.tree import descendants
 from . import render
 from .app import (
     EXIT_ATTENTION,
@@ -124,7 +125,18 @@ def show(book: Daybook, run_id: str, as_json: bool, width: int | None) -> None:
         json_out(book.export(run_id))
         return
     fit = render.TERMINAL if width is None else width
-    say(render.journal(book.get_run(run_id), book.journal(run_id), fit))
+    info = book.get_run(run_id)
+    say(render.journal(info, book.journal(run_id), fit, _tree(book, run_id)))
+
+
+def _tree(book: Daybook, run_id: str) -> list[tuple[int, RunInfo]]:
+    """The run's child runs, each with its depth below it (parents before children)."""
+    depth = {run_id: 0}
+    out = []
+    for kid in descendants(book.store, run_id):
+        depth[kid.run_id] = depth.get(kid.parent_run or "", 0) + 1
+        out.append((depth[kid.run_id] - 1, kid))
+    return out
 
 
 @click.command()

@@ -12,6 +12,8 @@ from typing import Any
 
 from ..errors import BudgetExceeded
 from ..journal.steps import Steps
+from ..runtime.tree import ancestors, descendants
+from ..store import Store
 from .pool import BudgetPool
 
 SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow the work
@@ -39,6 +41,7 @@ class Budget:
         while True:
             over = self._over(estimate)
             if over is None:
+                self._admit_in_tree(estimate)
                 return
             raised = self._ctx.wait_for("budget:raise", timeout=0)
             if raised is None:
@@ -52,6 +55,24 @@ class Budget:
                 )
             for key, value in dict(raised.payload or {}).items():
                 self.caps[key] = self.caps.get(key, 0.0) + float(value)
+
+    def _admit_in_tree(self, estimate: dict[str, float]) -> None:
+        """A child run's spend counts against every ancestor's caps (H8): the tree's spent so
+        far plus this estimate must fit under each; the check is a recorded step, so replay
+        takes the same path whatever the tree spent since."""
+        exe = self._ctx._exe
+        if exe.parent_run is None:
+            return
+        store, run_id = exe.store, exe.run_id
+        found = self._ctx.decide("budget:tree", lambda: tree_over(store, run_id, estimate)).value
+        if found:
+            raise BudgetExceeded(
+                f"run {run_id!r}: {found['name']} would reach {found['after']:g} across the run "
+                f"tree of {found['run']!r}, past that run's cap of {found['cap']:g}; raise it with "
+                f"`daybook budget {found['run']} --raise {found['name']}=AMOUNT` or narrow the work",
+                str(found["name"]),
+                float(found["cap"]),
+            )
 
     def charge(self, **actual: float) -> None:
         """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
@@ -111,3 +132,20 @@ def summary(events: list[Any]) -> dict[str, dict[str, float]]:
             for k, v in (ev.data.get("payload") or {}).items():
                 caps[k] = caps.get(k, 0.0) + float(v)
     return {"caps": caps, "spent": spent}
+
+
+def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str, Any] | None:
+    """The first ancestor cap that `estimate` would pass, counting what the ancestor and every
+    run below it spent; None when it fits under all."""
+    for ancestor in ancestors(store, run_id):
+        books = summary(store.load(ancestor))
+        spent = dict(books["spent"])
+        for below in descendants(store, ancestor):
+            for name, value in summary(store.load(below.run_id))["spent"].items():
+                spent[name] = spent.get(name, 0.0) + value
+        for name, value in estimate.items():
+            cap = books["caps"].get(name)
+            after = spent.get(name, 0.0) + float(value)
+            if cap is not None and after > cap + 1e-12:
+                return {"run": ancestor, "name": name, "cap": cap, "after": after}
+    return None

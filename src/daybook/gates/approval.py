@@ -16,6 +16,7 @@ import time
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
+from ..runtime.tree import ancestors, descendants, root_of
 from ..store import Store, load_listed
 from .gate import action_digest
 
@@ -29,9 +30,22 @@ def add_approver(store: Store, name: str) -> str:
     return token
 
 
-def approvals(store: Store) -> list[dict[str, JSON]]:
+def approvals(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     """Gates waiting for a verdict, across unfinished runs (a paused run's too: it reads the
-    verdict when resumed)."""
+    verdict when resumed), each with its run's `parent` and tree `root`; with `run_id`, only
+    that run's and its descendants' (a child's gate is its parent's pending approval too)."""
+    pending = _waiting(store)
+    for g in pending:
+        g["root"] = root_of(store, str(g["run_id"]))
+        above = ancestors(store, str(g["run_id"]))
+        g["parent"] = above[0] if above else None
+    if run_id is None:
+        return pending
+    tree = {run_id} | {r.run_id for r in descendants(store, run_id)}
+    return [g for g in pending if g["run_id"] in tree]
+
+
+def _waiting(store: Store) -> list[dict[str, JSON]]:
     pending: list[dict[str, JSON]] = []
     for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value, RunStatus.PAUSED.value):
         for info in store.list_runs(status, 1000):

@@ -106,6 +106,10 @@ class Execution:
         self.consumed: set[int] = set()
         # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
         self.retracted: dict[str, tuple[int, str]] = {}
+        # The run's parent (a child run, H8), and how to drive a child run in this process: set
+        # by the runner, which this layer cannot import.
+        self.parent_run: str | None = None
+        self.spawn: Callable[[str, Any], None] | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
         for ev in events:

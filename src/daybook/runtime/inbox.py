@@ -10,13 +10,39 @@ import getpass
 import time
 
 from ..errors import ConfigError
-from ..records import JSON, check_json, check_text, dumps
+from ..records import JSON, RunInfo, RunStatus, check_json, check_text, dumps
+from ..store import Store
 from .chain import live
 from .claim import Claims
 
 # Names daybook gives its own signals. A plain signal may not take them: a verdict is written only
 # by `approve` after the token check, an update by `update`, a budget raise by `raise_budget`.
-RESERVED = ("verdict:", "late-verdict:", "refused-verdict:", "update:", "budget:", "pause:", "steer:")
+RESERVED = (
+    "verdict:",
+    "late-verdict:",
+    "refused-verdict:",
+    "update:",
+    "budget:",
+    "pause:",
+    "steer:",
+    "child:",
+)
+# A child run that ended wakes its parent with this signal (`coordination.child`).
+CHILD_SIGNAL = "child:"
+ENDED = (
+    RunStatus.COMPLETED.value,
+    RunStatus.FAILED.value,
+    RunStatus.CANCELLED.value,
+    RunStatus.EXPIRED.value,
+)
+
+
+def notify(store: Store, info: RunInfo) -> None:
+    """Wake the parent of a child run that just ended (best effort: the parent also asks)."""
+    if info.parent_run is None or info.status not in ENDED:
+        return
+    body = dumps({"status": info.status}, "child signal")
+    store.signal(info.parent_run, CHILD_SIGNAL + info.run_id, body, info.run_id, time.time())
 
 
 def send(

@@ -10,6 +10,7 @@ is recorded by `finish`; continue-as-new chains are followed by `chain`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ from . import finish
 from .chain import Next, close_segment, next_id
 from .claim import Claims, Finished
 from .fork import expand
+from .inbox import notify
 from .lease import new_owner
 from .start import check_same, new_run
 from .workflow import Apps, Workflow, as_workflow, load
@@ -158,7 +160,23 @@ class Runner:
     def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
         exe = Execution(self.store, info.run_id, events, self.claims.heartbeat(info.run_id))
         exe.inline_wait = self.inline_wait
+        exe.parent_run = info.parent_run
+        exe.spawn = self.drive_child
         return exe, wf, info
+
+    def drive_child(self, run_id: str, wf: Workflow[Any]) -> None:
+        """Run child run `run_id` here, to its end or its first wait, if no other process holds
+        it; however it ends is its own run's business (its parent reads the outcome)."""
+        try:
+            begun = self._claim(run_id, wf, 0.0)
+            if isinstance(begun, Finished):
+                return
+            if wf.is_async:
+                asyncio.run(self._body_async(*begun))
+            else:
+                self._body(*begun)
+        except DaybookError:
+            return  # suspended, parked, failed, or held by another process: recorded there
 
     # -- executing ----------------------------------------------------------------------------
 
@@ -198,6 +216,7 @@ class Runner:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
         fresh.inline_wait = exe.inline_wait
+        fresh.parent_run, fresh.spawn = exe.parent_run, exe.spawn
         return fresh
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
@@ -208,6 +227,15 @@ class Runner:
                 raise self._fail(exe, stop) from None
         finally:
             self.claims.unreserve(exe.run_id)
+            self._tell_parent(exe)
+
+    def _tell_parent(self, exe: Execution) -> None:
+        if exe.parent_run is None:
+            return
+        info = self.store.get_run(exe.run_id)
+        if info is not None:
+            with contextlib.suppress(DaybookError):
+                notify(self.store, info)
 
     def _fail(self, exe: Execution, exc: BaseException, wf: Workflow[Any] | None = None) -> BaseException:
         try:
@@ -216,6 +244,7 @@ class Runner:
             )
         finally:
             self.claims.unreserve(exe.run_id)
+            self._tell_parent(exe)
 
     def _follow(self, result: Any) -> Any:
         """Walk a chain of segments (continue_as_new) to its end, one segment at a time (a loop,
