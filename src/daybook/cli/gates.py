@@ -46,7 +46,10 @@ def approvers_list(book: Daybook, as_json: bool) -> None:
 @click.option(
     "--history", is_flag=True, help="Every verdict attempt instead: delivered, late, refused, timed out."
 )
-def approvals(book: Daybook, as_json: bool, history: bool) -> None:
+@click.option(
+    "--run", "run_id", default=None, metavar="RUN", help="Only this run's gates and its child runs'."
+)
+def approvals(book: Daybook, as_json: bool, history: bool, run_id: str | None) -> None:
     """Gates waiting for a verdict, then refused, late and timed-out verdicts."""
     if history:
         listing(
@@ -58,10 +61,10 @@ def approvals(book: Daybook, as_json: bool, history: bool) -> None:
         )
         return
     listing(
-        book.approvals(),
+        book.approvals(run_id),
         as_json,
         empty="no gates waiting",
-        headers=["run", "gate", "action", "approvers", "since", "deadline"],
+        headers=["run", "gate", "action", "approvers", "since", "deadline", "tree"],
         row=_gate_row,
     )
     if as_json:
@@ -97,6 +100,7 @@ def _gate_row(g: dict[str, Any]) -> list[str]:
         ",".join(allowed) if isinstance(allowed, list) else "any",
         render.when(g["since"]),
         render.when(g["deadline"]),
+        "" if g.get("parent") is None else f"child of {g['parent']} (root {g['root']})",
     ]
 
 
