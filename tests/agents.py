@@ -309,3 +309,32 @@ def blind(ctx: Context, bank: str) -> Any:
 
 # Built at import so `daybook tools --app tests/agents.py` lists the API's endpoints too.
 BANK_API_TOOLS = bank_api(BANK_API["base_url"])
+
+
+@daybook.workflow
+async def family(ctx: Context, bank: str, count: int, seconds: float) -> list[list[str]]:
+    """Two child runs paying `count` times each, concurrently (child runs, H8)."""
+    import asyncio
+
+    kids = [ctx.child(slow_payments, bank, count, seconds), ctx.child(slow_payments, bank, count, seconds)]
+    return list(await asyncio.gather(*kids))
+
+
+@daybook.workflow
+def tree_spender(ctx: Context, usd: float) -> float:
+    ctx.budget.admit(usd=usd)
+    ctx.budget.charge(usd=usd)
+    return usd
+
+
+@daybook.workflow
+def household(ctx: Context, cap: float, spends: list[float]) -> list[Any]:
+    """A parent with a budget cap whose children spend against it."""
+    ctx.budget.cap(usd=cap)
+    out: list[Any] = []
+    for usd in spends:
+        try:
+            out.append(ctx.child(tree_spender, usd))
+        except daybook.StepFailed as exc:
+            out.append(str(exc))
+    return out
