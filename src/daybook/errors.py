@@ -165,6 +165,13 @@ class EffectFailed(StepFailed):
     """A tool call failed for certain (the counterparty refused, or retries ran out)."""
 
 
+class TimedOut(StepFailed, TimeoutError):
+    """A deadline passed: a run's execution timeout (`@workflow(timeout=)`, the run fails), a
+    decision's (`ctx.decide(..., timeout=)`, the step fails once its retries are spent) or an
+    effect's start-to-close timeout (`Retry(timeout=)`: the outcome is journaled `unknown` and
+    resolved like any other, by asking the counterparty)."""
+
+
 class StepRetracted(EffectFailed):
     """A retraction (`book.steer(run, "retract", ..., target=...)`) cancelled this tool call
     while it ran, and the call said nothing was applied. Nothing is retried; the step stays

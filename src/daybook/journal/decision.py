@@ -7,7 +7,9 @@ decision ledger's "why"), except reads and bookkeeping steps listed in `NOT_REAS
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import inspect
 import random as _random
 import time
@@ -16,13 +18,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import StepFailed
+from ..errors import StepFailed, TimedOut
 from ..records import JSON, Event, Kind, Status, Why
 from ..store.secrets import SEALED, concealer_for, withheld
 from . import strict
 from .execution import check_step_json, error_info, step_fingerprint
 from .facet import Facet
 from .llm import LLMClient
+from .timeout import call_with_timeout
+from .tool import Retry
 
 T = TypeVar("T")
 
@@ -57,6 +61,8 @@ class Decisions(Facet):
         fn: Callable[..., Coroutine[Any, Any, T]],
         *args: Any,
         why: Why | Callable[[Any], Why] | None = None,
+        timeout: float | None = None,
+        retry: Retry | None = None,
         **kwargs: Any,
     ) -> Awaitable[Decision[T]]: ...
 
@@ -67,6 +73,8 @@ class Decisions(Facet):
         fn: Callable[..., T],
         *args: Any,
         why: Why | Callable[[Any], Why] | None = None,
+        timeout: float | None = None,
+        retry: Retry | None = None,
         **kwargs: Any,
     ) -> Decision[T]: ...
 
@@ -76,6 +84,8 @@ class Decisions(Facet):
         fn: Callable[..., Any],
         *args: Any,
         why: Why | Callable[[Any], Why] | None = None,
+        timeout: float | None = None,
+        retry: Retry | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run `fn(*args, **kwargs)` once and journal its value; replay returns the recorded value.
@@ -84,7 +94,10 @@ class Decisions(Facet):
         An `async def` fn makes this return an awaitable. `why=Why(policy=, version=,
         observation=, alternatives=)` (or a function of the value returning one) goes into the
         decision ledger with the value (`daybook why`);
-        effects that follow link to this decision unless given another.
+        effects that follow link to this decision unless given another. `timeout`: seconds `fn`
+        may take (start to close) before it counts as failed with `TimedOut`; `retry`: a
+        `Retry` policy for a failing `fn` (attempts and backoff, as an effect's); the step fails
+        once both are spent, and only the final outcome is journaled.
         """
         exe = self._exe
         step = exe.alloc()
@@ -99,10 +112,11 @@ class Decisions(Facet):
         if exe.read_only:
             exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
         if inspect.iscoroutinefunction(fn):
-            return self._decide_async(step, name, fp, fn, args, kwargs, why)
+            return self._decide_async(
+                step, name, fp, functools.partial(fn, *args, **kwargs), why, timeout, retry
+            )
         try:
-            with strict.step():
-                value = fn(*args, **kwargs)
+            value = self._attempts(functools.partial(fn, *args, **kwargs), timeout, retry)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
         return self._record(step, name, fp, value, why)
@@ -112,17 +126,38 @@ class Decisions(Facet):
         step: int,
         name: str,
         fp: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        call: Callable[[], Any],
         why: Why | Callable[[Any], Why] | None,
+        timeout: float | None,
+        retry: Retry | None,
     ) -> Decision[Any]:
-        try:
-            with strict.step():
-                value = await fn(*args, **kwargs)
-        except Exception as exc:
-            raise self._decision_failed(step, name, fp, exc) from exc
+        attempt = 1
+        while True:
+            try:
+                with strict.step():
+                    value = await asyncio.wait_for(call(), timeout)
+                break
+            except Exception as exc:
+                if isinstance(exc, TimeoutError):
+                    exc = TimedOut(f"no answer within {timeout:g}s (start-to-close timeout)", {})
+                if retry is None or not retry.allows(attempt + 1):
+                    raise self._decision_failed(step, name, fp, exc) from exc
+                await asyncio.sleep(retry.delay(attempt))
+                attempt += 1
         return self._record(step, name, fp, value, why)
+
+    def _attempts(self, call: Callable[[], Any], timeout: float | None, retry: Retry | None) -> Any:
+        """`call()` under the decision's timeout, again after a failure while `retry` allows."""
+        attempt = 1
+        while True:
+            try:
+                with strict.step():
+                    return call_with_timeout(call, timeout or 0.0)
+            except Exception:
+                if retry is None or not retry.allows(attempt + 1):
+                    raise
+                self._exe.sleep(retry.delay(attempt))
+                attempt += 1
 
     def _record(
         self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable
+from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable, TimedOut
 from ..records import Event, Kind, check_json, fingerprint, safe_text
 from ..store import Store
 from .stop import Pause, Stop
@@ -110,6 +110,8 @@ class Execution:
         # by the runner, which this layer cannot import.
         self.parent_run: str | None = None
         self.spawn: Callable[[str, Any], None] | None = None
+        # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
+        self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
         for ev in events:
@@ -185,6 +187,13 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
+        if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
+            raise TimedOut(
+                f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "
+                "here, its journal kept; `daybook retry` would time out again unless the workflow's "
+                "timeout is raised",
+                {},
+            )
         if step > self.recorded_steps and self.heartbeat is not None:
             asked = self.heartbeat.pause
             if asked is not None and asked[0] not in self.consumed:

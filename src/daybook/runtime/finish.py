@@ -18,6 +18,7 @@ from ..errors import (
     RunFailed,
     RunParked,
     StepFailed,
+    TimedOut,
     WorkflowFailed,
 )
 from ..journal.execution import Execution, error_info
@@ -88,8 +89,14 @@ def fail(
         paused = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_PAUSED.value, data=data, at=now)
         store.finish(exe.run_id, owner, RunStatus.PAUSED.value, None, None, paused, now)
         return exc.error
+    if isinstance(exc, Suspend) and exe.deadline is not None and time.time() >= exe.deadline:
+        # Waiting past its execution timeout: the wait ends the run instead of suspending it.
+        exc = TimedOut(f"run {exe.run_id!r} passed its execution timeout while waiting", {})
     if isinstance(exc, Suspend):
-        store.suspend(exe.run_id, owner, exc.wake_at, time.time())
+        wake = exc.wake_at
+        if exe.deadline is not None:  # woken at its execution deadline at the latest, to time out
+            wake = exe.deadline if wake is None else min(wake, exe.deadline)
+        store.suspend(exe.run_id, owner, wake, time.time())
         return exc.error
     if isinstance(exc, Stop):
         return _stopped(store, owner, exe, exc)

@@ -162,6 +162,7 @@ class Runner:
         exe.inline_wait = self.inline_wait
         exe.parent_run = info.parent_run
         exe.spawn = self.drive_child
+        exe.deadline = None if wf.timeout is None else info.created_at + wf.timeout
         return exe, wf, info
 
     def drive_child(self, run_id: str, wf: Workflow[Any]) -> None:
@@ -216,7 +217,7 @@ class Runner:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
         fresh.inline_wait = exe.inline_wait
-        fresh.parent_run, fresh.spawn = exe.parent_run, exe.spawn
+        fresh.parent_run, fresh.spawn, fresh.deadline = exe.parent_run, exe.spawn, exe.deadline
         return fresh
 
     def _complete(self, exe: Execution, result: JSON) -> Any:

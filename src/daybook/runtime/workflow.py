@@ -32,6 +32,8 @@ class Workflow(Generic[R]):
     version: str = ""
     # Exceptions this workflow raises on purpose: they end a run as `failed`, not parked.
     fail_on: tuple[type[BaseException], ...] = ()
+    # Seconds from the run's creation after which it fails with `TimedOut` (None: no limit).
+    timeout: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -64,13 +66,19 @@ def workflow(fn: Callable[..., R], /) -> Workflow[R]: ...
 
 @overload
 def workflow(
-    *, name: str | None = None, version: str = "", fail_on: FailOn = ()
+    *, name: str | None = None, version: str = "", fail_on: FailOn = (), timeout: float | None = None
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
 @overload
 def workflow(
-    fn: Callable[..., R], /, *, name: str | None = None, version: str = "", fail_on: FailOn = ()
+    fn: Callable[..., R],
+    /,
+    *,
+    name: str | None = None,
+    version: str = "",
+    fail_on: FailOn = (),
+    timeout: float | None = None,
 ) -> Workflow[R]: ...
 
 
@@ -81,18 +89,25 @@ def workflow(
     name: str | None = None,
     version: str = "",
     fail_on: FailOn = (),
+    timeout: float | None = None,
 ) -> Any:
     """Register a workflow so any process can resume its runs. Use bare or with `name=`;
     `version` labels the code a run starts on (shown by `daybook versions`); `fail_on` lists
     exceptions the workflow raises on purpose, which end a run as `failed` (any other exception
-    parks it as `needs_attention`, to be retried after a fix)."""
+    parks it as `needs_attention`, to be retried after a fix); `timeout` is the run's execution
+    timeout in seconds from its creation: past it the run fails with `TimedOut` at its next step
+    (a suspended run is woken for it)."""
+    if timeout is not None and not 0 < timeout < float("inf"):
+        raise ConfigError(f"workflow timeout={timeout!r}: use seconds > 0, or None for no limit")
     if not isinstance(fail_on, tuple) or not all(
         isinstance(t, type) and issubclass(t, BaseException) for t in fail_on
     ):
         raise ConfigError(f"fail_on must be a tuple of exception classes, not {fail_on!r}")
 
     def wrap(f: Callable[..., R]) -> Workflow[R]:
-        wf = Workflow(fn=f, name=name or f.__name__, ref=_ref_of(f), version=version, fail_on=fail_on)
+        wf = Workflow(
+            fn=f, name=name or f.__name__, ref=_ref_of(f), version=version, fail_on=fail_on, timeout=timeout
+        )
         _REGISTRY[wf.name] = wf
         return wf
 
