@@ -10,6 +10,7 @@ from .agent.loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .book import Daybook
 from .context import Context
 from .coordination.budget import Budget
+from .coordination.child import ChildFailed
 from .coordination.entity import Entity, EntityEntry, EntityView, Lease
 from .coordination.pool import BudgetPool
 from .dispatch.queues import Queue
@@ -47,6 +48,7 @@ from .errors import (
     StepRetracted,
     StoreUnavailable,
     Suspended,
+    TimedOut,
     UpdateTimeout,
     WorkflowFailed,
 )
@@ -88,6 +90,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetPool",
+    "ChildFailed",
     "Compensation",
     "Completion",
     "ConfigError",
@@ -154,6 +157,7 @@ __all__ = [
     "StillUnknown",
     "StoreUnavailable",
     "Suspended",
+    "TimedOut",
     "Tool",
     "Transaction",
     "TransientError",
