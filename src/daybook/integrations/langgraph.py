@@ -1,0 +1,235 @@
+"""LangGraph on daybook (`daybook-runtime[langgraph]`), through LangGraph's own extension points:
+a `ToolNode(wrap_tool_call=...)` interceptor and a chat-model wrapper, no monkeypatching.
+
+    book = daybook.Daybook("sqlite:///agent.db")
+    tools = ToolNode([refund], wrap_tool_call=journaled_tool_calls(book, status=refund_status))
+    agent = create_react_agent(DurableChatModel(inner=model, book=book), tools, checkpointer=saver)
+    agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t1"}})
+
+LangGraph checkpoints a thread after each super-step: a process killed after a tool acted and
+before that checkpoint re-runs the tool node on resume, and the tool acts twice (LangGraph #7417,
+#8039). Here every tool call is a daybook run of its own, keyed `<thread_id>/<tool_call_id>`: an
+intent before the tool runs, its outcome after. A resumed graph that calls the tool again gets
+the recorded result (a completed call) or has the unknown resolved (the tool's `status(key,
+args)`, a re-send under the same key for an `idempotent` tool, else the call waits for `daybook
+resolve`): a confirmed call never runs again. Each model call is recorded the same way, keyed by
+the thread and a digest of the messages it was given, so a resumed graph gets the same reply, the
+same tool call ids, and so the same keys, instead of sampling again. `daybook show
+<thread_id>/<tool_call_id>` shows a call like any other run. Outside `invoke` with a
+`thread_id`, the wrappers do nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, message_to_dict, messages_from_dict
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
+
+from ..book import Daybook
+from ..context import Context
+from ..errors import ConfigError
+from ..journal.tool import ReconcileResult, Tool
+from ..runtime.workflow import workflow
+
+Status = Callable[[str, dict[str, Any]], ReconcileResult]
+Execute = Callable[[ToolCallRequest], Any]
+
+# The call each live run stands for, in this process: the graph that asks for it puts it here.
+_CALLS: dict[str, Callable[[], Any]] = {}
+_PROFILES: dict[str, Tool[Any]] = {}
+_KEY: ContextVar[str | None] = ContextVar("daybook_langgraph_key", default=None)
+
+
+def idempotency_key() -> str | None:
+    """Inside a journaled tool call: the key naming this call (`<thread_id>/<tool_call_id>`),
+    for the counterparty."""
+    return _KEY.get()
+
+
+@workflow(name="langgraph.tool_call")
+def tool_call(ctx: Context, thread: str, name: str, args: Any) -> Any:
+    """One LangGraph tool call as a daybook run: an effect keyed by the run id."""
+    profile = _PROFILES.get(name)
+    if profile is None:
+        raise ConfigError(_NOT_HERE.format(what=f"tool {name!r}", run=ctx.run_id))
+    return ctx.effect(profile, key=ctx.run_id, input=args)
+
+
+@workflow(name="langgraph.model_call")
+def model_call(ctx: Context, thread: str, digest: str) -> Any:
+    """One model call as a daybook run: a recorded decision."""
+    return ctx.decide("langgraph:model", lambda: _live(ctx.run_id)()).value
+
+
+_NOT_HERE = (
+    "{what} of run {run!r} is not known to this process: resume the LangGraph thread with the "
+    "same graph (its invoke calls this run again), not `daybook resume`"
+)
+
+
+def _live(run_id: str) -> Callable[[], Any]:
+    call = _CALLS.get(run_id)
+    if call is None:
+        raise ConfigError(_NOT_HERE.format(what="the call", run=run_id))
+    return call
+
+
+def journaled_tool_calls(
+    book: Daybook,
+    *,
+    status: Status | None = None,
+    idempotent: bool = False,
+    irreversible: bool | None = None,
+) -> Callable[[ToolCallRequest, Execute], Any]:
+    """A `ToolNode(wrap_tool_call=...)` interceptor: each tool call runs as a daybook effect
+    keyed `<thread_id>/<tool_call_id>`. `status(key, {"input": args})` asks the counterparty
+    what happened to a call whose outcome is unknown; `idempotent=True` lets it be re-sent
+    under the same key instead; with neither, an unknown waits for `daybook resolve`."""
+
+    def wrap(request: ToolCallRequest, execute: Execute) -> Any:
+        thread = _thread(request.runtime.config)
+        if thread is None:
+            return execute(request)
+        call = request.tool_call
+        name = str(call["name"])
+        key = f"{thread}/{call['id']}"
+        _PROFILES[name] = _profile(name, status, idempotent, irreversible)
+        _CALLS[key] = lambda: _tool_message(execute(request))
+        try:
+            recorded = book.run(tool_call, thread, name, call["args"], run_id=key)
+        finally:
+            _CALLS.pop(key, None)
+        if isinstance(recorded, dict) and {"type", "data"} <= set(recorded):
+            return messages_from_dict([recorded])[0]
+        # Confirmed by the counterparty (`status`), not recorded from the tool: its answer.
+        text = recorded if isinstance(recorded, str) else json.dumps(recorded)
+        return ToolMessage(content=text, name=name, tool_call_id=str(call["id"]))
+
+    return wrap
+
+
+def journaled(
+    book: Daybook,
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    status: Status | None = None,
+    idempotent: bool = False,
+    irreversible: bool | None = None,
+) -> Callable[..., Any]:
+    """For LangGraph's functional API: `fn(**kwargs)` as a daybook effect keyed
+    `<thread_id>/<name>/<digest of kwargs>`, so a `@task` that LangGraph re-runs after a crash
+    (its result was not checkpointed) gets the recorded result instead of acting again. Call it
+    with keyword arguments that are JSON; outside a thread it just calls `fn`."""
+    label = str(name or getattr(fn, "__name__", None) or "call")
+
+    def call(**kwargs: Any) -> Any:
+        thread = _thread(_config())
+        if thread is None:
+            return fn(**kwargs)
+        blob = json.dumps(kwargs, sort_keys=True, default=str).encode()
+        key = f"{thread}/{label}/{hashlib.sha256(blob).hexdigest()[:16]}"
+        _PROFILES[label] = _profile(label, status, idempotent, irreversible)
+        _CALLS[key] = lambda: fn(**kwargs)
+        try:
+            return book.run(tool_call, thread, label, kwargs, run_id=key)
+        finally:
+            _CALLS.pop(key, None)
+
+    return call
+
+
+def _profile(name: str, status: Status | None, idempotent: bool, irreversible: bool | None) -> Tool[Any]:
+    cls = "irreversible" if irreversible else "idempotent" if (idempotent or status) else "reversible"
+
+    def act(input: Any, idempotency_key: str) -> Any:
+        token = _KEY.set(idempotency_key)
+        try:
+            return _live(idempotency_key)()
+        finally:
+            _KEY.reset(token)
+
+    final = bool(irreversible) if irreversible is not None else status is None and not idempotent
+    return Tool(
+        fn=act,
+        name=f"langgraph:{name}",
+        idempotent=idempotent,
+        reconcile=status,
+        irreversible=final,
+        effect_class=cls,
+    )
+
+
+def _tool_message(out: Any) -> Any:
+    if isinstance(out, ToolMessage):
+        return message_to_dict(out)
+    raise ConfigError(
+        f"a journaled LangGraph tool call returned {type(out).__name__}; only ToolMessage results "
+        "(not Command) can be recorded"
+    )
+
+
+def _thread(config: Any) -> str | None:
+    configurable = (config or {}).get("configurable") or {}
+    thread = configurable.get("thread_id")
+    return None if thread is None else str(thread)
+
+
+class DurableChatModel(BaseChatModel):
+    """A chat model whose replies are recorded per thread: a resumed graph gets the same reply
+    (the same tool call ids) for the same messages, never a new sample."""
+
+    inner: Any
+    book: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "daybook-durable"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> DurableChatModel:
+        try:
+            bound = self.inner.bind_tools(tools, **kwargs)
+        except NotImplementedError:
+            bound = self.inner  # a scripted model needs no schemas
+        return DurableChatModel(inner=bound, book=self.book)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        thread = _thread(_config())
+        if thread is None:
+            reply = self.inner.invoke(messages, stop=stop, **kwargs)
+        else:
+            reply = self._recorded(thread, messages, stop, kwargs)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def _recorded(self, thread: str, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:
+        dumped = [message_to_dict(m) for m in messages]
+        digest = hashlib.sha256(json.dumps(dumped, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        key = f"{thread}/model/{len(messages)}-{digest}"
+        _CALLS[key] = lambda: message_to_dict(self.inner.invoke(messages, stop=stop, **kwargs))
+        try:
+            recorded = self.book.run(model_call, thread, digest, run_id=key)
+        finally:
+            _CALLS.pop(key, None)
+        reply = messages_from_dict([recorded])[0]
+        return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
+
+
+def _config() -> Any:
+    try:
+        return get_config()
+    except RuntimeError:
+        return None  # called outside a graph
