@@ -94,3 +94,36 @@ def test_only_the_winners_file_hold_and_email_persist(book: Daybook, tmp_path: P
     assert frontiers(book.store) == []
     assert book.replay("s1") == best
     assert _world(tmp_path) == ([f"{winner}.html"], [winner], [winner])
+
+
+def _hung(root: str, hang: float) -> Any:
+    def branch(ctx: daybook.Context) -> dict[str, Any]:
+        ctx.effect(spec_hold, root=root, plan="hung")  # runs now: undone when the branch is cut
+        time.sleep(hang)  # a branch that hangs past the speculation's deadline
+        ctx.effect(spec_mail, root=root, plan="hung")  # never happens
+        return {"price": 1}
+
+    return branch
+
+
+@daybook.workflow(name="tx_speculate_deadline")
+def racing(ctx: daybook.Context, root: str, hang: float) -> Any:
+    plans = {"quick": _plan("a", root), "hung": _hung(root, hang)}
+    return ctx.speculate(plans, choose=lambda r: min(r, key=lambda k: r[k]["price"]), deadline=1.0)
+
+
+def test_a_branch_that_hangs_past_the_deadline_is_cut_and_undone_and_replay_cuts_it_again(
+    book: Daybook, tmp_path: Path
+) -> None:
+    INSIDE.clear()
+    started = time.monotonic()
+    done = book.run(racing, str(tmp_path), 4.0, run_id="cut")
+    assert time.monotonic() - started < 3.5  # did not wait for the hung branch
+    assert done["price"] == PRICES["a"]  # the only branch that finished won
+    assert not (tmp_path / "holds" / "hung").exists()  # its hold was undone
+    cuts = [ev for ev in book.journal("cut") if ev.name == "tx:cut"]
+    assert [ev.data["value"] for ev in cuts] == [["hung"]]
+    time.sleep(3.5)  # the hung thread wakes and tries to write: nothing lands
+    assert (tmp_path / "mail.txt").read_text() == "a\n"
+    assert [ev.name for ev in book.journal("cut")].count("tx:cut") == 1
+    assert book.replay("cut") == done

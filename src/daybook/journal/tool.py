@@ -307,6 +307,8 @@ def _make(
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
+    # Declaring the class idempotent is declaring the tool safe to re-send under its key.
+    idempotent = idempotent or effect_class == "idempotent"
     asker = reconcile or status
     profiled = bool(
         idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify

@@ -115,6 +115,7 @@ class Transactions(Steps):
         choose: Callable[[dict[str, Any]], str],
         scopes: Iterable[str] | None = None,
         wait: float | None = None,
+        deadline: float | None = None,
     ) -> Any:
         """Best-of-K: run every branch `fn(ctx)` concurrently (threads), each in its own
         transaction over `scopes` (default `**`, everything), then `choose(results)` (the results
@@ -122,8 +123,10 @@ class Transactions(Steps):
         The losers are aborted (staged calls dropped, held calls never released, calls that ran
         now undone by their inverses) and the winner commits; returns the winner's result.
         Branches do not block one another; if every branch raised, the first exception is
-        raised. Branch functions are synchronous."""
-        return speculate(self, branches, choose, scopes, wait)
+        raised. Branch functions are synchronous. With `deadline` (seconds), a branch still
+        running then is cut: it writes nothing more and is aborted like a loser (recorded, so a
+        replay cuts the same branches)."""
+        return speculate(self, branches, choose, scopes, wait, deadline)
 
     def _effect_now(self, tool: Tool[Any], /, **kwargs: Any) -> Any:
         return super().effect(tool, **kwargs)

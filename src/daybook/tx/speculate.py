@@ -17,11 +17,12 @@ undone by their inverses, newest first), then the winner commits.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import ConfigError, DaybookError
+from ..errors import ConfigError, DaybookError, TimedOut
 from ..journal.execution import Execution, Writer, step_fingerprint
 from ..records import Event, Kind, Status
 from .atomix import EpochTransaction, Raw, drive_sync
@@ -29,10 +30,15 @@ from .scope import parse_all
 
 BLOCK = 100_000
 SPECULATE = "tx:speculate"
+CUT = "tx:cut"
 
 
 class BranchLost(DaybookError):
     """A speculative branch that was not chosen: its transaction is aborted."""
+
+
+class BranchCut(DaybookError):
+    """A speculative branch past the speculation's deadline: it may not write another row."""
 
 
 class _Ctx(Protocol):
@@ -53,10 +59,14 @@ class BranchExecution(Execution):
         self.next_step = first_step
         self._parent = parent
         self._lock = lock
+        # The thread of a branch cut at the deadline: nothing it writes from now on lands.
+        self.cut_thread: int | None = None
 
     def append(
         self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
     ) -> Event:
+        if self.cut_thread is not None and threading.get_ident() == self.cut_thread:
+            raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
         with self._lock:
             self.next_seq = self._parent.next_seq
             try:
@@ -72,6 +82,8 @@ class _Branch:
     tx: EpochTransaction
     result: Any = None
     error: BaseException | None = None
+    cut: bool = False  # cut at the deadline (recorded): its thread writes nothing
+    block: int = 0  # the first step of its block
 
 
 def speculate(
@@ -80,6 +92,7 @@ def speculate(
     choose: Callable[[dict[str, Any]], str],
     scopes: Iterable[str] | None,
     wait: float | None,
+    deadline: float | None = None,
 ) -> Any:
     """Run every branch, choose, abort the losers, commit the winner; return its result."""
     exe = ctx._exe
@@ -97,14 +110,54 @@ def speculate(
         bexe = BranchExecution(exe, step + (i + 1) * BLOCK, lock)
         bctx = type(ctx)(bexe)  # type: ignore[call-arg]
         raw: Raw = bctx._effect_now
-        runs.append(_Branch(name, bctx, EpochTransaction(bexe, raw, parsed, 0, wait, group)))
+        tx = EpochTransaction(bexe, raw, parsed, 0, wait, group)
+        runs.append(_Branch(name, bctx, tx, block=step + (i + 1) * BLOCK))
+    cut_step = step + (len(names) + 1) * BLOCK
+    recorded = _recorded_cut(exe, cut_step)
+    for r in runs:
+        r.cut = recorded is not None and r.name in recorded
     threads = [threading.Thread(target=_run, args=(r, branches[r.name]), daemon=True) for r in runs]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    exe.next_step = step + (len(names) + 1) * BLOCK
+    _join(threads, None if recorded is not None else deadline)
+    if deadline is not None and recorded is None:
+        _cut_live(exe, cut_step, runs, threads, deadline)
+    for r in runs:
+        if r.cut:
+            r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
+            # Its abort writes in the second half of its block, on a cursor of its own: the cut
+            # thread (still running, or replaying) never shares a step number with it.
+            aborting = BranchExecution(exe, r.block + BLOCK // 2, lock)
+            r.tx._exe = aborting
+            r.tx._raw = type(ctx)(aborting)._effect_now  # type: ignore[call-arg]
+    exe.next_step = cut_step + 1
     return _settle(ctx, runs, choose)
+
+
+def _join(threads: list[threading.Thread], deadline: float | None) -> None:
+    """Wait for every branch, or until `deadline` seconds have passed."""
+    end = None if deadline is None else time.monotonic() + deadline
+    for t in threads:
+        t.join(None if end is None else max(0.0, end - time.monotonic()))
+
+
+def _recorded_cut(exe: Execution, cut_step: int) -> list[str] | None:
+    recs = exe.steps.get(cut_step)
+    return None if not recs else list(recs[0].data["value"])
+
+
+def _cut_live(
+    exe: Execution, cut_step: int, runs: list[_Branch], threads: list[threading.Thread], deadline: float
+) -> None:
+    """Cut the branches still running at the deadline: journaled (a replay cuts the same ones
+    before they write), and each one's thread may write nothing more; it is aborted as a loser."""
+    cut = [r.name for r, t in zip(runs, threads, strict=True) if t.is_alive()]
+    for r, t in zip(runs, threads, strict=True):
+        if r.name in cut:
+            r.cut = True
+            r.ctx._exe.cut_thread = t.ident
+    fp = step_fingerprint({"deadline": deadline}, cut_step, CUT)
+    exe.append(Kind.DECISION, cut_step, CUT, status=Status.RECORDED.value, fp=fp, data={"value": cut})
 
 
 def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]:
@@ -121,6 +174,8 @@ def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]
 
 
 def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
+    if branch.cut:  # cut in the run's first life: on replay it writes nothing at all
+        branch.ctx._exe.cut_thread = threading.get_ident()
     try:
         branch.tx.begin()
         branch.ctx._tx = branch.tx
