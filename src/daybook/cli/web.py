@@ -14,9 +14,15 @@ from .app import apps_option, fail, import_apps, say, with_book
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port.")
+@click.option(
+    "--otel",
+    is_flag=True,
+    envvar="DAYBOOK_OTEL",
+    help="Export OpenTelemetry spans of runs and steps (daybook-runtime[otel]; OTEL_* settings).",
+)
 @apps_option("The module or script defining the workflows, for Resume from the page.")
 @with_book
-def web(book: Daybook, host: str, port: int, apps: tuple[str, ...]) -> None:
+def web(book: Daybook, host: str, port: int, otel: bool, apps: tuple[str, ...]) -> None:
     """Serve the local web inspector: runs, timelines, approvals, attention, steering, live."""
     try:
         from ..web import is_loopback, serve
@@ -30,7 +36,7 @@ def web(book: Daybook, host: str, port: int, apps: tuple[str, ...]) -> None:
             err=True,
         )
     say(f"daybook inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
-    serve(book, host, port, apps)
+    serve(book, host, port, apps, otel)
 
 
 @click.command()

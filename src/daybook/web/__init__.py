@@ -8,6 +8,7 @@ store as the CLI.
                 resume, steer, each through the same `Daybook` call as its command
     auth.py     sign-in with an approver's token, sessions, CSRF
     live.py     Server-Sent Events from the journal (`journal.follow`)
+    otel.py     OpenTelemetry spans of runs and steps, from the journal (the `otel` extra)
     app.py      the Starlette app: routes, body limits, errors as 4xx
 
 The top layer beside the CLI: may import anything in daybook; nothing in daybook imports it.
@@ -37,8 +38,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(book: Daybook, host: str = "127.0.0.1", port: int = 8765, apps: Sequence[str] = ()) -> None:
-    """Serve the inspector over `book` until interrupted."""
+def serve(
+    book: Daybook, host: str = "127.0.0.1", port: int = 8765, apps: Sequence[str] = (), otel: bool = False
+) -> None:
+    """Serve the inspector over `book` until interrupted; with `otel`, export OpenTelemetry
+    spans of the store's runs as their steps settle (`otel.py`)."""
     import uvicorn
+
+    if otel:
+        from .otel import Follower, configured_provider
+
+        Follower(book.store, configured_provider()).start()
 
     uvicorn.run(build(book, apps), host=host, port=port, log_level="warning")
