@@ -21,7 +21,7 @@ from webtools import csrf_of, web_server
 
 import daybook
 from daybook import Daybook, RunStatus, Suspended
-from daybook.web import build
+from daybook.web import build, pages
 
 
 @daybook.workflow
@@ -209,3 +209,21 @@ def test_daybook_journal_follow_prints_rows_as_they_commit_until_the_run_ends(
     lines = (first + out).splitlines()
     assert len(lines) == len(book.journal("sre"))
     assert "run_completed" in lines[-1] and any("outcome" in line and "confirmed" in line for line in lines)
+
+
+@daybook.workflow
+def many(ctx: daybook.Context, n: int) -> int:
+    return sum(int(ctx.decide("step", lambda i=i: i).value) for i in range(n))
+
+
+def test_a_long_run_page_shows_a_window_of_its_journal_with_links_to_the_rest(tmp_path: Any) -> None:
+    with Daybook(f"sqlite:///{tmp_path / 'long.db'}?synchronous=normal") as book:
+        book.run(many, 700, run_id="long")
+        client = TestClient(build(book))
+        latest = client.get("/runs/long")
+        assert latest.status_code == 200
+        assert latest.text.count("<tr>") - 1 <= pages.ROWS + 1  # the timeline window, and its header
+        assert "rows 203 to 702 of 702" in latest.text and "earlier" in latest.text
+        first = client.get("/runs/long?start=1")
+        assert "rows 1 to 500 of 702" in first.text and "later" in first.text
+        assert client.get("/runs/long?start=x").status_code == 400

@@ -109,7 +109,7 @@ def build(book: Daybook, apps: Sequence[str] = ()) -> Starlette:
             view(
                 lambda r, c: (
                     "Run " + r.path_params["run_id"],
-                    pages.run_page(book, r.path_params["run_id"], c),
+                    pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
                 )
             ),
         ),

@@ -93,15 +93,23 @@ def _pager(query: dict[str, str], page_no: int, total: int) -> Markup:
     return tag("p", *parts, id="pager")
 
 
-def run_page(book: Daybook, run_id: str, csrf: str | None) -> Markup:
-    """A run: its header, the chain, what to do, its timeline and its books."""
+def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str] | None = None) -> Markup:
+    """A run: its header, the chain, what to do, its timeline (a window of `ROWS` rows: the
+    latest, or from `?start=SEQ`) and its books."""
     info = book.get_run(run_id)
     events = book.journal(run_id)
+    shown, pager = _window(run_id, events, (query or {}).get("start", ""))
     sections = [
         _header(info),
         _chain(book, info),
         _acts(info, csrf),
-        tag("section", tag("h2", "Timeline"), timeline(events), id="timeline-section"),
+        tag(
+            "section",
+            tag("h2", "Timeline"),
+            pager,
+            timeline(shown, events[0].at if events else 0.0),
+            id="timeline-section",
+        ),
         _effects(book, run_id, csrf),
         _gates(book, run_id, events),
         _obligations(book, run_id),
@@ -214,8 +222,25 @@ def _why(ev: Event) -> Markup:
     return join([tag("em", "why: ", payload(reasons), " ") if reasons else "", shown])
 
 
-def timeline(events: list[Event]) -> Markup:
-    start = events[0].at if events else 0.0
+ROWS = 500  # journal rows a run page shows at once
+
+
+def _window(run_id: str, events: list[Event], start_text: str) -> tuple[list[Event], Markup]:
+    """The rows to show (the latest ROWS, or ROWS from seq `start`) and links to the others."""
+    if len(events) <= ROWS:
+        return events, Markup("")
+    first = int(start_text) if start_text else events[-1].seq - ROWS + 1
+    first = min(max(first, 1), events[-1].seq - ROWS + 1)
+    shown = [ev for ev in events if first <= ev.seq < first + ROWS]
+    links: list[Any] = [f"rows {first} to {first + len(shown) - 1} of {len(events)} "]
+    if first > 1:
+        links += [link(f"{run_href(run_id)}?start={max(first - ROWS, 1)}", "earlier"), " "]
+    if first + ROWS <= events[-1].seq:
+        links += [link(f"{run_href(run_id)}?start={first + ROWS}", "later"), " "]
+    return shown, tag("p", *links, id="timeline-pager")
+
+
+def timeline(events: list[Event], start: float = 0.0) -> Markup:
     return table(
         ["seq", "step", "kind", "name", "key", "status", "at", "data"],
         (event_cells(ev, start) for ev in events),
@@ -225,8 +250,10 @@ def timeline(events: list[Event]) -> Markup:
 
 
 def _effects(book: Daybook, run_id: str, csrf: str | None) -> Markup:
+    """The run's effects (the latest ROWS; `daybook effects RUN` lists all)."""
     rows = []
-    for e in book.effects(run_id):
+    found = book.effects(run_id)
+    for e in found[-ROWS:]:
         history = join(
             tag(
                 "div",
