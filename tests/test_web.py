@@ -227,3 +227,61 @@ def test_a_long_run_page_shows_a_window_of_its_journal_with_links_to_the_rest(tm
         first = client.get("/runs/long?start=1")
         assert "rows 1 to 500 of 702" in first.text and "later" in first.text
         assert client.get("/runs/long?start=x").status_code == 400
+
+
+@daybook.workflow(name="web_blind")
+def web_blind(ctx: daybook.Context, url: str) -> str:
+    return str(ctx.effect(agents.pay_blind, bank=url, n=1)["id"])
+
+
+def _signed_in(book: Daybook) -> tuple[TestClient, str]:
+    token = book.add_approver("alice")
+    client = TestClient(build(book))
+    client.post("/login", data={"name": "alice", "token": token})
+    return client, csrf_of(client.get("/approvals").text)
+
+
+def test_the_attention_panel_resolves_an_unknown_with_evidence_and_the_run_goes_on_once(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    bank.faults.drop_after_execute = 1
+    with Daybook(db_url) as book:
+        with pytest.raises(daybook.NeedsAttention):
+            book.run(web_blind, bank.url, run_id="blind")
+        client, csrf = _signed_in(book)
+        panel = client.get("/attention").text
+        assert 'href="/runs/blind"' in panel and "blind/1" in panel and 'class="resolve"' in panel
+        wire = bank.records["payments"]["blind/1"]
+        done = client.post(
+            "/runs/blind/resolve",
+            data={"csrf": csrf, "step": "1", "outcome": "confirmed", "ref": wire["id"],
+                  "result": json.dumps(wire), "evidence": "bank statement line 7"},
+        )  # fmt: skip
+        assert done.status_code == 200 and "resolved as confirmed" in done.text
+        [effect] = book.effects("blind")
+        assert effect["status"] == "confirmed" and effect["ref"] == wire["id"]
+        last = book.journal("blind")[-1].data
+        assert (last["by"], last["evidence"]) == ("alice", "bank statement line 7")
+        assert book.resume("blind") == wire["id"]
+    assert bank.stats()["executions_by_key"] == {"blind/1": 1}
+
+
+def test_pause_cancel_and_steer_from_a_run_page_are_journaled_with_the_approver(
+    gated_book: tuple[Daybook, str, Any],
+) -> None:
+    book, _, bank = gated_book
+    client, csrf = _signed_in(book)
+    steered = client.post(
+        "/runs/sre/steer", data={"csrf": csrf, "kind": "add", "text": "check the canary too"}
+    )
+    assert steered.status_code == 200 and "queued" in steered.text  # a suspended run reads it later
+    assert client.post("/runs/sre/pause", data={"csrf": csrf}).status_code == 200
+    assert book.get_run("sre").status == RunStatus.PAUSED
+    cancelled = client.post("/runs/sre/cancel", data={"csrf": csrf}, headers={"accept": "application/json"})
+    assert cancelled.json() == {"said": "run sre cancelled"}
+    kinds = {e.kind: e.data for e in book.journal("sre")}
+    assert kinds["run_paused"]["by"] == "alice" and kinds["run_cancelled"]["by"] == "alice"
+    again = client.post("/runs/sre/pause", data={"csrf": csrf})
+    assert again.status_code == 400 and "cancelled" in again.text  # said, not a 500
+    assert bank.stats()["executions_by_key"] == {}

@@ -142,7 +142,10 @@ def _viewer(ins: Inspector) -> Callable[[Viewer], Callable[[Request], Any]]:
                 return _answer(request, who, status_of(exc), str(exc))
             except ValueError as exc:
                 return _answer(request, who, 400, f"bad query: {exc}")
-            return HTMLResponse(page(title, body, who=who, flash=request.query_params.get("said", "")))
+            said = request.query_params.get("said", "")
+            return HTMLResponse(
+                page(title, body, who=who, flash=said, csrf=session.csrf if session else None)
+            )
 
         return endpoint
 

@@ -100,13 +100,16 @@ section{margin-bottom:1.5em}.counts span{margin-right:1em}
 """
 
 
-def page(title: str, body: Any, *, who: str | None, flash: str = "", error: bool = False) -> str:
+def page(
+    title: str, body: Any, *, who: str | None, flash: str = "", error: bool = False, csrf: str | None = None
+) -> str:
     """A whole page: the navigation, who is logged in, a message, the body."""
     nav = [
         link("/", "Runs"),
         link("/approvals", "Approvals"),
         link("/attention", "Attention"),
         tag("span", f"signed in as {who}") if who else link("/login", "Sign in"),
+        form("/logout", csrf, button="Sign out", id="logout") if who and csrf else "",
     ]
     note = tag("p", flash, class_="flash error" if error else "flash", id="flash") if flash else ""
     return "<!doctype html>\n" + tag(

@@ -437,7 +437,7 @@ def attention_page(book: Daybook, csrf: str | None) -> Markup:
             u["step"],
             u["tool"],
             u["key"],
-            status(str(u["status"])),
+            status(str(u.get("state", ""))),
             resolve_form(str(u["run_id"]), {**u, "status": "unknown"}, csrf),
         ]
         for u in book.unknowns()
@@ -449,7 +449,7 @@ def attention_page(book: Daybook, csrf: str | None) -> Markup:
             if run_rows
             else tag("p", "None."),
             tag("h2", "Unknown outcomes"),
-            table(["run", "step", "tool", "key", "status", "resolve"], unknown_rows, id="unknowns")
+            table(["run", "step", "tool", "key", "state", "resolve"], unknown_rows, id="unknowns")
             if unknown_rows
             else tag("p", "None."),
         ]
