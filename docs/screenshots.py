@@ -9,6 +9,7 @@ system chromedriver signs in and photographs each page.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,9 +18,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import daybook
 from daybook import Daybook, Suspended
+from daybook.demo.agent import http_json
+from daybook.demo.bank import Bank
 
 HERE = Path(__file__).parent
 
@@ -29,6 +33,17 @@ def restart_api(ctx: daybook.Context) -> str:
     plan = ctx.decide("plan", lambda: {"service": "api", "why": "error rate 12% after deploy 4411"})
     verdict = ctx.gate("restart_service", decision=plan, approvers=["oncall"], about={"service": "api"})
     return "restarted" if verdict.approved else "left alone"
+
+
+@daybook.tool(retry=daybook.Retry(max_attempts=2, backoff=0.01))
+def pay_vendor(*, bank: str, n: int, idempotency_key: str) -> Any:
+    """A payment with no status query: when its reply is lost, a person must say what happened."""
+    return http_json("POST", f"{bank}/payments", {"n": n}, idempotency_key)
+
+
+@daybook.workflow
+def vendor_payment(ctx: daybook.Context, bank: str) -> str:
+    return str(ctx.effect(pay_vendor, bank=bank, n=1)["id"])
 
 
 @daybook.workflow
@@ -48,14 +63,14 @@ def _store(folder: str) -> tuple[str, str]:
     subprocess.run([sys.executable, "-m", "daybook", "demo", "--db", url], check=True, capture_output=True)
     with Daybook(url, inline_wait=0.1) as book:
         token = book.add_approver("oncall")
-        try:
+        with contextlib.suppress(Suspended):
             book.run(restart_api, run_id="sre-restart-api")
-        except Suspended:
-            pass
-        try:
+        with contextlib.suppress(daybook.DaybookError):
             book.run(nightly_report, run_id="nightly-report-2026-11-24")
-        except daybook.DaybookError:
-            pass
+        with Bank() as bank:
+            bank.faults.drop_after_execute = 1  # the bank pays, the reply is lost
+            with contextlib.suppress(daybook.DaybookError):
+                book.run(vendor_payment, bank.url, run_id="vendor-acme-invoice-88")
     return url, token
 
 

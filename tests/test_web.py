@@ -21,7 +21,7 @@ from webtools import csrf_of, web_server
 
 import daybook
 from daybook import Daybook, RunStatus, Suspended
-from daybook.web import build, pages
+from daybook.web import build, is_loopback, pages
 
 
 @daybook.workflow
@@ -285,3 +285,25 @@ def test_pause_cancel_and_steer_from_a_run_page_are_journaled_with_the_approver(
     again = client.post("/runs/sre/pause", data={"csrf": csrf})
     assert again.status_code == 400 and "cancelled" in again.text  # said, not a 500
     assert bank.stats()["executions_by_key"] == {}
+
+
+def test_resume_from_a_run_page_continues_a_paused_run_in_the_inspector_with_the_named_code(
+    gated_book: tuple[Daybook, str, Any],
+) -> None:
+    book, token, bank = gated_book
+    book.pause("sre")
+    book.approve("sre", "sre/1", approver="oncall", token=token)
+    client = TestClient(build(book, apps=("agents",)))
+    client.post("/login", data={"name": "oncall", "token": token})
+    csrf = csrf_of(client.get("/runs/sre").text)
+    resumed = client.post("/runs/sre/resume", data={"csrf": csrf})
+    assert resumed.status_code == 200 and "resumed" in resumed.text
+    wait_until(lambda: book.get_run("sre").status == RunStatus.COMPLETED)
+    assert bank.stats()["executions_by_key"] == {"sre/1/pay/0": 1}
+    again = client.post("/runs/sre/resume", data={"csrf": csrf})
+    assert again.status_code == 400 and "completed" in again.text
+
+
+def test_only_loopback_addresses_count_as_local() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "127.0.0.2"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.4", "example.com", "::"))

@@ -425,7 +425,7 @@ def attention_page(book: Daybook, csrf: str | None) -> Markup:
         [
             link(run_href(r.run_id), r.run_id),
             status(r.status),
-            payload(_without_trace(r.error)),
+            _message(r.error),
             _plan(book, r),
             _run_acts(r, csrf),
         ]
@@ -476,3 +476,10 @@ def _run_acts(info: RunInfo, csrf: str | None) -> Markup:
         return Markup("")
     base = run_href(info.run_id)
     return join([form(base + "/retry", csrf, button="Retry"), form(base + "/cancel", csrf, button="Cancel")])
+
+
+def _message(error: Any) -> Any:
+    """What stopped a run, in its own words (the whole error is on the run's page)."""
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return tag("span", error["message"], title=str(error.get("type", "")))
+    return payload(_without_trace(error))
