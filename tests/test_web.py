@@ -87,6 +87,8 @@ def test_approving_from_the_inbox_needs_the_token_and_the_csrf_token_and_lets_th
     assert book.resume("sre")["by"] == "oncall"
     assert bank.stats()["executions_by_key"] == {"sre/1/pay/0": 1}
     assert "No gates waiting" in client.get("/approvals").text
+    found = client.get("/?q=sre/1/pay/0").text  # a run found by an effect's key
+    assert 'href="/runs/sre"' in found and "(1 runs)" in found
 
 
 def _bad_requests(csrf: str) -> list[tuple[str, str, dict[str, Any], int]]:

@@ -26,7 +26,9 @@ def runs_list(book: Daybook, query: dict[str, str], csrf: str | None) -> Markup:
     """Runs newest first, filtered by status, workflow, text (run id or a key) and time; paged."""
     every = book.runs(None, MAX_LIMIT)
     counts = Counter(r.status for r in every)
-    shown = [r for r in every if _matches(r, query)]
+    text = query.get("q", "")
+    keyed = book.store.find_intent(text) if text else None  # the run that made an effect with that key
+    shown = [r for r in every if _matches(r, query) or (keyed is not None and r.run_id == keyed.run_id)]
     page_no = max(int(query.get("page") or 1), 1)
     rows = shown[(page_no - 1) * PAGE : page_no * PAGE]
     count_line = tag(
