@@ -3,12 +3,16 @@ the terminal)."""
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from .. import Daybook, Event
+from ..book import MAX_SECONDS
 from ..journal.follow import follow, since
+from ..records import bounded
 from . import render
-from .app import apps_option, fail, import_apps, say, with_book
+from .app import Bounded, apps_option, fail, import_apps, say, with_book
 
 
 @click.command()
@@ -43,11 +47,22 @@ def web(book: Daybook, host: str, port: int, otel: bool, apps: tuple[str, ...]) 
 @click.argument("run_id")
 @click.option("--follow", "-f", "following", is_flag=True, help="Keep printing rows as they commit.")
 @click.option("--after", default=0, type=click.IntRange(0, None), help="Only rows after this seq.")
+@click.option(
+    "--timeout",
+    default=None,
+    type=Bounded(lambda v: bounded(v, "timeout (seconds)", low=0.0, high=MAX_SECONDS)),
+    metavar="SECONDS",
+    help="With --follow: stop after this long even if the run has not ended.",
+)
 @with_book(read_only=True)
-def journal(book: Daybook, run_id: str, following: bool, after: int) -> None:
+def journal(book: Daybook, run_id: str, following: bool, after: int, timeout: float | None) -> None:
     """Print a run's journal rows, one a line; with --follow, keep printing as rows commit
     (the stream the web inspector's pages follow) until the run ends."""
-    events = follow(book.store, run_id, after) if following else since(book.store, run_id, after)[0]
+    if following:
+        end = None if timeout is None else time.monotonic() + timeout
+        events = follow(book.store, run_id, after, stop=lambda: end is not None and time.monotonic() >= end)
+    else:
+        events = iter(since(book.store, run_id, after)[0])
     for ev in events:
         say(_line(ev))
 
