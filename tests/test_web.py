@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -309,3 +310,46 @@ def test_resume_from_a_run_page_continues_a_paused_run_in_the_inspector_with_the
 def test_only_loopback_addresses_count_as_local() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "127.0.0.2"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.4", "example.com", "::"))
+
+
+@daybook.tool(retry=daybook.Retry(max_attempts=1))
+def pay_then_dawdle(*, bank: str, n: int, idempotency_key: str) -> Any:
+    """Done at the bank at once; the reply reaches the journal only 1.5 s later."""
+    done = agents.post(f"{bank}/payments", {"n": n}, idempotency_key)
+    time.sleep(1.5)
+    return done
+
+
+@daybook.workflow(name="web_dawdle")
+def dawdle(ctx: daybook.Context, bank: str) -> str:
+    return str(ctx.effect(pay_then_dawdle, bank=bank, n=1)["id"])
+
+
+def test_the_stream_never_shows_an_effect_done_before_its_outcome_row_commits(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    got: list[dict[str, Any]] = []
+    with Daybook(db_url) as book, web_server(db_url) as base:
+        book.submit(dawdle, bank.url, run_id="slow")
+
+        def listen() -> None:
+            with httpx.stream("GET", f"{base}/runs/slow/events", timeout=60) as resp:
+                for line in resp.iter_lines():
+                    if line.startswith("data: "):
+                        got.append(json.loads(line[6:]))
+
+        reader = threading.Thread(target=listen)
+        reader.start()
+        runner = threading.Thread(target=lambda: book.resume("slow"))
+        runner.start()
+        wait_until(lambda: bank.stats()["executions_by_key"].get("slow/1") == 1)
+        # Executed at the bank; its outcome is not journaled yet: the stream shows the intent only.
+        wait_until(lambda: any(g.get("kind") == "intent" for g in got))
+        outcomes_in_store = [e for e in book.journal("slow") if e.kind == "outcome"]
+        shown = [g for g in got if g.get("kind") == "outcome"]
+        assert outcomes_in_store or not shown
+        runner.join(timeout=60)
+        reader.join(timeout=60)
+    statuses = [g.get("status") for g in got if g.get("kind") == "outcome"]
+    assert statuses == ["confirmed"]
