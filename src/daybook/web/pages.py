@@ -33,7 +33,10 @@ def runs_list(book: Daybook, query: dict[str, str], csrf: str | None) -> Markup:
     rows = shown[(page_no - 1) * PAGE : page_no * PAGE]
     count_line = tag(
         "p",
-        *(tag("span", status(s), f" {counts[s]}") for s in sorted(counts)),
+        *(
+            tag("span", link("/?" + urlencode({"status": s}), status(s)), f" {counts[s]}")
+            for s in sorted(counts)
+        ),
         class_="counts",
         id="counts",
     )
