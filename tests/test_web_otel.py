@@ -4,15 +4,22 @@ checked with the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import agents
 import pytest
+from conftest import wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from webtools import free_port
 
 import daybook
 from daybook import Daybook, ScriptedLLM, Suspended
@@ -77,3 +84,37 @@ def test_a_model_call_carries_the_genai_attributes(tmp_path: Path) -> None:
     assert call.attributes["gen_ai.request.model"] == "scripted-9"
     assert call.attributes["gen_ai.operation.name"] == "chat"
     assert call.attributes["gen_ai.usage.input_tokens"] == 2
+
+
+def test_daybook_web_otel_exports_the_spans_of_runs_as_they_settle_with_the_standard_settings(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    Daybook(url).close()
+    port = free_port()
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "books-under-test"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daybook", "web", "--db", url, "--port", str(port), "--otel"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_until(lambda: _up(port))
+        with Daybook(url) as book:
+            book.run(asks, run_id="served")
+        time.sleep(2.5)  # the follower polls each second
+    finally:
+        server.send_signal(signal.SIGINT)  # uvicorn stops; the SDK flushes its spans at exit
+        out, _ = server.communicate(timeout=60)
+    assert '"name": "daybook.decision llm"' in out and '"name": "daybook.run asks"' in out
+    assert '"service.name": "books-under-test"' in out
+
+
+def _up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
+            return True
+    except OSError:
+        return False
