@@ -353,3 +353,17 @@ def test_the_stream_never_shows_an_effect_done_before_its_outcome_row_commits(
         reader.join(timeout=60)
     statuses = [g.get("status") for g in got if g.get("kind") == "outcome"]
     assert statuses == ["confirmed"]
+
+
+@daybook.workflow(name="web_secret")
+def with_pin(ctx: daybook.Context) -> str:
+    ctx.decide("pin", lambda: daybook.Secret("pin-8362-never-shown"))
+    return "ok"
+
+
+def test_a_run_page_shows_a_secret_as_its_digest_never_its_value(tmp_path: Any) -> None:
+    with Daybook(f"sqlite:///{tmp_path / 's.db'}") as book:
+        book.run(with_pin, run_id="pinned")
+        digest = str(book.journal("pinned")[1].data["value"]["$secret"])
+        page = TestClient(build(book)).get("/runs/pinned").text
+    assert "pin-8362-never-shown" not in page and digest in page
