@@ -17,8 +17,10 @@
     if (body) { body.appendChild(tr); }
     live.setAttribute("data-after", row.seq);
   });
+  var ended = { completed: 1, failed: 1, cancelled: 1, expired: 1 };
   source.addEventListener("status", function (e) {
     var st = JSON.parse(e.data);
+    if (ended[st.status]) { source.close(); }  // the stream ends with the run: no reconnecting
     var badge = document.getElementById("run-status");
     if (badge) {
       badge.innerHTML = "";
