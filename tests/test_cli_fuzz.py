@@ -83,8 +83,9 @@ def _commands(group: click.Group, path: Path_ = ()) -> Iterator[tuple[Path_, cli
             yield (*path, name), command
 
 
-# The demo starts a bank and child processes (seconds each): it has its own tests.
-COMMANDS = [(path, cmd) for path, cmd in _commands(main) if path != ("demo",)]
+# The demo starts a bank and child processes (seconds each), and `web` serves until stopped:
+# each has its own tests.
+COMMANDS = [(path, cmd) for path, cmd in _commands(main) if path not in (("demo",), ("web",))]
 
 JUNK = st.sampled_from(
     [
@@ -154,8 +155,8 @@ def _value(param: click.Parameter) -> st.SearchStrategy[str]:
 
 
 # Appended last (so they win): a worker without --until-idle serves forever, and steer waits
-# for an acknowledgement no run in this store gives.
-TAIL = {("worker",): ["--until-idle"], ("steer",): ["--wait", "0"]}
+# for an acknowledgement no run in this store gives, and `journal --follow` for a run to end.
+TAIL = {("worker",): ["--until-idle"], ("steer",): ["--wait", "0"], ("journal",): ["--timeout", "0"]}
 
 
 @st.composite

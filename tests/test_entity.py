@@ -305,8 +305,6 @@ def test_the_readme_entity_example_runs(tmp_path: Path) -> None:
     ]
 
 
-
-
 def _sql(db_url: str, sql: str) -> Any:
     if db_url.startswith("sqlite"):
         conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))

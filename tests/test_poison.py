@@ -140,7 +140,9 @@ def test_a_value_nested_5000_deep_parks_the_run_instead_of_failing_it(book: Dayb
 
 
 def test_a_tool_result_over_the_size_limit_is_recorded_unknown_and_the_run_parks(
-    book: Daybook, bank, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    book: Daybook,
+    bank,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     import agents
 

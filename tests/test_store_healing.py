@@ -126,7 +126,8 @@ def _terminate_backends(url: str) -> int:
 
 
 def test_a_postgresql_worker_goes_on_after_every_backend_of_its_database_is_killed(
-    own_database: str, bank  # type: ignore[no-untyped-def]
+    own_database: str,
+    bank,  # type: ignore[no-untyped-def]
 ) -> None:
     url = own_database
     with Daybook(url) as book:

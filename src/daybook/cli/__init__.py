@@ -31,6 +31,7 @@ after such a move.
     gates.py         approvers (add, list), approvals, approve, deny
     entities.py      leases, entity
     check.py         check, migrate
+    web.py           web (the inspector; its extra imported when it runs), journal --follow
     proxy.py         proxy (the MCP proxy; its SDK, `daybook-runtime[mcp]`, is imported when it runs)
 """
 
@@ -50,6 +51,7 @@ from . import (
     tools,
     transactions,
     versions,
+    web,
     workers,
 )
 from .app import main
@@ -61,7 +63,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check, retention, dispatch,
+        entities, check, retention, dispatch, web,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

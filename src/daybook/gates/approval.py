@@ -196,5 +196,11 @@ def _unread(store: Store, run_id: str, events: list[Event]) -> set[str]:
     return {name for inbox_id, name, *_ in store.inbox(run_id) if inbox_id not in consumed}
 
 
+def is_approver(store: Store, name: str, token: str) -> bool:
+    """Whether `token` is registered approver `name`'s (a sign-in check; it writes nothing)."""
+    known = store.approvers().get(name)
+    return known is not None and hmac.compare_digest(known, _hash_token(token))
+
+
 def _hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

@@ -5,7 +5,7 @@ Owns the execution cursor (`execution`), the recorded primitives of `ctx` (`deci
 intent to settled outcome (`lifecycle`, driven by `driver`), the internal stops that unwind a
 workflow (`stop`), the tool and its counterparty profile (`tool`; `wire` reads the network
 clients' errors by name), the model-client protocol
-(`llm`) and strict mode's guards (`strict`).
+(`llm`), strict mode's guards (`strict`) and following a run's journal as it grows (`follow`).
 
 May import: `daybook.errors`, `daybook.records`, `daybook.store`. Nothing above.
 """

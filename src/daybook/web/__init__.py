@@ -1,4 +1,53 @@
-"""The local web inspector (coming): runs, timelines, approvals and steering over the same store.
+"""The local web inspector (`daybook web`, the `daybook-runtime[web]` extra): runs, a run's
+timeline and books, the approvals inbox, the attention panel and steering, live, over the same
+store as the CLI.
+
+    html.py     escaped HTML building (every value through `esc`), the page frame
+    pages.py    the read-only pages
+    actions.py  what a signed-in approver does: approve/deny, resolve, retry, cancel, pause,
+                resume, steer, each through the same `Daybook` call as its command
+    auth.py     sign-in with an approver's token, sessions, CSRF
+    live.py     Server-Sent Events from the journal (`journal.follow`)
+    otel.py     OpenTelemetry spans of runs and steps, from the journal (the `otel` extra)
+    app.py      the Starlette app: routes, body limits, errors as 4xx
 
 The top layer beside the CLI: may import anything in daybook; nothing in daybook imports it.
+Starlette and uvicorn are imported only here.
 """
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Sequence
+
+from ..book import Daybook
+from .app import build
+
+__all__ = ["build", "is_loopback", "serve"]
+
+log = logging.getLogger("daybook.web")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    book: Daybook, host: str = "127.0.0.1", port: int = 8765, apps: Sequence[str] = (), otel: bool = False
+) -> None:
+    """Serve the inspector over `book` until interrupted; with `otel`, export OpenTelemetry
+    spans of the store's runs as their steps settle (`otel.py`)."""
+    import uvicorn
+
+    if otel:
+        from .otel import Follower, configured_provider
+
+        Follower(book.store, configured_provider()).start()
+
+    uvicorn.run(build(book, apps), host=host, port=port, log_level="warning")

@@ -1,0 +1,76 @@
+"""`daybook web` (the local inspector) and `daybook journal RUN --follow` (its live stream, in
+the terminal)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from .. import Daybook, Event
+from ..book import MAX_SECONDS
+from ..journal.follow import follow, since
+from ..records import bounded
+from . import render
+from .app import Bounded, apps_option, fail, import_apps, say, with_book
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port.")
+@click.option(
+    "--otel",
+    is_flag=True,
+    envvar="DAYBOOK_OTEL",
+    help="Export OpenTelemetry spans of runs and steps (daybook-runtime[otel]; OTEL_* settings).",
+)
+@apps_option("The module or script defining the workflows, for Resume from the page.")
+@with_book
+def web(book: Daybook, host: str, port: int, otel: bool, apps: tuple[str, ...]) -> None:
+    """Serve the local web inspector: runs, timelines, approvals, attention, steering, live."""
+    try:
+        from ..web import is_loopback, serve
+    except ImportError as exc:
+        fail(f"the web inspector needs its extra: pip install 'daybook-runtime[web]' ({exc})")
+    import_apps(apps)
+    if not is_loopback(host):
+        say(
+            f"warning: listening on {host}, not loopback: anyone who can reach it reads every run "
+            "(signing in is needed only to act)",
+            err=True,
+        )
+    say(f"daybook inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
+    serve(book, host, port, apps, otel)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--follow", "-f", "following", is_flag=True, help="Keep printing rows as they commit.")
+@click.option("--after", default=0, type=click.IntRange(0, None), help="Only rows after this seq.")
+@click.option(
+    "--timeout",
+    default=None,
+    type=Bounded(lambda v: bounded(v, "timeout (seconds)", low=0.0, high=MAX_SECONDS)),
+    metavar="SECONDS",
+    help="With --follow: stop after this long even if the run has not ended.",
+)
+@with_book(read_only=True)
+def journal(book: Daybook, run_id: str, following: bool, after: int, timeout: float | None) -> None:
+    """Print a run's journal rows, one a line; with --follow, keep printing as rows commit
+    (the stream the web inspector's pages follow) until the run ends."""
+    if following:
+        end = None if timeout is None else time.monotonic() + timeout
+        events = follow(book.store, run_id, after, stop=lambda: end is not None and time.monotonic() >= end)
+    else:
+        events = iter(since(book.store, run_id, after)[0])
+    for ev in events:
+        say(_line(ev))
+
+
+def _line(ev: Event) -> str:
+    step = "-" if ev.step is None else str(ev.step)
+    parts = [str(ev.seq), step, ev.kind, ev.name, ev.key or "", ev.status or "", render.detail(ev)]
+    return render.safe("  ".join(p for p in parts if p))
+
+
+COMMANDS = (web, journal)

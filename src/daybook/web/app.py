@@ -1,0 +1,262 @@
+"""The inspector's ASGI application: routes, sign-in, and how errors become answers.
+
+Reads go through `Daybook` (the same calls as `daybook runs`, `show`, `approvals`, ...). Every
+write is a POST from a signed-in approver carrying the session's CSRF token, and goes through
+the same checked call as its command (`actions`). Whatever is wrong with a request (an unknown
+run, a malformed body, a missing CSRF token, a body over `MAX_BODY`) is a 4xx with a line saying
+what; a DaybookError is mapped by kind, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..book import Daybook
+from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
+from ..gates.approval import is_approver
+from . import actions, live, pages
+from .auth import COOKIE, Inspector, Session, csrf_ok
+from .html import Markup, field, page, tag
+
+MAX_BODY = 64 * 1024  # bytes a form or JSON body may hold
+log = logging.getLogger("daybook.web")
+
+
+class BadRequest(Exception):
+    """A request the inspector refuses before touching the store (status, message)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_STATUS_OF: list[tuple[type[DaybookError], int]] = [
+    (RunNotFound, 404),
+    (NotAuthorized, 403),
+    (ConfigError, 400),
+]
+
+
+def status_of(exc: DaybookError) -> int:
+    for kind, code in _STATUS_OF:
+        if isinstance(exc, kind):
+            return code
+    return 409  # the run is not in a state that allows it (leased, finished, paused, ...)
+
+
+async def read_body(request: Request) -> dict[str, str]:
+    """The POST body as {name: value}: a form (urlencoded) or a JSON object of strings, at most
+    MAX_BODY bytes (read in chunks, so a lying Content-Length does not get past)."""
+    declared = request.headers.get("content-length")
+    if declared and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise BadRequest(413, f"the body is over {MAX_BODY} bytes")
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise BadRequest(413, f"the body is over {MAX_BODY} bytes")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise BadRequest(400, "the body is not UTF-8") from None
+    if request.headers.get("content-type", "").startswith("application/json"):
+        return _json_fields(text)
+    return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+
+
+def _json_fields(text: str) -> dict[str, str]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise BadRequest(400, f"the body is not JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(v, str | int | float | bool) for v in value.values()
+    ):
+        raise BadRequest(400, "give a JSON object of names to strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _answer(request: Request, who: str | None, code: int, message: str) -> Response:
+    if "application/json" in request.headers.get("accept", "") or request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=code)
+    return HTMLResponse(
+        page("Error", tag("p", message), who=who, flash=message, error=True), status_code=code
+    )
+
+
+def build(book: Daybook, apps: Sequence[str] = ()) -> Starlette:
+    """The ASGI app over an open `Daybook`."""
+    ins = Inspector(book, apps)
+    view = _viewer(ins)
+    act = _actor(ins)
+    routes = [
+        Route("/", view(lambda r, c: ("Runs", pages.runs_list(book, dict(r.query_params), c)))),
+        Route("/runs/{run_id:path}/events", live.stream(book), methods=["GET"]),
+        Route("/runs/{run_id:path}/{verb}", act(actions.on_run), methods=["POST"]),
+        Route(
+            "/runs/{run_id:path}",
+            view(
+                lambda r, c: (
+                    "Run " + r.path_params["run_id"],
+                    pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
+                )
+            ),
+        ),
+        Route("/approvals", view(lambda r, c: ("Approvals", pages.approvals_page(book, c)))),
+        Route("/approvals/{verb}", act(actions.on_gate), methods=["POST"]),
+        Route("/attention", view(lambda r, c: ("Attention", pages.attention_page(book, c)))),
+        Route("/login", _login_page(ins), methods=["GET"]),
+        Route("/login", _login(ins), methods=["POST"]),
+        Route("/logout", act(actions.logout), methods=["POST"]),
+        Route("/api/runs", _api_runs(book)),
+        Route("/api/runs/{run_id:path}", _api_run(book)),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.inspector = ins
+    return app
+
+
+Viewer = Callable[[Request, str | None], tuple[str, Markup]]
+
+
+def _viewer(ins: Inspector) -> Callable[[Viewer], Callable[[Request], Any]]:
+    def wrap(fn: Viewer) -> Callable[[Request], Any]:
+        def endpoint(request: Request) -> Response:  # sync: Starlette runs it in a thread
+            session = ins.session(request.cookies)
+            who = session.name if session else None
+            try:
+                title, body = fn(request, session.csrf if session else None)
+            except DaybookError as exc:
+                return _answer(request, who, status_of(exc), str(exc))
+            except ValueError as exc:
+                return _answer(request, who, 400, f"bad query: {exc}")
+            said = request.query_params.get("said", "")
+            return HTMLResponse(
+                page(title, body, who=who, flash=said, csrf=session.csrf if session else None)
+            )
+
+        return endpoint
+
+    return wrap
+
+
+Action = Callable[[Inspector, Session, dict[str, str], dict[str, str]], str]
+
+
+def _actor(ins: Inspector) -> Callable[[Action], Callable[[Request], Any]]:
+    """A POST endpoint: body read and bounded, signed in, CSRF checked, then the action (run in
+    a thread: it writes to the store); it answers with a redirect to where the person was."""
+
+    def wrap(fn: Action) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            session = ins.session(request.cookies)
+            who = session.name if session else None
+            try:
+                fields = await read_body(request)
+                if session is None:
+                    raise BadRequest(401, "sign in as a registered approver first (/login)")
+                if not csrf_ok(session, fields.get("csrf") or request.headers.get("x-csrf-token")):
+                    raise BadRequest(403, "the form's CSRF token is missing or wrong; reload the page")
+                said = await _in_thread(fn, ins, session, dict(request.path_params), fields)
+            except BadRequest as exc:
+                return _answer(request, who, exc.status, str(exc))
+            except DaybookError as exc:
+                return _answer(request, who, status_of(exc), str(exc))
+            if "application/json" in request.headers.get("accept", ""):
+                return JSONResponse({"said": said})
+            back = request.headers.get("referer") or "/"
+            return RedirectResponse(_with_said(back, said), status_code=303)
+
+        return endpoint
+
+    return wrap
+
+
+async def _in_thread(fn: Action, *args: Any) -> str:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(fn, *args)
+
+
+def _with_said(url: str, said: str) -> str:
+    from urllib.parse import urlencode, urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path if parts.path.startswith("/") else "/"
+    return f"{path}?{urlencode({'said': said})}"
+
+
+def _login_page(ins: Inspector) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        body = tag(
+            "form",
+            field("name", "approver"),
+            field("token", "token", kind="password"),
+            tag("button", "Sign in", type="submit"),
+            method="post",
+            action="/login",
+            id="login",
+        )
+        session = ins.session(request.cookies)
+        return HTMLResponse(
+            page(
+                "Sign in",
+                body,
+                who=session.name if session else None,
+                flash=request.query_params.get("said", ""),
+            )
+        )
+
+    return endpoint
+
+
+def _login(ins: Inspector) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            fields = await read_body(request)
+        except BadRequest as exc:
+            return _answer(request, None, exc.status, str(exc))
+        name, token = fields.get("name", ""), fields.get("token", "")
+        if not name or not token or not is_approver(ins.book.store, name, token):
+            log.warning("sign-in refused for approver %r", name)
+            message = "refused: that approver is unknown or the token does not match"
+            return _answer(request, None, 403, message)
+        response = RedirectResponse(_with_said("/approvals", f"signed in as {name}"), status_code=303)
+        response.set_cookie(COOKIE, ins.sessions.open(name, token), httponly=True, samesite="strict")
+        return response
+
+    return endpoint
+
+
+def _api_runs(book: Daybook) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        try:
+            limit = int(request.query_params.get("limit", "100"))
+            found = book.runs(request.query_params.get("status") or None, limit)
+        except (ValueError, DaybookError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse([r.as_dict() for r in found])
+
+    return endpoint
+
+
+def _api_run(book: Daybook) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        try:
+            return JSONResponse(book.export(request.path_params["run_id"]))
+        except DaybookError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
+
+    return endpoint

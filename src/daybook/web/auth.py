@@ -1,0 +1,80 @@
+"""Who may act from the inspector: registered approvers, signed in with their token.
+
+Signing in checks the token against the store's approvers (`gates.approval.is_approver`, the
+same hash `daybook approve` checks) and opens a session held in this process's memory: a random
+id in an HttpOnly, SameSite=Strict cookie, and a CSRF token every form posts back. The approver's
+token is kept with the session so a verdict goes through `Daybook.approve` with it, the same
+checked path as `daybook approve` (the token is checked again there). Sessions end with the
+server, on sign-out, or after `SESSION_TTL` seconds.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..book import Daybook
+
+COOKIE = "daybook_session"
+SESSION_TTL = 8 * 3600.0
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str
+    token: str
+    csrf: str
+    expires: float
+
+
+class Sessions:
+    """The signed-in approvers of one inspector process."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def open(self, name: str, token: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            self._by_id[sid] = Session(name, token, secrets.token_urlsafe(24), time.time() + SESSION_TTL)
+        return sid
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid:
+            return None
+        with self._lock:
+            found = self._by_id.get(sid)
+            if found is not None and found.expires < time.time():
+                del self._by_id[sid]
+                return None
+            return found
+
+    def sid_of(self, session: Session) -> str | None:
+        with self._lock:
+            return next((k for k, v in self._by_id.items() if v is session), None)
+
+    def close(self, sid: str | None) -> None:
+        with self._lock:
+            self._by_id.pop(sid or "", None)
+
+
+def csrf_ok(session: Session | None, sent: str | None) -> bool:
+    """The form's CSRF token is this session's (compared in constant time)."""
+    return session is not None and bool(sent) and hmac.compare_digest(session.csrf, str(sent))
+
+
+class Inspector:
+    """One store, its signed-in approvers, and the code `--app` named (for resume)."""
+
+    def __init__(self, book: Daybook, apps: Sequence[str] = ()) -> None:
+        self.book = book
+        self.apps = tuple(apps)
+        self.sessions = Sessions()
+
+    def session(self, cookies: Mapping[str, str]) -> Session | None:
+        return self.sessions.get(cookies.get(COOKIE))

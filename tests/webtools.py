@@ -1,0 +1,84 @@
+"""Helpers for the web inspector's tests: a real `daybook web` server process, signing in."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def web_server(db_url: str, *extra: str) -> Iterator[str]:
+    """`daybook web --db URL` in its own process (uvicorn on 127.0.0.1); yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daybook", "web", "--db", db_url, "--port", str(port), *extra],
+        cwd=HERE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(base + "/", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _, err = proc.communicate(timeout=10)
+                raise AssertionError(f"daybook web did not start: {err}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "no CSRF token on the page (not signed in?)"
+    return found.group(1)
+
+
+def chromium() -> Any:
+    """A headless Chromium driven by the system chromedriver (Debian's `chromium` and
+    `chromium-driver`); the test is skipped, saying why, when they are not installed."""
+    import shutil
+
+    import pytest
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not browser or not driver_path:
+        pytest.skip("no chromium/chromedriver (apt-get install chromium chromium-driver; .ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(driver_path), options=options)
