@@ -19,6 +19,9 @@ pytest.importorskip("langgraph.prebuilt", reason="needs daybook[langgraph]")
 
 from daybook import Daybook
 
+# Agent processes started and killed in a row: slow on a loaded machine, scheduled first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "langgraph_agent.py"
 
 

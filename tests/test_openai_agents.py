@@ -88,6 +88,9 @@ def test_the_same_agent_without_daybook_pays_twice(env: dict[str, str]) -> None:
     assert len(lines(ledger)) == 2  # the duplicate refund daybook prevents
 
 
+# Eight agent processes in a row, each importing the SDK: minutes on a loaded 2-core machine.
+@pytest.mark.slow
+@pytest.mark.timeout(360)
 def test_a_tool_that_needs_approval_waits_for_a_daybook_gate_bound_to_its_call(
     db_url: str, env: dict[str, str]
 ) -> None:

@@ -17,7 +17,11 @@ from daybook import Daybook, RunStatus
 from daybook.demo.bank import Bank
 
 FAKETIME = shutil.which("faketime")
-pytestmark = pytest.mark.skipif(FAKETIME is None, reason="needs libfaketime (apt-get install faketime)")
+pytestmark = [
+    pytest.mark.skipif(FAKETIME is None, reason="needs libfaketime (apt-get install faketime)"),
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+]
 
 
 def _later(offset: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,9 @@ pytest.importorskip("pydantic_ai.durable_exec", reason="needs daybook[pydantic-a
 import daybook
 from daybook import Daybook
 
+# Agent processes started and killed in a row: slow on a loaded machine, scheduled first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "pydantic_ai_agent.py"
 
 
