@@ -4,16 +4,15 @@ counterparty's own record); the same agent without daybook pays twice (so the te
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import refund_agent
+from refund_agent import lines
 
 pytest.importorskip("langgraph.prebuilt", reason="needs daybook[langgraph]")
 
@@ -22,27 +21,15 @@ from daybook import Daybook
 # Agent processes started and killed in a row: slow on a loaded machine, scheduled first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "langgraph_agent.py"
-
-
-def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+EXAMPLE = "langgraph_agent.py"
 
 
 def agent(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, str(EXAMPLE), *args]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return refund_agent.agent(EXAMPLE, env, *args)
 
 
 def kill_after_refund(env: dict[str, str], *args: str) -> None:
-    ledger = Path(env["REFUNDS"])
-    proc = agent({**env, "CRASH_AFTER_REFUND": "1"}, *args)
-    deadline = time.monotonic() + 60
-    while not lines(ledger) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(lines(ledger)) == 1, proc.communicate(timeout=5)
-    proc.send_signal(signal.SIGKILL)  # paid; LangGraph has not checkpointed the tool step
-    proc.wait(timeout=30)
+    refund_agent.kill_after_refund(EXAMPLE, env, *args)
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ approval waits for a daybook gate bound to its call."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import refund_agent
+from refund_agent import lines
 
 pytest.importorskip("pydantic_ai.durable_exec", reason="needs daybook[pydantic-ai]")
 
@@ -25,27 +23,15 @@ from daybook import Daybook
 # Agent processes started and killed in a row: slow on a loaded machine, scheduled first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "pydantic_ai_agent.py"
-
-
-def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+EXAMPLE = "pydantic_ai_agent.py"
 
 
 def agent(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, str(EXAMPLE), *args]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return refund_agent.agent(EXAMPLE, env, *args)
 
 
 def kill_after_refund(env: dict[str, str], *args: str) -> None:
-    ledger = Path(env["REFUNDS"])
-    proc = agent({**env, "CRASH_AFTER_REFUND": "1"}, *args)
-    deadline = time.monotonic() + 60
-    while not lines(ledger) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(lines(ledger)) == 1, proc.communicate(timeout=5)
-    proc.send_signal(signal.SIGKILL)  # paid; the agent never got the tool's answer
-    proc.wait(timeout=30)
+    refund_agent.kill_after_refund(EXAMPLE, env, *args)
 
 
 @pytest.fixture
@@ -83,7 +69,7 @@ def test_the_same_pydantic_ai_agent_without_daybook_pays_twice(env: dict[str, st
 
 
 def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("pydantic_ai_example", EXAMPLE)
+    spec = importlib.util.spec_from_file_location("pydantic_ai_example", refund_agent.EXAMPLES / EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
