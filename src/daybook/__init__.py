@@ -19,6 +19,7 @@ from .dispatch.search import RunPage
 from .errors import (
     BudgetExceeded,
     ConfigError,
+    ContractViolation,
     CorruptJournal,
     DaybookError,
     DedupWindowExpired,
@@ -70,6 +71,10 @@ from .journal.tool import (
 from .journal.wait import Signal
 from .records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, Status, Why
 from .recovery.compensation import Compensation
+from .recovery.restore import Recovery
+from .recovery.select import RecoveryPolicy
+from .recovery.signal import FailureSignal
+from .recovery.subtask import Skeleton, Subtask
 from .runtime.workflow import Workflow, workflow
 from .steering.revision import Revision
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
@@ -96,6 +101,7 @@ __all__ = [
     "ConfigError",
     "Confirmed",
     "Context",
+    "ContractViolation",
     "CorruptJournal",
     "Daybook",
     "DaybookError",
@@ -109,6 +115,7 @@ __all__ = [
     "EnvironmentLost",
     "EpochTransaction",
     "Event",
+    "FailureSignal",
     "FernetCodec",
     "FrontierTimeout",
     "InvariantViolated",
@@ -128,6 +135,8 @@ __all__ = [
     "Pending",
     "Policy",
     "Queue",
+    "Recovery",
+    "RecoveryPolicy",
     "RedactingCodec",
     "ReleaseDeclined",
     "Retry",
@@ -151,11 +160,13 @@ __all__ = [
     "Secret",
     "SecretUnavailable",
     "Signal",
+    "Skeleton",
     "Status",
     "StepFailed",
     "StepRetracted",
     "StillUnknown",
     "StoreUnavailable",
+    "Subtask",
     "Suspended",
     "TimedOut",
     "Tool",

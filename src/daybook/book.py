@@ -32,6 +32,7 @@ from .gates import approval
 from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
+from .recovery.methods import RecoveryMethods
 from .runtime import inbox, operator
 from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
@@ -68,7 +69,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
-class Daybook(DispatchMethods):
+class Daybook(DispatchMethods, RecoveryMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that

@@ -23,6 +23,7 @@ from .journal.execution import Execution
 from .journal.stop import ContinueAsNew
 from .records import JSON, check_json
 from .recovery.compensation import Compensations
+from .recovery.subtask import Subtasks
 from .steering.checkpoint import Environments
 from .steering.revision import Primers, Revisions
 from .steering.update import Updates
@@ -31,6 +32,7 @@ from .tx.facet import Transactions
 
 class Context(
     Transactions,
+    Subtasks,
     Compensations,
     Gates,
     Obligations,

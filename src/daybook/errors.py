@@ -261,3 +261,8 @@ class FrontierTimeout(DaybookError):
 class ReleaseDeclined(DaybookError):
     """A transaction's held irreversible call was not approved at its gate (declined, timed out,
     or stale); the transaction was aborted before its commit, without a retry."""
+
+
+class ContractViolation(DaybookError):
+    """A subtask's reviewed contract does not hold (raise it inside `ctx.subtask`): its output is
+    wrong though no tool failed. Semantic recovery reads it as the `CONTRACT` signal."""

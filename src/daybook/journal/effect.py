@@ -119,6 +119,8 @@ class Effects(Facet):
             key = decision.key(tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
+        if named and step in exe.branch:
+            key = f"{key}~r{exe.branch[step]}"  # a step run again on a journal branch
         key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:

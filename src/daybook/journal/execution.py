@@ -81,14 +81,12 @@ class Execution:
         self.id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
         self.paused_at: float | None = None
-        for ev in events:
-            if ev.step is not None:
-                self.steps.setdefault(ev.step, []).append(ev)
-                if ev.run_id != run_id:
-                    self.id_owner[ev.step] = ev.run_id
-                self.paused_at = None
-            elif ev.kind == Kind.RUN_PAUSED:
-                self.paused_at = ev.at
+        # Journal branches (semantic recovery, `daybook.recovery`): a `run_retried` row that
+        # supersedes steps makes their earlier rows history; those steps run again, under keys
+        # with a branch suffix, so nothing recorded is edited, deleted or reused by mistake.
+        self.branch: dict[int, int] = {}
+        self.superseded: dict[int, list[Event]] = {}
+        self._load(events)
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -121,6 +119,26 @@ class Execution:
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
+
+    def _load(self, events: list[Event]) -> None:
+        for ev in events:
+            if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
+                self._supersede(ev)
+            elif ev.step is not None:
+                self.steps.setdefault(ev.step, []).append(ev)
+                if ev.run_id != self.run_id:
+                    self.id_owner[ev.step] = ev.run_id
+                self.paused_at = None
+            elif ev.kind == Kind.RUN_PAUSED:
+                self.paused_at = ev.at
+
+    def _supersede(self, ev: Event) -> None:
+        branch = int(ev.data.get("branch") or 1)
+        for step in ev.data["supersede"]:
+            rows = self.steps.pop(int(step), None)
+            if rows:
+                self.superseded[int(step)] = rows
+            self.branch[int(step)] = branch
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -183,7 +201,8 @@ class Execution:
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
-        return f"{self.id_owner.get(step, self.run_id)}/{step}"
+        base = f"{self.id_owner.get(step, self.run_id)}/{step}"
+        return f"{base}~r{self.branch[step]}" if step in self.branch else base
 
     def alloc(self) -> int:
         step = self.next_step

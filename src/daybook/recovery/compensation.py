@@ -162,6 +162,13 @@ def _undone(events: list[Event], upto: int) -> set[str]:
     """Keys of effects whose undo (`comp/<key>`) was confirmed before step `upto` (an aborted
     transaction compensated them): a later `ctx.compensate()` leaves them alone. (Undos at or
     after `upto` are this unwind's own, met again when it is replayed.)"""
+    # Effects a semantic recovery undid (in its own recovery run) before re-running their steps.
+    recovered = {
+        str(key)
+        for ev in events
+        if ev.kind == Kind.RUN_RETRIED
+        for key in (ev.data.get("recovery") or {}).get("compensated") or ()
+    }
     comps = {
         ev.step: str(ev.key)[5:]
         for ev in events
@@ -170,7 +177,7 @@ def _undone(events: list[Event], upto: int) -> set[str]:
         and ev.step < upto
         and (ev.key or "").startswith("comp/")
     }
-    return {
+    return recovered | {
         comps[ev.step]
         for ev in events
         if ev.kind == Kind.OUTCOME and ev.step in comps and ev.status == Status.CONFIRMED

@@ -36,13 +36,20 @@ CANCELLABLE = (
 ATTEMPTS = 20
 
 
-def retry(store: Store, run_id: str, by: str) -> str:
+def retry(
+    store: Store,
+    run_id: str,
+    by: str,
+    extra: dict[str, Any] | None = None,
+    allowed: tuple[RunStatus, ...] = RETRYABLE,
+) -> str:
     """Make a failed, parked or stuck run due again (`pending`), journaled with who asked.
     Returns the status it left. Its next execution replays the journal: confirmed effects and
-    recorded decisions come from it, and the step that raised runs again."""
+    recorded decisions come from it, and the step that raised runs again. `extra` goes into the
+    row (a semantic recovery's branch: the steps it supersedes, `daybook.recovery`)."""
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
-        data = {"by": by, "from": info.status, "error": info.error}
+        data = {"by": by, "from": info.status, "error": info.error, **(extra or {})}
         return _event(run_id, events, Kind.RUN_RETRIED, "retry", data, now)
 
     found = store.get_run(run_id)
@@ -51,7 +58,7 @@ def retry(store: Store, run_id: str, by: str) -> str:
             f"run {run_id!r}: its payloads were erased by `daybook gc` ({found.input['$erased']}), "
             "so it cannot run again from its journal; start a new run"
         )
-    info = _transition(store, run_id, RETRYABLE, RunStatus.PENDING, mark, "retried")
+    info = _transition(store, run_id, allowed, RunStatus.PENDING, mark, "retried")
     return info.status
 
 
