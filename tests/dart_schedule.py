@@ -13,10 +13,12 @@ producer, after both its consumers committed.
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import sys
 from typing import Any
 
+from aiosmtpd.controller import Controller
 from crashpoint import kill_at_journal_write, report
 
 import daybook
@@ -27,6 +29,36 @@ SENDER = "scheduler@daybook.test"
 RESOLVE = Skeleton("ResolveSlot", outputs=("{entity}",))
 FINAL = Skeleton("FinalizeSchedule", inputs=("slot[0]", "slot[1]"), outputs=("schedule",))
 SLOTS = 5
+
+
+class Sink:
+    """An SMTP server on 127.0.0.1 that keeps every message it accepts (aiosmtpd)."""
+
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.port = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(envelope.content)
+        return "250 2.0.0 queued"
+
+    def start(self) -> Sink:
+        # A free port stays free only until somebody binds it: pick again if it was taken.
+        for attempt in range(5):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = int(s.getsockname()[1])
+            self.controller = Controller(self, hostname="127.0.0.1", port=self.port)
+            try:
+                self.controller.start()
+                return self
+            except OSError:
+                if attempt == 4:
+                    raise
+        return self
+
+    def stop(self) -> None:
+        self.controller.stop()
 
 
 def calendar(path: str) -> None:
@@ -90,9 +122,18 @@ def hold_room(*, cal: str, slot: int, hour: int, idempotency_key: str) -> str:
 
 
 @daybook.workflow
-def schedule(ctx: Context, cal: str, host: str, port: int, commit: bool = True, hold: bool = False) -> dict[str, Any]:
+def schedule(
+    ctx: Context,
+    cal: str,
+    host: str,
+    port: int,
+    commit: bool = True,
+    hold: bool = False,
+    notify: bool = False,
+) -> dict[str, Any]:
     """Five slots and the invitations; `commit=False` leaves slot[0] without a commit checkpoint
-    (its entry is then its only candidate); `hold=True` holds a room after the commit point."""
+    (its entry is then its only candidate); `hold=True` holds a room after the commit point
+    (compensable); `notify=True` emails the room's owner there (irreversible)."""
     picked: dict[str, int] = {}
     with ctx.subtask(RESOLVE, "slot[0]") as u0:
         picked["slot[0]"] = ctx.decide("pick", pick_slot, cal, 0).value
@@ -113,6 +154,10 @@ def schedule(ctx: Context, cal: str, host: str, port: int, commit: bool = True, 
     with ctx.subtask(RESOLVE, "slot[0]") as u0:
         if hold:
             ctx.effect(hold_room, cal=cal, slot=0, hour=picked["slot[0]"])
+        if notify:
+            rooms = Outbox(host, port, SENDER)
+            rooms.queue(ctx, "rooms@example.test", "Room", "slot[0]")
+            rooms.release(ctx)
         done = ctx.effect(confirm_slot, cal=cal, slot=0, hour=picked["slot[0]"])
         u0.exit()
     return {"picked": picked, "confirmed": done}
@@ -124,9 +169,11 @@ def main() -> None:
     book = Daybook(db, lease_ttl=2.0)
     kill_at_journal_write(book, rest)
     if action == "start":
-        report(lambda: book.run(schedule, cal, host, int(port), run_id=run_id))
-    else:
+        report(lambda: book.run(schedule, cal, host, int(port), hold=True, run_id=run_id))
+    elif book.get_run(run_id).status == "failed":
         report(lambda: book.recover(run_id, policy=rest[0]).result)
+    else:  # the recovery's transition landed before the kill: its re-run goes on
+        report(lambda: book.resume(run_id))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar, overload
 
@@ -23,6 +24,12 @@ from .stop import Stop
 from .tool import Tool
 
 T = TypeVar("T")
+_BRANCH = re.compile(r"~r[0-9]+(?=/|$)")
+
+
+def unbranched(key: str | None) -> str:
+    """A key without journal-branch suffixes: the same act asked for on a later branch."""
+    return _BRANCH.sub("", key or "")
 
 
 class Effects(Facet):
@@ -80,13 +87,15 @@ class Effects(Facet):
             raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
         exe = self._exe
         step = exe.alloc()
-        key = self._key_for(step, tool, key, decision)
         cover = concealer_for(exe.store)
         # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
         stored, hidden = cover.conceal(args, tool.secrets)
         fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
-        recs = exe.expect(step, Kind.INTENT, tool.name, fp)
-        if recs is not None and recs[0].key != key:
+        # An irreversible act a re-run asks for again at the same step is the act already done:
+        # its key names it (checked below), so it replays even if re-made inputs changed it.
+        recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=tool.irreversible)
+        key = self._key_for(step, tool, key, decision)
+        if recs is not None and unbranched(recs[0].key) != unbranched(key):
             raise Stop(
                 NonDeterminismError(
                     f"run {exe.run_id!r} step {step} {tool.name!r}: its key changed from "

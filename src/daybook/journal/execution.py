@@ -86,6 +86,9 @@ class Execution:
         # with a branch suffix, so nothing recorded is edited, deleted or reused by mistake.
         self.branch: dict[int, int] = {}
         self.superseded: dict[int, list[Event]] = {}
+        # Confirmed effects a branch re-runs "softly": asked for again as the same act (tool,
+        # arguments, key up to branch suffixes) they replay; asked for differently they run again.
+        self.soft: dict[int, int] = {}
         self._load(events)
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
@@ -134,7 +137,11 @@ class Execution:
 
     def _supersede(self, ev: Event) -> None:
         branch = int(ev.data.get("branch") or 1)
+        soft = {int(s) for s in ev.data.get("soft") or ()}
         for step in ev.data["supersede"]:
+            if int(step) in soft and int(step) in self.steps:
+                self.soft[int(step)] = branch
+                continue
             rows = self.steps.pop(int(step), None)
             if rows:
                 self.superseded[int(step)] = rows
@@ -221,11 +228,13 @@ class Execution:
         self.next_step += 1
         return step
 
-    def expect(self, step: int, kind: Kind, name: str, fp: str) -> list[Event] | None:
+    def expect(self, step: int, kind: Kind, name: str, fp: str, same_act: bool = False) -> list[Event] | None:
         # Popped: a replayed step is never looked up again, so a resume frees as it goes.
         recs = self.steps.pop(step, None)
         if not recs:
             return None
+        if step in self.soft:
+            return self._soft(step, recs, kind, name, fp, same_act)
         first = recs[0]
         if first.kind != kind or first.name != name:
             raise Stop(
@@ -248,6 +257,19 @@ class Execution:
                 True,
             )
         return recs
+
+    def _soft(
+        self, step: int, recs: list[Event], kind: Kind, name: str, fp: str, same_act: bool
+    ) -> list[Event] | None:
+        """A confirmed effect on a branch's re-run: replayed if asked for again with the same
+        arguments, or (`same_act`: an irreversible tool, whose key names the act) at all; else
+        it runs again, under the branch's key."""
+        branch = self.soft.pop(step)
+        if recs[0].kind == kind and recs[0].name == name and (recs[0].fp == fp or same_act):
+            return recs  # the same act: replayed, never re-fired
+        self.superseded[step] = recs
+        self.branch[step] = branch
+        return None
 
     def check_complete(self) -> None:
         done = self.next_step - 1

@@ -106,6 +106,7 @@ def recover(
     report = dataclasses.replace(report, compensated=undone)
     extra: dict[str, Any] = {
         "supersede": list(plan.supersede),
+        "soft": list(plan.soft),
         "branch": branch,
         "recovery": report.as_dict(),
     }

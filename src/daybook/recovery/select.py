@@ -92,13 +92,14 @@ class Plan:
     verdicts: tuple[Verdict, ...] = ()
     compensate: tuple[Effect, ...] = ()
     dropped: tuple[str, ...] = field(default=())
+    soft: tuple[int, ...] = ()  # confirmed effects not undone: replayed if asked for the same
 
 
 def select(trace: Trace, policy: RecoveryPolicy, instance: str | None = None) -> Plan:
     """The recovery plan for a failed run's trace under `policy`; `instance` names the failed
     instance when the journal does not (a full id, or a weakened alias that may be ambiguous)."""
     if policy.name == "retry":
-        return _rerun(trace, policy, None, "retry_only")
+        return _rerun(trace, policy, _localize(trace, instance), "retry_only")
     u = _localize(trace, instance)
     if u is None:
         return _rerun(trace, policy, None, AMBIGUOUS)
@@ -246,6 +247,7 @@ def _plan(
         verdicts,
         _undo(trace, chosen),
         dropped,
+        _soft(trace, chosen),
     )
 
 
@@ -267,6 +269,8 @@ def _rerun(
         trace.failure,
         verdicts,
         _undo(trace, chosen),
+        (),
+        _soft(trace, chosen),
     )
 
 
@@ -276,4 +280,14 @@ def _undo(trace: Trace, steps: list[int]) -> tuple[Effect, ...]:
         e
         for s in sorted(steps, reverse=True)
         if (e := trace.steps[s].effect) is not None and e.status == "confirmed" and e.cls == "compensable"
+    )
+
+
+def _soft(trace: Trace, steps: list[int]) -> tuple[int, ...]:
+    """The confirmed effects among `steps` that are not undone first: asked for again as the
+    same act on the new branch, they replay instead of acting twice (a re-run never re-sends)."""
+    return tuple(
+        s
+        for s in steps
+        if (e := trace.steps[s].effect) is not None and e.status == "confirmed" and e.cls != "compensable"
     )

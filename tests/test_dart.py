@@ -1,0 +1,208 @@
+"""Semantic recovery (DART, seed 004) on the journal: the schedule commit-sensitive witness (T17)
+and the policies around it, asserted at the counterparties (the calendar's own tables, the SMTP
+server's messages), on SQLite and PostgreSQL, with crashes in the middle of a recovery."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dart_schedule as ds
+import pytest
+
+from daybook import (
+    ConfigError,
+    Daybook,
+    FailureSignal,
+    NonDeterminismError,
+    RecoveryPolicy,
+    RunFailed,
+)
+from daybook.recovery.signal import normalize
+
+CHILD = Path(__file__).parent / "dart_schedule.py"
+FINAL, SLOT1 = "FinalizeSchedule::final::0", "ResolveSlot::slot[1]::0"
+
+
+@pytest.fixture
+def sink() -> Iterator[ds.Sink]:
+    server = ds.Sink().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cal(tmp_path: Path) -> str:
+    path = str(tmp_path / "calendar.db")
+    ds.calendar(path)
+    ds.arm(path, "confirm")  # the producer's confirmation fails once, after its consumers committed
+    return path
+
+
+def _failed_run(book: Daybook, cal: str, sink: ds.Sink, run_id: str = "sched", **kw: bool) -> str:
+    with pytest.raises(RunFailed):
+        book.run(ds.schedule, cal, "127.0.0.1", sink.port, run_id=run_id, **kw)
+    assert book.get_run(run_id).status == "failed"
+    assert len(sink.messages) == 1  # the invitation went out before the producer failed
+    return run_id
+
+
+def test_dart_restores_the_failed_producer_at_its_commit_checkpoint_replaying_one_step(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink)
+    rec = book.recover(run)
+    assert (rec.action, rec.instance, rec.checkpoint, rec.reason) == (
+        "restore",
+        "ResolveSlot::slot[0]::0",
+        "commit@3",
+        "eligible",
+    )
+    assert (rec.replayed, rec.upstream, rec.preserved, rec.signal) == (1, 0, 5, "TOOL_ERROR")
+    assert rec.result["confirmed"] == "0@9" and book.get_run(run).status == "completed"
+    # At the counterparties: one invitation, one confirmation, under the branch's own key.
+    assert len(sink.messages) == 1
+    assert ds.rows(cal, "confirmed") == [(0, 9, f"{run}/22~r1")]
+    # The entry checkpoint was judged too, and refused for the two committed consumers.
+    entry = rec.verdicts[-1]
+    assert entry["reason"] == "committed_consumers_present" and entry["consumers"] == [FINAL, SLOT1]
+
+
+def test_without_a_commit_checkpoint_dart_refuses_for_the_committed_consumers(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink, commit=False)
+    rec = book.recover(run, dry_run=True)
+    assert (rec.action, rec.reason, rec.checkpoint) == ("rerun", "committed_consumers_present", None)
+    assert rec.verdicts[0]["consumers"] == [FINAL, SLOT1]
+    assert book.get_run(run).status == "failed"  # a dry run changes nothing
+
+
+def test_blocking_off_admits_the_entry_and_drops_both_consumers(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink, commit=False)
+    rec = book.recover(run, policy=RecoveryPolicy(blocking=False), dry_run=True)
+    assert (rec.action, rec.checkpoint, rec.dropped) == ("restore", "entry@1", [FINAL, SLOT1])
+
+
+def test_entry_only_restore_breaks_the_committed_schedule_and_is_stopped_by_the_journal(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink)
+    with ds.sqlite3.connect(cal) as db:  # the stale cache: slot[0]'s 9:00 is gone by now
+        db.execute("DELETE FROM free WHERE slot = 0 AND hour = 9")
+    with pytest.raises(NonDeterminismError, match="differ from the journal"):
+        book.recover(run, policy="entry")
+    # Re-entering slot[0] picked 10:00; slot[1] and the sent invitation stand on 9:00. The
+    # journal refuses to replay them on the new value: the run is parked, nothing more sent.
+    assert book.get_run(run).status == "needs_attention"
+    assert len(sink.messages) == 1 and ds.rows(cal, "confirmed") == []
+
+
+def test_whole_task_rerun_replays_the_sent_invitation_instead_of_sending_it_again(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink)
+    rec = book.recover(run, policy="retry")
+    assert (rec.action, rec.reason) == ("rerun", "retry_only")
+    assert (rec.replayed, rec.preserved) == (8, 0)  # 5 picks, the queued and sent mail, the confirmation
+    assert book.get_run(run).status == "completed"
+    assert len(sink.messages) == 1  # the rerun asked for the same message: replayed, not re-sent
+    assert len(ds.rows(cal, "confirmed")) == 1
+
+
+def test_a_compensable_effect_after_the_checkpoint_is_undone_once_then_made_again(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink, hold=True)
+    rec = book.recover(run)
+    assert rec.checkpoint == "commit@3" and rec.compensated == [f"{run}/22"]
+    holds = ds.rows(cal, "holds")
+    assert [(h[2], h[3]) for h in holds] == [(f"{run}/22", 1), (f"{run}/22~r1", 0)]
+    assert book.get_run(f"{run}~recover1").parent_run == run  # the undo's own journal
+
+
+def test_an_irreversible_effect_after_the_checkpoint_vetoes_it(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    with pytest.raises(RunFailed):
+        book.run(ds.schedule, cal, "127.0.0.1", sink.port, notify=True, run_id="notify")
+    rec = book.recover("notify", dry_run=True)
+    assert (rec.action, rec.reason) == ("rerun", "irreversible_effect_policy")
+    assert "email.send: irreversible" in rec.verdicts[0]["effects"][0]
+
+
+def test_an_ambiguous_instance_name_abstains_to_a_rerun(book: Daybook, cal: str, sink: ds.Sink) -> None:
+    run = _failed_run(book, cal, sink)
+    assert book.recover(run, instance="ResolveSlot", dry_run=True).reason == "ambiguous_instance"
+    named = book.recover(run, instance="ResolveSlot::slot[0]", dry_run=True)
+    assert named.instance == "ResolveSlot::slot[0]::0"  # an alias that matches one instance
+
+
+def test_recover_refuses_a_run_that_did_not_fail(book: Daybook, cal: str, sink: ds.Sink) -> None:
+    ds.arm(cal, "confirm", 0)
+    with ds.sqlite3.connect(cal) as db:
+        db.execute("DELETE FROM faults")
+    book.run(ds.schedule, cal, "127.0.0.1", sink.port, run_id="fine")
+    with pytest.raises(ConfigError, match="only a failed"):
+        book.recover("fine")
+    with pytest.raises(ConfigError, match="policy must be one of"):
+        RecoveryPolicy("sometimes")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (RuntimeError("calendar cache stale"), FailureSignal.TOOL_ERROR),
+        ({"type": "HTTPStatusError", "message": "Server error '500 Internal Server Error'"}, "TOOL_ERROR"),
+        (OSError("connection reset"), FailureSignal.TOOL_ERROR),
+        (TimeoutError("read"), FailureSignal.TIMEOUT),
+        ({"type": "ReadTimeout", "message": ""}, "TIMEOUT"),
+        ({"type": "RuntimeError", "message": "HTTP 504 from upstream"}, "TIMEOUT"),
+        (KeyError("hotel_id"), FailureSignal.MISSING_INPUT),
+        ({"type": "RuntimeError", "message": "missing required field 'date'"}, "MISSING_INPUT"),
+        (ValueError("not a slot"), FailureSignal.INVALID_OUTPUT),
+        ({"type": "JSONDecodeError", "message": "Expecting value"}, "INVALID_OUTPUT"),
+        (PermissionError("nope"), FailureSignal.DENIED),
+        ({"type": "RuntimeError", "message": "HTTP 403 Forbidden"}, "DENIED"),
+    ],
+)
+def test_raw_failures_normalize_to_one_signal_whatever_their_form(raw: object, expected: str) -> None:
+    assert normalize(raw) == expected  # type: ignore[arg-type]
+
+
+# -- crashes in the middle of a recovery -------------------------------------------------------
+
+
+def _child(db: str, cal: str, port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, str(CHILD), db, cal, "127.0.0.1", str(port), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "point",
+    ["--kill-before intent:1", "--kill-after intent:1", "--kill-after outcome:1", "--kill-after intent:2"],
+)
+def test_a_recovery_killed_anywhere_finishes_with_each_undo_and_act_once(
+    db_url: str, tmp_path: Path, sink: ds.Sink, point: str
+) -> None:
+    cal = str(tmp_path / "calendar.db")
+    ds.calendar(cal)
+    ds.arm(cal, "confirm")
+    start = _child(db_url, cal, sink.port, "start", "r")
+    assert json.loads(start.stdout.splitlines()[-1])["error"] == "RunFailed"
+    killed = _child(db_url, cal, sink.port, "recover", "r", "dart", *point.split())
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    done = _child(db_url, cal, sink.port, "recover", "r", "dart")
+    assert json.loads(done.stdout.splitlines()[-1])["result"]["confirmed"] == "0@9", done.stdout + done.stderr
+    # At the counterparties: the first hold released once, one new hold, one confirmation, one mail.
+    assert [(h[2], h[3]) for h in ds.rows(cal, "holds")] == [("r/22", 1), ("r/22~r1", 0)]
+    assert [c[2] for c in ds.rows(cal, "confirmed")] == ["r/23~r1"]
+    assert len(sink.messages) == 1
