@@ -45,6 +45,7 @@ from . import (
     entities,
     gates,
     lifecycle,
+    recovery,
     retention,
     runs,
     steering,
@@ -63,7 +64,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check, retention, dispatch, web,
+        entities, check, retention, dispatch, web, recovery,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

@@ -146,7 +146,7 @@ def _marker(
     checkpoint = kind if kind in ("entry", "commit", "exit") else None
     if checkpoint is not None:
         inst.checkpoints.append((checkpoint, n))
-    if kind in ("entry", "resume"):
+    if kind == "entry" or (kind == "resume" and iid not in stack):
         stack.append(iid)
     elif kind in ("exit", "leave", "fail") and iid in stack:
         stack.remove(iid)

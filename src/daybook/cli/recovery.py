@@ -1,0 +1,142 @@
+"""Semantic recovery from the command line: `daybook recover` (roll back the failed subtask
+instance of a run, or explain why not) and `daybook boundaries` (lint a reviewed boundary config)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import Daybook, DaybookError, Recovery, RecoveryPolicy, RunStatus
+from ..recovery import lint
+from ..recovery.select import POLICIES
+from . import render
+from .app import EXIT_ATTENTION, apps_option, by_option, fail, import_apps, json_out, say, with_book
+
+
+@click.command()
+@click.argument("run_id")
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    default="dart",
+    show_default=True,
+    help="dart: latest admissible checkpoint of the failed instance; entry: its entry checkpoint, "
+    "no checks; coarse: re-run from its entry onwards; retry: re-run the whole task.",
+)
+@click.option(
+    "--instance", default=None, help="The failed instance (Skeleton::entity::n), if the journal has none."
+)
+@click.option("--no-blocking", is_flag=True, help="Ablation: ignore committed consumers (unsafe; for study).")
+@click.option("--exits", is_flag=True, help="Also consider exit checkpoints.")
+@click.option(
+    "--joint", is_flag=True, help="Roll committed consumers back too when all they did can be undone."
+)
+@click.option("--explain", is_flag=True, help="Show every candidate checkpoint and the conditions it passes.")
+@click.option("--dry-run", is_flag=True, help="Decide and explain; change nothing.")
+@click.option(
+    "--submit", is_flag=True, help="Leave the restored run pending for a worker instead of running it here."
+)
+@apps_option("The module or script defining the run's workflow and tools (or $DAYBOOK_APP).")
+@by_option("recovers")
+@click.option("--json", "as_json", is_flag=True, help="The recovery as JSON.")
+@with_book
+def recover(
+    book: Daybook,
+    run_id: str,
+    policy: str,
+    instance: str | None,
+    no_blocking: bool,
+    exits: bool,
+    joint: bool,
+    explain: bool,
+    dry_run: bool,
+    submit: bool,
+    apps: tuple[str, ...],
+    by: str | None,
+    as_json: bool,
+) -> None:
+    """Recover a failed run by rolling back only its failed subtask instance (`ctx.subtask`) to
+    the latest checkpoint no committed consumer depends on and no irreversible effect lies after;
+    if there is none, re-run the whole task (confirmed effects replay, never re-fire)."""
+    import_apps(apps)
+    chosen = RecoveryPolicy(policy, blocking=not no_blocking, exits=exits, joint=joint)
+    try:
+        rec = book.recover(
+            run_id, policy=chosen, instance=instance, dry_run=dry_run, submit=submit, by=by, app=apps
+        )
+    except DaybookError as exc:
+        info = book.store.get_run(run_id)
+        if info is not None and info.status == RunStatus.NEEDS_ATTENTION:
+            fail(str(exc), EXIT_ATTENTION)
+        raise
+    if as_json:
+        json_out({**rec.as_dict(), "result": rec.result})
+        return
+    _say(rec, explain or dry_run)
+
+
+def _say(rec: Recovery, explain: bool) -> None:
+    where = f" at {rec.checkpoint}" if rec.checkpoint else ""
+    mode = "would " if rec.dry_run else ""
+    if rec.action == "restore":
+        say(f"{rec.run_id}: {mode}restore {rec.instance}{where} ({rec.policy}, signal {rec.signal})")
+    else:
+        say(f"{rec.run_id}: {mode}re-run the whole task ({rec.policy}: {rec.reason}, signal {rec.signal})")
+    say(
+        f"replays {rec.replayed} action(s), {rec.upstream} upstream; keeps {rec.preserved} committed "
+        f"instance(s); undoes {rec.compensated or 'nothing'}"
+    )
+    if rec.dropped:
+        say(f"committed consumers left standing on undone work: {', '.join(rec.dropped)}")
+    if explain and rec.verdicts:
+        rows = [
+            [
+                str(v["checkpoint"]),
+                _yes(v["in_scope"]),
+                _yes(v["no_committed_conflict"]),
+                _yes(v["effect_allowed"]),
+                str(v["reason"]),
+                ", ".join(map(str, v["consumers"] or v["effects"] or [])),
+            ]
+            for v in rec.verdicts
+        ]
+        say(
+            render.table(
+                ["checkpoint", "in scope", "no committed conflict", "effect allowed", "verdict", "why"], rows
+            )
+        )
+    if not rec.dry_run:
+        say(f"result: {rec.result!r}" if rec.result is not None else "the run is pending: a worker runs it")
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"
+
+
+@click.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="The findings as JSON.")
+def boundaries(config: str, as_json: bool) -> None:
+    """Lint a reviewed boundary config (JSON: transitions and skeletons): list the legal edges that
+    are not reviewed exits (legal is not recoverable) and reviewed exits that are not legal.
+    Exits 1 if any edge needs review."""
+    edges, skels = lint.load(config)
+    found = lint.lint(edges, skels)
+    open_edges = [f for f in found if f.verdict != "exit boundary"]
+    if as_json:
+        json_out(
+            {
+                "findings": [
+                    {"skeleton": f.skeleton, "edge": list(f.edge), "verdict": f.verdict} for f in found
+                ],
+                "summary": lint.summary(edges, skels),
+            }
+        )
+    else:
+        rows = [[f.skeleton, f"{f.edge[0]} -> {f.edge[1]}", f.verdict] for f in found]
+        say(render.table(["skeleton", "edge", "verdict"], rows))
+        say(f"{len(open_edges)} edge(s) need review")
+    if open_edges:
+        raise SystemExit(1)
+
+
+COMMANDS = (recover, boundaries)
