@@ -163,6 +163,30 @@ def schedule(
     return {"picked": picked, "confirmed": done}
 
 
+@daybook.workflow
+def booking(ctx: Context, cal: str) -> str:
+    """slot[0] (no commit checkpoint) is consumed by a room hold (compensable), then fails."""
+    with ctx.subtask(RESOLVE, "slot[0]"):
+        hour = ctx.decide("pick", pick_slot, cal, 0).value
+    with ctx.subtask(Skeleton("HoldRoom"), "room", reads=["slot[0]"]) as v:
+        ctx.effect(hold_room, cal=cal, slot=0, hour=hour)
+        v.exit()
+    with ctx.subtask(RESOLVE, "slot[0]") as u:
+        done: str = ctx.effect(confirm_slot, cal=cal, slot=0, hour=hour)
+        u.exit()
+    return done
+
+
+@daybook.workflow
+async def confirm_async(ctx: Context, cal: str) -> str:
+    async with ctx.subtask(RESOLVE, "slot[0]") as u:
+        hour = ctx.decide("pick", pick_slot, cal, 0).value
+        u.commit(**{"slot[0]": hour})
+        done: str = ctx.effect(confirm_slot, cal=cal, slot=0, hour=hour)
+        u.exit()
+    return done
+
+
 def main() -> None:
     db, cal, host, port, action, run_id = sys.argv[1:7]
     rest = sys.argv[7:]

@@ -4,7 +4,9 @@ server's messages), on SQLite and PostgreSQL, with crashes in the middle of a re
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from daybook import (
     Daybook,
     FailureSignal,
     NonDeterminismError,
+    Recovery,
     RecoveryPolicy,
     RunFailed,
 )
@@ -206,3 +209,72 @@ def test_a_recovery_killed_anywhere_finishes_with_each_undo_and_act_once(
     assert [(h[2], h[3]) for h in ds.rows(cal, "holds")] == [("r/22", 1), ("r/22~r1", 0)]
     assert [c[2] for c in ds.rows(cal, "confirmed")] == ["r/23~r1"]
     assert len(sink.messages) == 1
+
+
+def test_joint_rollback_undoes_a_committed_consumer_whose_effects_can_be_undone(
+    book: Daybook, cal: str
+) -> None:
+    with pytest.raises(RunFailed):
+        book.run(ds.booking, cal, run_id="book")
+    assert book.recover("book", dry_run=True).reason == "committed_consumers_present"
+    rec = book.recover("book", policy=RecoveryPolicy(joint=True))
+    assert (rec.action, rec.checkpoint, rec.compensated, rec.dropped) == (
+        "restore",
+        "entry@1",
+        ["book/5"],
+        [],
+    )
+    assert rec.result == "0@9"
+    assert [(h[2], h[3]) for h in ds.rows(cal, "holds")] == [("book/5", 1), ("book/5~r1", 0)]
+
+
+def test_an_async_workflow_recovers_at_its_commit_checkpoint(book: Daybook, cal: str) -> None:
+    with pytest.raises(RunFailed):
+        asyncio.run(book.run_async(ds.confirm_async, cal, run_id="async"))
+    rec = asyncio.run(_recover_async(book))
+    assert (rec.checkpoint, rec.replayed) == ("commit@3", 1)
+    assert book.get_run("async").status == "completed" and len(ds.rows(cal, "confirmed")) == 1
+
+
+async def _recover_async(book: Daybook) -> Recovery:
+    rec = book.recover("async", submit=True)
+    await book.resume_async("async")
+    return rec
+
+
+def test_daybook_recover_explains_each_checkpoint_then_restores(db_url: str, cal: str, sink: ds.Sink) -> None:
+    start = _child(db_url, cal, sink.port, "start", "cli")
+    assert json.loads(start.stdout.splitlines()[-1])["error"] == "RunFailed"
+    cmd = ["daybook", "recover", "cli", "--db", db_url, "--explain", "--app", str(CHILD)]
+    env = {**os.environ, "PYTHONPATH": str(CHILD.parent)}  # the script imports its neighbours
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "restore ResolveSlot::slot[0]::0 at commit@3" in out.stdout
+    assert "committed_consumers_present" in out.stdout  # the entry checkpoint's verdict
+    assert len(sink.messages) == 1 and len(ds.rows(cal, "confirmed")) == 1
+
+
+def test_daybook_boundaries_flags_a_legal_edge_that_is_not_a_reviewed_exit(tmp_path: Path) -> None:
+    config = {
+        "transitions": [
+            ["WAITING_QUERY_REFINEMENT", "STOP_READY"],
+            ["WAITING_POI_SELECTION", "STOP_READY"],
+            ["SEARCHING", "WAITING_POI_SELECTION"],
+        ],
+        "skeletons": [
+            {
+                "name": "ResolveStop",
+                "states": ["SEARCHING", "WAITING_POI_SELECTION", "WAITING_QUERY_REFINEMENT"],
+                "exits": [["WAITING_QUERY_REFINEMENT", "STOP_READY"]],
+            }
+        ],
+    }
+    path = tmp_path / "boundaries.json"
+    path.write_text(json.dumps(config))
+    out = subprocess.run(["daybook", "boundaries", str(path), "--json"], capture_output=True, text=True)
+    assert out.returncode == 1
+    verdicts = {tuple(f["edge"]): f["verdict"] for f in json.loads(out.stdout)["findings"]}
+    assert verdicts == {
+        ("WAITING_QUERY_REFINEMENT", "STOP_READY"): "exit boundary",
+        ("WAITING_POI_SELECTION", "STOP_READY"): "legal, not a reviewed exit",
+    }
