@@ -97,7 +97,7 @@ def pick_slot(cal: str, slot: int, after: int | None = None) -> int:
 
 
 @daybook.tool(idempotent=True, irreversible=False)
-def confirm_slot(*, cal: str, slot: int, hour: int, idempotency_key: str) -> str:
+def sched_confirm_slot(*, cal: str, slot: int, hour: int, idempotency_key: str) -> str:
     with sqlite3.connect(cal) as db:
         if _fault(db, "confirm"):
             db.commit()
@@ -111,11 +111,11 @@ def _release_hold(*, original: dict[str, Any], result: Any, idempotency_key: str
         db.execute("UPDATE holds SET released = 1 WHERE key = ?", (result,))
 
 
-release_hold = daybook.tool(idempotent=True, irreversible=False)(_release_hold)
+sched_release_hold = daybook.tool(idempotent=True, irreversible=False)(_release_hold)
 
 
-@daybook.tool(idempotent=True, inverse=release_hold)
-def hold_room(*, cal: str, slot: int, hour: int, idempotency_key: str) -> str:
+@daybook.tool(idempotent=True, inverse=sched_release_hold)
+def sched_hold_room(*, cal: str, slot: int, hour: int, idempotency_key: str) -> str:
     with sqlite3.connect(cal) as db:
         db.execute("INSERT INTO holds (slot, hour, key) VALUES (?, ?, ?)", (slot, hour, idempotency_key))
     return idempotency_key
@@ -153,12 +153,12 @@ def schedule(
         fin.exit(schedule=picked)
     with ctx.subtask(RESOLVE, "slot[0]") as u0:
         if hold:
-            ctx.effect(hold_room, cal=cal, slot=0, hour=picked["slot[0]"])
+            ctx.effect(sched_hold_room, cal=cal, slot=0, hour=picked["slot[0]"])
         if notify:
             rooms = Outbox(host, port, SENDER)
             rooms.queue(ctx, "rooms@example.test", "Room", "slot[0]")
             rooms.release(ctx)
-        done = ctx.effect(confirm_slot, cal=cal, slot=0, hour=picked["slot[0]"])
+        done = ctx.effect(sched_confirm_slot, cal=cal, slot=0, hour=picked["slot[0]"])
         u0.exit()
     return {"picked": picked, "confirmed": done}
 
@@ -169,10 +169,10 @@ def booking(ctx: Context, cal: str) -> str:
     with ctx.subtask(RESOLVE, "slot[0]"):
         hour = ctx.decide("pick", pick_slot, cal, 0).value
     with ctx.subtask(Skeleton("HoldRoom"), "room", reads=["slot[0]"]) as v:
-        ctx.effect(hold_room, cal=cal, slot=0, hour=hour)
+        ctx.effect(sched_hold_room, cal=cal, slot=0, hour=hour)
         v.exit()
     with ctx.subtask(RESOLVE, "slot[0]") as u:
-        done: str = ctx.effect(confirm_slot, cal=cal, slot=0, hour=hour)
+        done: str = ctx.effect(sched_confirm_slot, cal=cal, slot=0, hour=hour)
         u.exit()
     return done
 
@@ -182,7 +182,7 @@ async def confirm_async(ctx: Context, cal: str) -> str:
     async with ctx.subtask(RESOLVE, "slot[0]") as u:
         hour = ctx.decide("pick", pick_slot, cal, 0).value
         u.commit(**{"slot[0]": hour})
-        done: str = ctx.effect(confirm_slot, cal=cal, slot=0, hour=hour)
+        done: str = ctx.effect(sched_confirm_slot, cal=cal, slot=0, hour=hour)
         u.exit()
     return done
 
