@@ -278,3 +278,11 @@ def test_daybook_boundaries_flags_a_legal_edge_that_is_not_a_reviewed_exit(tmp_p
         ("WAITING_QUERY_REFINEMENT", "STOP_READY"): "exit boundary",
         ("WAITING_POI_SELECTION", "STOP_READY"): "legal, not a reviewed exit",
     }
+
+
+def test_a_fork_of_a_recovered_run_shares_its_current_branch(book: Daybook, cal: str, sink: ds.Sink) -> None:
+    run = _failed_run(book, cal, sink)
+    book.recover(run)
+    fork_id, _ = book.fork(run, 22, confirm=True)
+    assert book.resume(fork_id)["confirmed"] == "0@9"  # step 22 as recovered, not as it failed
+    assert len(sink.messages) == 1 and len(ds.rows(cal, "confirmed")) == 1

@@ -285,6 +285,24 @@ class Execution:
             )
 
 
+def current_rows(events: list[Event]) -> list[Event]:
+    """A journal without the rows a journal branch superseded (what `Execution` replays): for a
+    fork sharing a recovered run's prefix. A soft step keeps its rows unless the re-run wrote
+    new ones for it."""
+    branches = [
+        (at, ev) for at, ev in enumerate(events) if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede")
+    ]
+    dropped: set[tuple[int, int]] = set()  # (step, seq) pairs no longer current
+    for at, ev in branches:
+        later = {e.step for e in events[at + 1 :] if e.step is not None}
+        kept = {int(s) for s in ev.data.get("soft") or ()} - later
+        steps = {int(s) for s in ev.data["supersede"]} - kept
+        dropped.update((e.step, e.seq) for e in events[:at] if e.step in steps)
+    if not dropped:
+        return events
+    return [ev for ev in events if ev.step is None or (ev.step, ev.seq) not in dropped]
+
+
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
     try:
         return fingerprint(value, "", check)

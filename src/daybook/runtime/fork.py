@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, RunNotFound
+from ..journal.execution import current_rows
 from ..journal.tool import lookup as lookup_tool
 from ..records import JSON, Event, Kind, RunInfo, RunStatus, check_json, check_text, settles
 from ..store import Store
@@ -31,7 +32,9 @@ def expand(store: Store, events: list[Event]) -> list[Event]:
     if not events or events[0].kind != Kind.RUN_STARTED or FORK_OF not in events[0].data:
         return events
     parent, at = str(events[0].data[FORK_OF]), int(events[0].data["at"])
-    shared = [ev for ev in expand(store, store.load(parent)) if ev.step is not None and ev.step <= at]
+    # The parent's current branch only: rows a semantic recovery superseded are history.
+    parent_rows = current_rows(expand(store, store.load(parent)))
+    shared = [ev for ev in parent_rows if ev.step is not None and ev.step <= at]
     return shared + events
 
 
