@@ -163,6 +163,10 @@ def schedule(
     return {"picked": picked, "confirmed": done}
 
 
+# The same workflow, recovering by itself when it fails (`@workflow(recover=...)`).
+schedule_auto = daybook.workflow(schedule.fn, name="schedule_auto", recover="dart")
+
+
 @daybook.workflow
 def booking(ctx: Context, cal: str) -> str:
     """slot[0] (no commit checkpoint) is consumed by a room hold (compensable), then fails."""

@@ -148,7 +148,6 @@ def test_an_ambiguous_instance_name_abstains_to_a_rerun(book: Daybook, cal: str,
 
 
 def test_recover_refuses_a_run_that_did_not_fail(book: Daybook, cal: str, sink: ds.Sink) -> None:
-    ds.arm(cal, "confirm", 0)
     with ds.sqlite3.connect(cal) as db:
         db.execute("DELETE FROM faults")
     book.run(ds.schedule, cal, "127.0.0.1", sink.port, run_id="fine")
@@ -286,3 +285,22 @@ def test_a_fork_of_a_recovered_run_shares_its_current_branch(book: Daybook, cal:
     fork_id, _ = book.fork(run, 22, confirm=True)
     assert book.resume(fork_id)["confirmed"] == "0@9"  # step 22 as recovered, not as it failed
     assert len(sink.messages) == 1 and len(ds.rows(cal, "confirmed")) == 1
+
+
+def test_a_workflow_with_recover_restores_itself_in_the_process_that_failed(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    out = book.run(ds.schedule_auto, cal, "127.0.0.1", sink.port, run_id="auto")
+    assert out["confirmed"] == "0@9" and book.get_run("auto").status == "completed"
+    assert len(sink.messages) == 1 and len(ds.rows(cal, "confirmed")) == 1
+    branches = [e.data["recovery"] for e in book.journal("auto") if e.name == "recover"]
+    assert [(b["checkpoint"], b["replayed"], b["auto"]) for b in branches] == [("commit@3", 1, True)]
+
+
+def test_a_workflow_recovers_at_most_its_limit_then_fails(book: Daybook, cal: str, sink: ds.Sink) -> None:
+    with ds.sqlite3.connect(cal) as db:  # the confirmation keeps failing
+        db.execute("UPDATE faults SET remaining = 10")
+    with pytest.raises(RunFailed):
+        book.run(ds.schedule_auto, cal, "127.0.0.1", sink.port, run_id="limit")
+    assert sum(1 for e in book.journal("limit") if e.name == "recover") == 3
+    assert ds.rows(cal, "confirmed") == [] and len(sink.messages) == 1

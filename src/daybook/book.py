@@ -33,6 +33,7 @@ from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
+from .recovery.restore import auto as auto_recover
 from .runtime import inbox, operator
 from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
@@ -114,6 +115,9 @@ class Daybook(DispatchMethods, RecoveryMethods):
             strict=strict,
             context=Context,
             park=on_error == "park",
+        )
+        self._runner.recover = lambda exe, wf, exc: auto_recover(
+            exe, str(wf.recover), wf.recoveries, exc, Context
         )
 
     # Settings live in the runner, which reads them on every use: changing one on the handle

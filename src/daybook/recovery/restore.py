@@ -114,6 +114,33 @@ def recover(
     return report
 
 
+def auto(
+    exe: Execution, policy: str, limit: int, exc: Exception, context: Callable[[Execution], Any]
+) -> bool:
+    """A workflow's own recovery (`@workflow(recover=...)`), in the process that saw `exc` and
+    holds the run: plan as `recover` does, undo what the plan undoes, then journal the branch
+    with this execution (the runner re-runs it). False (the run fails as usual) past `limit`
+    recoveries of this run, or when the failure is not inside a subtask."""
+    store, run_id = exe.store, exe.run_id
+    own = store.load(run_id)
+    done = sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and (ev.data.get("recovery") or {}).get("auto"))
+    if done >= limit:
+        return False
+    info = store.get_run(run_id)
+    view = Execution(store, run_id, expand(store, own), None, read_only=True)
+    raw = getattr(exc, "error", None)
+    error = raw if isinstance(raw, dict) else {"type": type(exc).__name__, "message": str(exc)}
+    plan = select(lift(view.steps, error), RecoveryPolicy(policy))
+    if info is None or plan.failure is None or plan.instance is None:
+        return False
+    branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+    undone = _compensate(store, info, plan, branch, context)
+    report = {**_report(run_id, plan, branch, False).as_dict(), "compensated": undone, "auto": True}
+    data = {"by": "auto", "from": info.status, "supersede": list(plan.supersede), "soft": list(plan.soft)}
+    exe.append(Kind.RUN_RETRIED, None, "recover", data={**data, "branch": branch, "recovery": report})
+    return True
+
+
 def _report(run_id: str, plan: Plan, branch: int, dry_run: bool) -> Recovery:
     checkpoint = f"{plan.checkpoint[0]}@{plan.checkpoint[1]}" if plan.checkpoint else None
     verdicts: list[dict[str, JSON]] = [

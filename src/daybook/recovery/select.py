@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..runtime.workflow import RECOVER_POLICIES
 from .signal import FailureEvent
 from .trace import Effect, Instance, Trace, touches
 
-POLICIES = ("dart", "entry", "coarse", "retry")
+POLICIES = RECOVER_POLICIES
 ELIGIBLE = "eligible"
 CONSUMERS = "committed_consumers_present"
 EFFECT = "irreversible_effect_policy"

@@ -55,6 +55,9 @@ class Runner:
         self.context = context
         # An exception the workflow did not raise on purpose parks the run (`finish.fail`).
         self.park_bugs = park
+        # A workflow with `recover=` hands a failure to this (semantic recovery, set by the
+        # facade: this layer cannot import it); True means the journal now holds a branch to run.
+        self.recover: Callable[[Execution, Workflow[Any], Exception], bool] | None = None
 
     def close(self) -> None:
         self.claims.close()
@@ -190,6 +193,10 @@ class Runner:
                     break
                 except Rerun:
                     exe = self._again(exe)
+                except Exception as exc:
+                    if not self._recovered(exe, wf, exc):
+                        raise
+                    exe = self._again(exe)
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
@@ -207,11 +214,23 @@ class Runner:
                     break
                 except Rerun:
                     exe = self._again(exe)
+                except Exception as exc:
+                    if not self._recovered(exe, wf, exc):
+                        raise
+                    exe = self._again(exe)
         except ContinueAsNew as cont:
             return Next(close_segment(self.claims, exe, wf, cont))
         except BaseException as exc:
             raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
+
+    def _recovered(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
+        return (
+            wf.recover is not None
+            and self.recover is not None
+            and not exe.read_only
+            and self.recover(exe, wf, exc)
+        )
 
     def _again(self, exe: Execution) -> Execution:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""

@@ -34,6 +34,10 @@ class Workflow(Generic[R]):
     fail_on: tuple[type[BaseException], ...] = ()
     # Seconds from the run's creation after which it fails with `TimedOut` (None: no limit).
     timeout: float | None = None
+    # Semantic recovery on failure, in the process that saw it (`daybook.recovery`): the policy
+    # ("dart", "entry", "coarse", "retry"; None: off) and how many times per run.
+    recover: str | None = None
+    recoveries: int = 3
 
     @property
     def is_async(self) -> bool:
@@ -60,13 +64,30 @@ def _ref_of(fn: Callable[..., Any]) -> str:
 FailOn = tuple[type[BaseException], ...]
 
 
+# The recovery policies a workflow may name (`daybook.recovery.select` builds them).
+RECOVER_POLICIES = ("dart", "entry", "coarse", "retry")
+
+
+def _check_recover(recover: str | None, recoveries: int) -> None:
+    if recover is not None and recover not in RECOVER_POLICIES:
+        raise ConfigError(f"workflow recover={recover!r}: use one of {', '.join(RECOVER_POLICIES)}, or None")
+    if isinstance(recoveries, bool) or not isinstance(recoveries, int) or recoveries < 1:
+        raise ConfigError(f"workflow recoveries={recoveries!r}: use a whole number >= 1")
+
+
 @overload
 def workflow(fn: Callable[..., R], /) -> Workflow[R]: ...
 
 
 @overload
 def workflow(
-    *, name: str | None = None, version: str = "", fail_on: FailOn = (), timeout: float | None = None
+    *,
+    name: str | None = None,
+    version: str = "",
+    fail_on: FailOn = (),
+    timeout: float | None = None,
+    recover: str | None = None,
+    recoveries: int = 3,
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -79,6 +100,8 @@ def workflow(
     version: str = "",
     fail_on: FailOn = (),
     timeout: float | None = None,
+    recover: str | None = None,
+    recoveries: int = 3,
 ) -> Workflow[R]: ...
 
 
@@ -90,13 +113,18 @@ def workflow(
     version: str = "",
     fail_on: FailOn = (),
     timeout: float | None = None,
+    recover: str | None = None,
+    recoveries: int = 3,
 ) -> Any:
     """Register a workflow so any process can resume its runs. Use bare or with `name=`;
     `version` labels the code a run starts on (shown by `daybook versions`); `fail_on` lists
     exceptions the workflow raises on purpose, which end a run as `failed` (any other exception
     parks it as `needs_attention`, to be retried after a fix); `timeout` is the run's execution
     timeout in seconds from its creation: past it the run fails with `TimedOut` at its next step
-    (a suspended run is woken for it)."""
+    (a suspended run is woken for it); `recover` ("dart", "entry", "coarse" or "retry") makes a
+    failure inside a `ctx.subtask` recover at once, in this process, as `book.recover` would,
+    up to `recoveries` times per run."""
+    _check_recover(recover, recoveries)
     if timeout is not None and not 0 < timeout < float("inf"):
         raise ConfigError(f"workflow timeout={timeout!r}: use seconds > 0, or None for no limit")
     if not isinstance(fail_on, tuple) or not all(
@@ -106,7 +134,14 @@ def workflow(
 
     def wrap(f: Callable[..., R]) -> Workflow[R]:
         wf = Workflow(
-            fn=f, name=name or f.__name__, ref=_ref_of(f), version=version, fail_on=fail_on, timeout=timeout
+            fn=f,
+            name=name or f.__name__,
+            ref=_ref_of(f),
+            version=version,
+            fail_on=fail_on,
+            timeout=timeout,
+            recover=recover,
+            recoveries=recoveries,
         )
         _REGISTRY[wf.name] = wf
         return wf
