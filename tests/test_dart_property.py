@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import daybook
 from daybook import Event, Kind, RecoveryPolicy
-from daybook.recovery.select import judge
+from daybook.recovery.select import judge, select
 from daybook.recovery.trace import Trace, lift
 
 
@@ -158,3 +158,18 @@ def test_the_oracle_catches_unsafe_admissions_when_blocking_is_off() -> None:
     ]
     assert verdicts(program, set(), blocking=False)[0] is True  # the entry: admitted, unsafe
     assert not any(verdicts(program, set(), blocking=True))
+
+
+def test_no_policy_re_runs_an_effect_whose_outcome_is_unknown() -> None:
+    program = [
+        (0, "act", set(), "prop_bufferable", "confirmed"),
+        (0, "effect", set(), "prop_compensable", "unknown"),
+        (0, "act", set(), "prop_bufferable", "confirmed"),
+    ]
+    w, u = build(program, set())
+    trace = lift(w.steps)
+    for name in ("dart", "entry", "coarse", "retry"):
+        plan = select(trace, RecoveryPolicy(name), u)
+        assert plan.unsettled == (3,), name  # the recovery refuses until it is resolved
+    verdict = judge(trace, trace.instances[u], "entry", 1, RecoveryPolicy())
+    assert not verdict.effect_allowed and "not settled" in verdict.blocking_effects[0]

@@ -102,6 +102,11 @@ def recover(
     report = _report(run_id, plan, branch, dry_run)
     if dry_run:
         return report
+    if plan.unsettled:
+        raise ConfigError(
+            f"run {run_id!r}: the {plan.action} would run again effects whose outcome is unknown "
+            f"(steps {list(plan.unsettled)}); settle them first (`daybook unknowns`, `daybook resolve`)"
+        )
     undone = _compensate(store, info, plan, branch, context)
     report = dataclasses.replace(report, compensated=undone)
     extra: dict[str, Any] = {
@@ -131,7 +136,7 @@ def auto(
     raw = getattr(exc, "error", None)
     error = raw if isinstance(raw, dict) else {"type": type(exc).__name__, "message": str(exc)}
     plan = select(lift(view.steps, error), RecoveryPolicy(policy))
-    if info is None or plan.failure is None or plan.instance is None:
+    if info is None or plan.failure is None or plan.instance is None or plan.unsettled:
         return False
     branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
     undone = _compensate(store, info, plan, branch, context)

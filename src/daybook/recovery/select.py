@@ -94,6 +94,9 @@ class Plan:
     compensate: tuple[Effect, ...] = ()
     dropped: tuple[str, ...] = field(default=())
     soft: tuple[int, ...] = ()  # confirmed effects not undone: replayed if asked for the same
+    # Superseded effects with no settled outcome: nobody knows if they happened, so no policy may
+    # run them again until they are resolved.
+    unsettled: tuple[int, ...] = ()
 
 
 def select(trace: Trace, policy: RecoveryPolicy, instance: str | None = None) -> Plan:
@@ -249,6 +252,7 @@ def _plan(
         _undo(trace, chosen),
         dropped,
         _soft(trace, chosen),
+        _unsettled(trace, chosen),
     )
 
 
@@ -272,6 +276,7 @@ def _rerun(
         _undo(trace, chosen),
         (),
         _soft(trace, chosen),
+        _unsettled(trace, chosen),
     )
 
 
@@ -291,4 +296,12 @@ def _soft(trace: Trace, steps: list[int]) -> tuple[int, ...]:
         s
         for s in steps
         if (e := trace.steps[s].effect) is not None and e.status == "confirmed" and e.cls != "compensable"
+    )
+
+
+def _unsettled(trace: Trace, steps: list[int]) -> tuple[int, ...]:
+    return tuple(
+        s
+        for s in steps
+        if (e := trace.steps[s].effect) is not None and e.status not in ("confirmed", "failed")
     )
