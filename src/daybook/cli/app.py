@@ -100,6 +100,19 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
+@contextlib.contextmanager
+def parked_exit(book: Daybook, run_id: str) -> Iterator[None]:
+    """A run this command ran that ended parked (`needs_attention`) exits with EXIT_ATTENTION,
+    saying why; any other error goes on as usual."""
+    try:
+        yield
+    except DaybookError as exc:
+        info = book.store.get_run(run_id)
+        if info is not None and info.status == "needs_attention":
+            fail(str(exc), EXIT_ATTENTION)
+        raise
+
+
 _TAKES_VALUE = {"--raise", "--payload", "--confirmed", "--failed", "--app", "--sweep", "--day", "--by"}
 _HINT = re.compile(r"`(daybook [^`]*)`")
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import click
 
-from .. import Daybook, DaybookError, RunStatus
+from .. import Daybook, RunStatus
 from .app import (
-    EXIT_ATTENTION,
     apps_option,
     by_option,
-    fail,
     import_apps,
     json_out,
+    parked_exit,
     resume_hint,
     say,
     with_book,
@@ -38,13 +37,8 @@ def retry(book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, sub
     runs again. Journaled with who asked. Prints the result as JSON (or, with --submit, that
     the run is due for a worker)."""
     import_apps(apps)
-    try:
+    with parked_exit(book, run_id):
         result = book.retry(run_id, by=by, app=apps, submit=submit)
-    except DaybookError as exc:
-        info = book.store.get_run(run_id)
-        if info is not None and info.status == RunStatus.NEEDS_ATTENTION:
-            fail(str(exc), EXIT_ATTENTION)
-        raise
     if submit:
         say(f"run {run_id} is due again: a worker (`daybook worker`) picks it up")
         return

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import click
 
-from .. import Daybook, DaybookError, Recovery, RecoveryPolicy, RunStatus
+from .. import Daybook, Recovery, RecoveryPolicy
 from ..recovery import lint
 from ..recovery.select import POLICIES
 from . import render
-from .app import EXIT_ATTENTION, apps_option, by_option, fail, import_apps, json_out, say, with_book
+from .app import apps_option, by_option, import_apps, json_out, parked_exit, say, with_book
 
 
 @click.command()
@@ -59,15 +59,10 @@ def recover(
     if there is none, re-run the whole task (confirmed effects replay, never re-fire)."""
     import_apps(apps)
     chosen = RecoveryPolicy(policy, blocking=not no_blocking, exits=exits, joint=joint)
-    try:
+    with parked_exit(book, run_id):
         rec = book.recover(
             run_id, policy=chosen, instance=instance, dry_run=dry_run, submit=submit, by=by, app=apps
         )
-    except DaybookError as exc:
-        info = book.store.get_run(run_id)
-        if info is not None and info.status == RunStatus.NEEDS_ATTENTION:
-            fail(str(exc), EXIT_ATTENTION)
-        raise
     if as_json:
         json_out({**rec.as_dict(), "result": rec.result})
         return

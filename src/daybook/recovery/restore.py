@@ -24,7 +24,7 @@ from ..journal.execution import Execution
 from ..journal.tool import lookup as lookup_tool
 from ..records import JSON, Event, Kind, RunInfo, RunStatus
 from ..runtime import operator
-from ..runtime.fork import expand
+from ..runtime.fork import derived_header, expand
 from ..store import Store
 from .select import Plan, RecoveryPolicy, select
 from .trace import lift
@@ -230,23 +230,8 @@ def _results(events: list[Event]) -> dict[str, JSON]:
 
 def _header(info: RunInfo, rid: str) -> tuple[RunInfo, Event]:
     now = time.time()
-    header = dataclasses.replace(
-        info,
-        run_id=rid,
-        workflow=WORKFLOW,
-        status=RunStatus.COMPLETED.value,
-        input={"recovers": info.run_id},
-        result=None,
-        error=None,
-        created_at=now,
-        updated_at=now,
-        lease_owner=None,
-        lease_expires=None,
-        wake_at=None,
-        queue=None,
-        partition=None,
-        parent_run=info.run_id,
-    )
+    more = {"workflow": WORKFLOW, "queue": None, "partition": None, "parent_run": info.run_id}
+    header = derived_header(info, rid, RunStatus.COMPLETED, {"recovers": info.run_id}, now, **more)
     first = Event(
         run_id=rid, seq=1, kind=Kind.RUN_STARTED.value, name=WORKFLOW, data={"recovers": info.run_id}, at=now
     )

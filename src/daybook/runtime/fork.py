@@ -118,14 +118,15 @@ def _effect_class(tool: Any) -> str:
     return "compensable" if tool.inverse is not None else "no inverse"
 
 
-def _header(
-    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str
-) -> tuple[RunInfo, Event]:
-    now = time.time()
-    header = dataclasses.replace(
+def derived_header(
+    info: RunInfo, run_id: str, status: RunStatus, run_input: JSON, now: float, **more: Any
+) -> RunInfo:
+    """The header of a new run made from `info` (a fork, a recovery run): its own id, status and
+    input, no result, error, lease or timer of the original's; `more` sets other fields."""
+    return dataclasses.replace(
         info,
-        run_id=fork_id,
-        status=RunStatus.PENDING.value,
+        run_id=run_id,
+        status=status.value,
         input=run_input,
         result=None,
         error=None,
@@ -134,7 +135,15 @@ def _header(
         lease_owner=None,
         lease_expires=None,
         wake_at=None,
+        **more,
     )
+
+
+def _header(
+    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str
+) -> tuple[RunInfo, Event]:
+    now = time.time()
+    header = derived_header(info, fork_id, RunStatus.PENDING, run_input, now)
     data: dict[str, JSON] = {"input": run_input, "ref": info.ref, "by": by, FORK_OF: info.run_id, "at": at}
     first = Event(run_id=fork_id, seq=1, kind=Kind.RUN_STARTED.value, name=info.workflow, data=data, at=now)
     return header, first
