@@ -49,6 +49,7 @@ from .errors import (
     StoreUnavailable,
     Suspended,
     TimedOut,
+    TransactionAbandoned,
     UpdateTimeout,
     WorkflowFailed,
 )
@@ -160,6 +161,7 @@ __all__ = [
     "TimedOut",
     "Tool",
     "Transaction",
+    "TransactionAbandoned",
     "TransientError",
     "TxResult",
     "UpdateTimeout",

@@ -81,14 +81,20 @@ class Execution:
         self.id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
         self.paused_at: float | None = None
+        # The transaction the run left open on purpose, if its steps end there (a `tx_left`
+        # row with no step after it): the next execution goes on with it rather than abort it.
+        self.left_tx: str | None = None
         for ev in events:
             if ev.step is not None:
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != run_id:
                     self.id_owner[ev.step] = ev.run_id
                 self.paused_at = None
+                self.left_tx = None
             elif ev.kind == Kind.RUN_PAUSED:
                 self.paused_at = ev.at
+            elif ev.kind == Kind.TX_LEFT:
+                self.left_tx = str(ev.data.get("tx_id"))
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -114,6 +120,9 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
+        # Called once, at the first step this execution takes live (past the journal's end): a
+        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        self.on_live: Callable[[], None] | None = None
         for ev in events:
             if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
                 if ev.data.get("inbox_id") is not None:
@@ -187,6 +196,9 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
+        if step > self.recorded_steps and self.on_live is not None:
+            hook, self.on_live = self.on_live, None
+            hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(
                 f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "
