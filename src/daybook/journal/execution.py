@@ -123,6 +123,12 @@ class Execution:
         # Called once, at the first step this execution takes live (past the journal's end): a
         # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
         self.on_live: Callable[[], None] | None = None
+        # The release policy for an irreversible `ctx.effect` outside any transaction (the
+        # `Daybook(gate_irreversible=)` option): False, True (any approver) or approvers' names;
+        # and the decisions whose gate a person approved in this execution (an act made under
+        # one of them was approved already: the agent loop's gate is not asked twice).
+        self.gate_irreversible: bool | tuple[str, ...] = False
+        self.approved: set[str] = set()
         for ev in events:
             if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
                 if ev.data.get("inbox_id") is not None:
