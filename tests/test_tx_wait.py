@@ -86,3 +86,50 @@ def test_a_run_suspended_inside_a_transaction_goes_on_with_it_when_resumed(
         assert other.resume("s1", wait=10) == 1  # the same attempt: not aborted
         assert [t["status"] for t in other.transactions("s1")] == ["committed"]
     assert Path(tmp_path, "g").read_text() == "y"
+
+
+@daybook.tool(idempotent=True, irreversible=False)
+def unbook(*, original: dict[str, Any], result: Any, idempotency_key: str) -> None:
+    Path(original["root"], "booked").unlink()
+
+
+@daybook.tool(idempotent=True, irreversible=False, inverse=unbook)
+def book_it(*, root: str, idempotency_key: str) -> str:
+    Path(root, "booked").write_text(idempotency_key)
+    return "booked"
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt  # the process goes away mid-body: nothing on purpose is journaled
+
+
+@daybook.workflow(name="tx_wait_abandoned")
+def abandoned(ctx: daybook.Context, root: str, retries: int) -> int:
+    with ctx.transaction(scopes=[f"fs:{root}/**"], retries=retries) as tx:
+        ctx.effect(book_it, root=root)
+        ctx.effect(put, root=root, name="page", text="staged")
+        if tx.attempt == 1:
+            ctx.decide("interrupt", _interrupt)
+    return tx.attempt
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_an_attempt_left_open_without_tx_left_is_aborted_by_the_next_execution(
+    db_url: str, tmp_path: Path, retries: int
+) -> None:
+    with Daybook(db_url) as first, pytest.raises(KeyboardInterrupt):
+        first.run(abandoned, str(tmp_path), retries, run_id="a1")
+    assert (tmp_path / "booked").exists() and not (tmp_path / "page").exists()
+    with Daybook(db_url) as book:
+        if retries == 0:
+            with pytest.raises(daybook.RunParked, match="TransactionAbandoned"):
+                book.resume("a1", wait=10)
+            assert not (tmp_path / "booked").exists()  # undone by its inverse, once
+            assert not (tmp_path / "page").exists()  # staged, never published
+            assert [t["status"] for t in book.transactions("a1")] == ["aborted"]
+        else:
+            assert book.resume("a1", wait=10) == 2
+            assert (tmp_path / "page").read_text() == "staged"
+            assert (tmp_path / "booked").exists()  # booked again by the retry, which stands
+            assert [t["status"] for t in book.transactions("a1")] == ["aborted", "committed"]
+        assert book.frontiers() == []
