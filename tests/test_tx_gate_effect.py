@@ -4,6 +4,7 @@ file the tool appends to); the agent loop's own gate is not asked twice; the def
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,9 @@ def declined(ctx: daybook.Context, root: str) -> str:
         return "not sent"
 
 
-def test_by_default_an_irreversible_effect_outside_a_transaction_runs_at_once(db_url: str, tmp_path: Path) -> None:
+def test_by_default_an_irreversible_effect_outside_a_transaction_runs_at_once(
+    db_url: str, tmp_path: Path
+) -> None:
     with Daybook(db_url) as book:
         assert book.run(plain, str(tmp_path), run_id="p1") == "hello"
         assert book.approvals() == []
@@ -45,7 +48,9 @@ def test_by_default_an_irreversible_effect_outside_a_transaction_runs_at_once(db
 
 
 @pytest.mark.parametrize("verdict", ["approve", "deny"])
-def test_with_gate_irreversible_the_effect_waits_for_an_approver(db_url: str, tmp_path: Path, verdict: str) -> None:
+def test_with_gate_irreversible_the_effect_waits_for_an_approver(
+    db_url: str, tmp_path: Path, verdict: str
+) -> None:
     with Daybook(db_url, inline_wait=0.05, gate_irreversible=["oncall"]) as book:
         token = book.add_approver("oncall")
         with pytest.raises(daybook.Suspended, match="verdict"):
@@ -62,12 +67,9 @@ def test_with_gate_irreversible_the_effect_waits_for_an_approver(db_url: str, tm
 
 
 def test_the_agent_loops_gate_is_not_asked_twice(db_url: str, tmp_path: Path) -> None:
+    act = json.dumps({"tool": "announce", "args": {"root": str(tmp_path), "text": "hi"}})
     loop = daybook.AgentLoop(
-        llm=daybook.ScriptedLLM(
-            lambda p: '{"tool": "announce", "args": {"root": "%s", "text": "hi"}}' % tmp_path
-            if "steps=0" in p
-            else '{"tool": "stop"}'
-        ),
+        llm=daybook.ScriptedLLM(lambda p: act if "steps=0" in p else '{"tool": "stop"}'),
         tools={"announce": announce},
         observe=lambda: {},
         prompt=lambda goal, obs, history: f"steps={len(history)}",
