@@ -84,17 +84,7 @@ class Execution:
         # The transaction the run left open on purpose, if its steps end there (a `tx_left`
         # row with no step after it): the next execution goes on with it rather than abort it.
         self.left_tx: str | None = None
-        for ev in events:
-            if ev.step is not None:
-                self.steps.setdefault(ev.step, []).append(ev)
-                if ev.run_id != run_id:
-                    self.id_owner[ev.step] = ev.run_id
-                self.paused_at = None
-                self.left_tx = None
-            elif ev.kind == Kind.RUN_PAUSED:
-                self.paused_at = ev.at
-            elif ev.kind == Kind.TX_LEFT:
-                self.left_tx = str(ev.data.get("tx_id"))
+        self._index(events)
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -123,10 +113,8 @@ class Execution:
         # Called once, at the first step this execution takes live (past the journal's end): a
         # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
         self.on_live: Callable[[], None] | None = None
-        # The release policy for an irreversible `ctx.effect` outside any transaction (the
-        # `Daybook(gate_irreversible=)` option): False, True (any approver) or approvers' names;
-        # and the decisions whose gate a person approved in this execution (an act made under
-        # one of them was approved already: the agent loop's gate is not asked twice).
+        # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
+        # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
         self.approved: set[str] = set()
         for ev in events:
@@ -136,6 +124,20 @@ class Execution:
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
+
+    def _index(self, events: list[Event]) -> None:
+        """Group the loaded rows by step, and note what the rows without a step say."""
+        for ev in events:
+            if ev.step is not None:
+                self.steps.setdefault(ev.step, []).append(ev)
+                if ev.run_id != self.run_id:
+                    self.id_owner[ev.step] = ev.run_id
+                self.paused_at = None
+                self.left_tx = None
+            elif ev.kind == Kind.RUN_PAUSED:
+                self.paused_at = ev.at
+            elif ev.kind == Kind.TX_LEFT:
+                self.left_tx = str(ev.data.get("tx_id"))
 
     # -- journal writes -----------------------------------------------------------------------
 
