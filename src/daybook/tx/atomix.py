@@ -201,6 +201,8 @@ class EpochTransaction:
         try:
             exe.append(Kind.TX_LEFT, None, LEFT, data={"tx_id": self.tx_id})
         except BaseException:
+            # Not written (the store failed as the run stopped): the run's next execution then
+            # aborts the attempt as abandoned, which is always safe; the stop itself goes on.
             return
 
     def _wait(self, end: tuple[int, dict[str, Any]] | None) -> None:
