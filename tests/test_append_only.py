@@ -136,10 +136,10 @@ def test_postgres_refusals_read_as_sentences(db_url: str) -> None:
             _sql(db_url, sql)
 
 
-def _create_previous_version(db_url: str) -> None:
-    """A store exactly as the previous daybook created it: schema v1 and every migration up to
-    SCHEMA_VERSION - 1, stamped with that version."""
-    previous = daybook.SCHEMA_VERSION - 1
+def _create_previous_version(db_url: str, previous: int | None = None) -> None:
+    """A store exactly as an earlier daybook created it: schema v1 and every migration up to
+    `previous` (default SCHEMA_VERSION - 1), stamped with that version."""
+    previous = daybook.SCHEMA_VERSION - 1 if previous is None else previous
     if db_url.startswith("sqlite"):
         script = [sqlite_schema.SCHEMA_V1, *sqlite_schema.MIGRATIONS[: previous - 1]]
         statements = [s for part in script for s in _statements(part)]

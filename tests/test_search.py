@@ -158,7 +158,7 @@ def test_gc_erases_a_runs_search_attributes_with_its_payloads(book: Daybook) -> 
 def test_searching_a_store_from_before_run_search_says_to_migrate_it(db_url: str) -> None:
     from test_append_only import _create_previous_version
 
-    _create_previous_version(db_url)
+    _create_previous_version(db_url, 10)  # v11 brought run search
     with Daybook(db_url, read_only=True) as book:
         assert book.runs() == []  # the plain listing reads it as it is
         with pytest.raises(daybook.SchemaVersionError, match="daybook migrate"):

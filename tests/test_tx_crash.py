@@ -37,31 +37,40 @@ def _visible(root: Path, bank: Bank) -> dict[str, object]:
     }
 
 
-# (kill flag, where, fail the first attempt, the commit was decided before the kill)
+# (kill flag, where, fail the first attempt, the commit was decided before the kill, the kill
+# left an attempt open and undecided: the takeover aborts it, then retries under a fresh epoch)
 POINTS = [
-    ("--kill-tx", "after:tx_begin:1", False, False),  # epoch taken, body not begun
-    ("--kill-after", "decision:1", False, False),  # after the first staged write
-    ("--kill-after", "intent:1", False, False),  # the leg's intent written, not sent
-    ("--kill-after", "outcome:1", False, False),  # the leg booked, before the next stage
-    ("--kill-before", "decision:2", False, False),  # before the second staged write
-    ("--kill-after", "decision:3", False, False),  # the irreversible call held, not decided
-    ("--kill-tx", "after:tx_mark:1", False, True),  # commit decided, nothing flushed
-    ("--kill-after", "outcome:2", False, True),  # first staged write flushed, second not
-    ("--kill-after", "intent:4", False, True),  # the held payment's release begun, not sent
-    ("--kill-after", "outcome:4", False, True),  # everything flushed, not yet committed
-    ("--kill-tx", "before:tx_mark:2", False, True),  # before the committed row
-    ("--kill-tx", "after:tx_mark:1", True, False),  # abort decided, nothing compensated
-    ("--kill-after", "intent:2", True, False),  # the cancel's intent written, not sent
-    ("--kill-after", "outcome:2", True, False),  # cancelled, before the aborted row
-    ("--kill-tx", "before:tx_mark:2", True, False),  # before the aborted row
-    ("--kill-tx", "after:tx_begin:2", True, False),  # the retry's fresh epoch taken
+    ("--kill-tx", "after:tx_begin:1", False, False, True),  # epoch taken, body not begun
+    ("--kill-after", "decision:1", False, False, True),  # after the first staged write
+    ("--kill-after", "intent:1", False, False, True),  # the leg's intent written, not sent
+    ("--kill-after", "outcome:1", False, False, True),  # the leg booked, before the next stage
+    ("--kill-before", "decision:2", False, False, True),  # before the second staged write
+    ("--kill-after", "decision:3", False, False, True),  # the irreversible call held, not decided
+    ("--kill-tx", "after:tx_mark:1", False, True, False),  # commit decided, nothing flushed
+    ("--kill-after", "outcome:2", False, True, False),  # first staged write flushed, second not
+    ("--kill-after", "intent:4", False, True, False),  # the held payment's release begun, not sent
+    ("--kill-after", "outcome:4", False, True, False),  # everything flushed, not yet committed
+    ("--kill-tx", "before:tx_mark:2", False, True, False),  # before the committed row
+    ("--kill-tx", "after:tx_mark:1", True, False, False),  # abort decided, nothing compensated
+    ("--kill-after", "intent:2", True, False, False),  # the cancel's intent written, not sent
+    ("--kill-after", "outcome:2", True, False, False),  # cancelled, before the aborted row
+    ("--kill-tx", "before:tx_mark:2", True, False, False),  # before the aborted row
+    ("--kill-tx", "after:tx_begin:2", True, False, True),  # the retry's fresh epoch taken
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("flag", "where", "fail_first", "decided"), POINTS)
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("flag", "where", "fail_first", "decided", "abandoned"), POINTS)
 def test_a_sigkill_at_any_protocol_point_leaves_all_or_nothing_at_the_counterparties(
-    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str, fail_first: bool, decided: bool
+    db_url: str,
+    tmp_path: Path,
+    bank: Bank,
+    flag: str,
+    where: str,
+    fail_first: bool,
+    decided: bool,
+    abandoned: bool,
 ) -> None:
     root = tmp_path / "site"
     root.mkdir()
@@ -74,15 +83,18 @@ def test_a_sigkill_at_any_protocol_point_leaves_all_or_nothing_at_the_counterpar
     second = _child(db_url, "resume", "r1")
     assert second.returncode == 0, second.stdout + second.stderr
     result = last_json(second.stdout.replace('{"done": true}', ""))
-    attempts = 2 if fail_first else 1
+    attempts = (2 if fail_first else 1) + (1 if abandoned else 0)
     assert result["result"]["attempt"] == attempts  # type: ignore[index]
-    assert _visible(root, bank) == {
+    after = _visible(root, bank)
+    # Exactly one leg stands: every aborted attempt's leg (if it was booked) cancelled once.
+    assert after["legs"] - after["cancels"] == 1, after  # type: ignore[operator]
+    assert {k: after[k] for k in ("a", "b", "notices")} == {
         "a": "A",
         "b": "B",
-        "legs": attempts,
         "notices": 1,  # the irreversible act: exactly once, and only for the committed attempt
-        "cancels": attempts - 1,  # each aborted attempt's leg cancelled once
     }
+    if not abandoned:
+        assert (after["legs"], after["cancels"]) == (attempts, attempts - 1)
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
     with Daybook(db_url) as book:
         rows = listing(book.store, "r1")
@@ -231,9 +243,14 @@ def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
 
 
 @pytest.mark.slow
-def test_a_worker_that_takes_over_a_dead_owners_run_finishes_its_transaction_and_frees_the_scopes(
+@pytest.mark.timeout(300)
+def test_a_worker_that_takes_over_a_dead_owners_run_aborts_its_open_transaction_and_frees_the_scopes(
     db_url: str, tmp_path: Path, bank: Bank
 ) -> None:
+    """SIGKILL mid-transaction (the leg booked, a write staged); another process's transaction
+    on an overlapping scope waits for it; a worker takes the run over once the lease lapses,
+    aborts the open attempt (the leg cancelled once, nothing staged or held visible), and the
+    waiting transaction goes on at once, before the retry's fresh epoch."""
     import time
 
     from conftest import worker_command
@@ -244,13 +261,32 @@ def test_a_worker_that_takes_over_a_dead_owners_run_finishes_its_transaction_and
     assert killed(first)
     with Daybook(db_url) as book:
         assert [f["held_by"]["run_id"] for f in book.frontiers()] == ["r1", "r1"]
-    time.sleep(2.5)  # the dead owner's lease (2 s) lapses
-    command = [c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, "--until-idle")]
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
-    worker = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
-    assert worker.returncode == 0, worker.stdout + worker.stderr
-    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 1, "notices": 1, "cancels": 0}
+    waiter = subprocess.Popen(
+        [sys.executable, CHILD, db_url, "count", "w1", str(root), "counter", "1", "tx"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2.5)  # the dead owner's lease (2 s) lapses; the waiter is blocked meanwhile
+        assert waiter.poll() is None and not (root / "counter").exists()
+        assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 0}
+        command = [
+            c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, "--until-idle")
+        ]
+        path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
+        worker = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+        assert worker.returncode == 0, worker.stdout + worker.stderr
+        out, err = waiter.communicate(timeout=60)
+        assert waiter.returncode == 0, out + err
+    finally:
+        waiter.kill()
+    assert (root / "counter").read_text() == "1"
+    # The abandoned attempt's leg cancelled once; the retry booked one leg and sent one notice.
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 2, "notices": 1, "cancels": 1}
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
     with Daybook(db_url) as book:
         assert book.frontiers() == []
-        assert [t["status"] for t in book.transactions("r1")] == ["committed"]
+        rows = [(t["run_id"], t["status"], t["epoch"]) for t in book.transactions()]
+    assert [(r, s) for r, s, _ in rows] == [("r1", "aborted"), ("w1", "committed"), ("r1", "committed")]

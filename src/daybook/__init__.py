@@ -50,6 +50,7 @@ from .errors import (
     StoreUnavailable,
     Suspended,
     TimedOut,
+    TransactionAbandoned,
     UpdateTimeout,
     WorkflowFailed,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "TimedOut",
     "Tool",
     "Transaction",
+    "TransactionAbandoned",
     "TransientError",
     "TxResult",
     "UpdateTimeout",

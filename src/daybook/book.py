@@ -33,7 +33,6 @@ from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
-from .recovery.restore import auto as auto_recover
 from .runtime import inbox, operator
 from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
@@ -54,6 +53,7 @@ from .store.keys import bind_key, key_for
 from .tx import audit
 from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
+from .tx.facet import release_policy
 
 # Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
 # wait longer than that is a mistake, and NaN or infinity would stall runs for good).
@@ -85,6 +85,9 @@ class Daybook(DispatchMethods, RecoveryMethods):
     `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
     else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
     store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
+    `gate_irreversible`: True (any approver) or approvers' names puts every irreversible
+    `ctx.effect` outside a transaction through an approval gate first (the one-effect
+    transaction's release policy); False (default) runs it at once.
     """
 
     def __init__(
@@ -98,9 +101,11 @@ class Daybook(DispatchMethods, RecoveryMethods):
         on_error: str = "park",
         secret_key: str | bytes | None = None,
         codec: PayloadCodec | None = None,
+        gate_irreversible: bool | Sequence[str] = False,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
+        policy = release_policy(gate_irreversible, "Daybook(gate_irreversible=...)")
         if strict:
             strict_mode.install()
         # Every payload passes the guard: secrets become digests, the codec (if any) encodes.
@@ -115,10 +120,9 @@ class Daybook(DispatchMethods, RecoveryMethods):
             strict=strict,
             context=Context,
             park=on_error == "park",
+            gate_irreversible=policy,
         )
-        self._runner.recover = lambda exe, wf, exc: auto_recover(
-            exe, str(wf.recover), wf.recoveries, exc, Context
-        )
+        self._runner.recover = self._auto_recover
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.

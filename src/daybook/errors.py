@@ -258,6 +258,13 @@ class FrontierTimeout(DaybookError):
     scopes to finish; it was aborted before its body ran (`daybook frontiers` names the staller)."""
 
 
+class TransactionAbandoned(DaybookError):
+    """A transaction was left open by a process that stopped without deciding it (killed, or its
+    lease lapsed); the process that took the run over aborted it (staged calls dropped, what ran
+    undone, held irreversible calls never released), and it runs again under a fresh epoch
+    while its `retries` last."""
+
+
 class ReleaseDeclined(DaybookError):
     """A transaction's held irreversible call was not approved at its gate (declined, timed out,
     or stale); the transaction was aborted before its commit, without a retry."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 JSON = Any
 
@@ -39,6 +39,10 @@ class Kind(StrEnum):
     TIMER = "timer"  # status `set` (data: fire_at), then `fired`
     SIGNAL = "signal"  # status `waiting` (data: name, deadline), then `received` or `timeout`
     OBLIGATION = "obligation"  # status `open` (data: kind, owner, due, ...), `fulfilled`, `cancelled`
+    # No step (schema v12): the run stopped on purpose (suspended, paused, parked) inside an open
+    # transaction (data: tx_id). The next execution goes on with it; one that finds the run's
+    # steps ending inside an open transaction without this row aborts it (its owner died).
+    TX_LEFT = "tx_left"
 
 
 class Status(StrEnum):

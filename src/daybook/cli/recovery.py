@@ -9,7 +9,7 @@ from .. import Daybook, Recovery, RecoveryPolicy
 from ..recovery import lint
 from ..recovery.select import POLICIES
 from . import render
-from .app import apps_option, by_option, import_apps, json_out, parked_exit, say, with_book
+from .app import apps_option, by_option, db_option, import_apps, json_out, parked_exit, say, with_book
 
 
 @click.command()
@@ -110,10 +110,12 @@ def _yes(value: object) -> str:
 @click.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="The findings as JSON.")
-def boundaries(config: str, as_json: bool) -> None:
+@db_option
+def boundaries(config: str, as_json: bool, db: str | None) -> None:
     """Lint a reviewed boundary config (JSON: transitions and skeletons): list the legal edges that
     are not reviewed exits (legal is not recoverable) and reviewed exits that are not legal.
-    Exits 1 if any edge needs review."""
+    Exits 1 if any edge needs review. (--db is accepted like on every command; the config is a
+    file, not the store.)"""
     edges, skels = lint.load(config)
     found = lint.lint(edges, skels)
     open_edges = [f for f in found if f.verdict != "exit boundary"]

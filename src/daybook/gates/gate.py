@@ -96,7 +96,10 @@ class Gates(Steps):
             if on_timeout == "escalate":
                 raise self._escalation(gate_id, action, timeout)
             return Verdict(gate_id, "timed_out")
-        return self._verdict(gate_id, action, proposal.value, signal, precondition)
+        verdict = self._verdict(gate_id, action, proposal.value, signal, precondition)
+        if verdict.approved and decision is not None:
+            self._exe.approved.add(decision.id)
+        return verdict
 
     def _verdict(
         self,

@@ -81,15 +81,15 @@ class Execution:
         self.id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
         self.paused_at: float | None = None
-        # Journal branches (semantic recovery, `daybook.recovery`): a `run_retried` row that
-        # supersedes steps makes their earlier rows history; those steps run again, under keys
-        # with a branch suffix, so nothing recorded is edited, deleted or reused by mistake.
+        # Journal branches (`daybook.recovery`): superseded steps run again under keys suffixed
+        # `~r<branch>`; soft ones (confirmed effects) replay if asked for as the same act.
         self.branch: dict[int, int] = {}
         self.superseded: dict[int, list[Event]] = {}
-        # Confirmed effects a branch re-runs "softly": asked for again as the same act (tool,
-        # arguments, key up to branch suffixes) they replay; asked for differently they run again.
         self.soft: dict[int, int] = {}
-        self._load(events)
+        # The transaction the run left open on purpose, if its steps end there (a `tx_left`
+        # row with no step after it): the next execution goes on with it rather than abort it.
+        self.left_tx: str | None = None
+        self._index(events)
         self.recorded_steps = max(self.steps, default=0)
         self.next_seq = (events[-1].seq if events else 0) + 1
         self.next_step = 1
@@ -115,6 +115,17 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
+        # Called once, at the first step this execution takes live (past the journal's end): a
+        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        self.on_live: Callable[[], None] | None = None
+        # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
+        # approved here (an act under one was approved already: the loop's gate is not re-asked).
+        self.gate_irreversible: bool | tuple[str, ...] = False
+        self.approved: set[str] = set()
+        self._note_inbox(events)
+
+    def _note_inbox(self, events: list[Event]) -> None:
+        """The inbox messages the journal has consumed, and the calls retractions cancelled."""
         for ev in events:
             if ev.kind in (Kind.SIGNAL, Kind.RUN_PAUSED) and ev.data:
                 if ev.data.get("inbox_id") is not None:
@@ -123,7 +134,8 @@ class Execution:
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
 
-    def _load(self, events: list[Event]) -> None:
+    def _index(self, events: list[Event]) -> None:
+        """Group the loaded rows by step, and note what the rows without a step say."""
         for ev in events:
             if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
                 self._supersede(ev)
@@ -132,8 +144,11 @@ class Execution:
                 if ev.run_id != self.run_id:
                     self.id_owner[ev.step] = ev.run_id
                 self.paused_at = None
+                self.left_tx = None
             elif ev.kind == Kind.RUN_PAUSED:
                 self.paused_at = ev.at
+            elif ev.kind == Kind.TX_LEFT:
+                self.left_tx = str(ev.data.get("tx_id"))
 
     def _supersede(self, ev: Event) -> None:
         branch = int(ev.data.get("branch") or 1)
@@ -213,6 +228,9 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
+        if step > self.recorded_steps and self.on_live is not None:
+            hook, self.on_live = self.on_live, None
+            hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(
                 f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "

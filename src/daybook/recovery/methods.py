@@ -6,10 +6,11 @@ A mixin of `Daybook`, so the facade stays one flat object while recovery lives w
 from __future__ import annotations
 
 import getpass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..runtime.workflow import Apps, load
-from .restore import Recovery, recover
+from ..journal.execution import Execution
+from ..runtime.workflow import Apps, Workflow, load
+from .restore import Recovery, auto, recover
 from .select import RecoveryPolicy
 
 if TYPE_CHECKING:
@@ -64,3 +65,7 @@ class RecoveryMethods:
             return report
         result = self._runner.resume(run_id, 0.0, app)
         return Recovery(**{**report.__dict__, "result": result})
+
+    def _auto_recover(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
+        """The runner's hook for `@workflow(recover=...)` (see `restore.auto`)."""
+        return auto(exe, str(wf.recover), wf.recoveries, exc, self._runner.context)

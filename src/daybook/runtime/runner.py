@@ -45,8 +45,10 @@ class Runner:
         strict: bool,
         context: Callable[[Execution], Any],
         park: bool = True,
+        gate_irreversible: bool | tuple[str, ...] = False,
     ) -> None:
         self.store = store
+        self.gate_irreversible = gate_irreversible
         self.lease_ttl = lease_ttl
         self.inline_wait = inline_wait
         self.strict = strict
@@ -163,6 +165,7 @@ class Runner:
     def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
         exe = Execution(self.store, info.run_id, events, self.claims.heartbeat(info.run_id))
         exe.inline_wait = self.inline_wait
+        exe.gate_irreversible = self.gate_irreversible
         exe.parent_run = info.parent_run
         exe.spawn = self.drive_child
         exe.deadline = None if wf.timeout is None else info.created_at + wf.timeout
@@ -236,6 +239,7 @@ class Runner:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
         fresh.inline_wait = exe.inline_wait
+        fresh.gate_irreversible = exe.gate_irreversible
         fresh.parent_run, fresh.spawn, fresh.deadline = exe.parent_run, exe.spawn, exe.deadline
         return fresh
 

@@ -26,6 +26,7 @@ from ..records import Event, RunInfo
 from .rows import RAW_TABLES as RAW_TABLES
 from .rows import flag as flag
 from .tx_rows import TxRow
+from .tx_signal import TxSignal
 
 DEFAULT_URL = "sqlite:///daybook.db"
 
@@ -214,6 +215,10 @@ class Store(Protocol):
     ) -> list[TxRow]:
         """Transaction headers by epoch (tx_id, run_id, epoch, scopes JSON, status, attempt,
         retries, created_at, updated_at): all, one run's, the open ones, below an epoch."""
+
+    def tx_signal(self) -> TxSignal:
+        """What a frontier waiter sleeps on: moves when a transaction header may have ended
+        (this handle's own ends; on PostgreSQL any process's, by LISTEN/NOTIFY)."""
 
     # -- queues, schedules, run search (daybook.dispatch; SQL in `dispatch_sql`) ---------------
 

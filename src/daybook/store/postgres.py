@@ -36,7 +36,8 @@ from .rows import (
     run_params,
     runs_from_rows,
 )
-from .tx_rows import PG_BEGIN, PG_MARK, TxRow, as_rows, select_sql
+from .tx_rows import PG_BEGIN, PG_MARK, TERMINAL, TxRow, as_rows, select_sql
+from .tx_signal import PgTxSignal, TxSignal
 
 try:
     import psycopg
@@ -87,6 +88,7 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         self.read_only = read_only
         self.damage: dict[str, str] = {}
         conninfo, self.schema = _split(self.dsn)
+        self._tx_signal: TxSignal = PgTxSignal(conninfo, self.schema)
         try:
             # One connection per handle, re-established when the server drops it (postgres_link).
             self._db = Link(conninfo, self.schema, read_only=read_only)
@@ -488,7 +490,12 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
             changed = self._db.execute(PG_MARK, params, retry=False).rowcount
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(event, exc) from None
+        if status in TERMINAL:
+            self._tx_signal.bump()  # this handle's waiters need not wait for the NOTIFY
         return changed == 1
+
+    def tx_signal(self) -> TxSignal:
+        return self._tx_signal
 
     def tx_rows(
         self, run_id: str | None = None, open_only: bool = False, before: int | None = None
@@ -538,6 +545,7 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         return str(row[0]) if row else default
 
     def close(self) -> None:
+        self._tx_signal.close()
         self._db.close()
 
     def now(self) -> float:

@@ -236,4 +236,19 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (run_id, name))""",
         "CREATE INDEX IF NOT EXISTS daybook_attributes_value ON daybook_attributes (name, value)",
     ],
+    # v12: a transaction header that ends (committed, aborted, stuck) sends NOTIFY daybook_tx
+    # (payload: the schema) from the database transaction that ends it, so a transaction waiting
+    # for its frontier wakes when it can go on (LISTEN, store/tx_signal.py) instead of polling;
+    # and the `tx_left` journal row kind (a run left an open transaction on purpose).
+    [
+        """CREATE OR REPLACE FUNCTION daybook_transactions_ended() RETURNS trigger AS $$
+            BEGIN
+                PERFORM pg_notify('daybook_tx', TG_TABLE_SCHEMA);
+                RETURN NULL;
+            END $$ LANGUAGE plpgsql""",
+        "DROP TRIGGER IF EXISTS daybook_transactions_ended ON daybook_transactions",
+        """CREATE TRIGGER daybook_transactions_ended AFTER UPDATE OF status ON daybook_transactions
+            FOR EACH ROW WHEN (NEW.status IN ('committed', 'aborted', 'stuck'))
+            EXECUTE FUNCTION daybook_transactions_ended()""",
+    ],
 ]

@@ -44,7 +44,9 @@ from .rows import (
 from .sqlite_dispatch import SQLiteDispatch
 from .sqlite_entities import SQLiteEntities
 from .sqlite_schema import locked, migrate, open_read_only
+from .tx_rows import TERMINAL as TX_ENDED
 from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
+from .tx_signal import TxSignal
 from .wal import WalWatch
 
 _SYNC = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
@@ -85,6 +87,7 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
         self.url = url
         self.read_only = read_only
         self.damage: dict[str, str] = {}
+        self._tx_signal = TxSignal()
         path, query = _path_of(url)
         sync = query.get("synchronous", ["full"])[0].lower()
         if sync not in _SYNC:
@@ -460,7 +463,13 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
             db.execute(self._insert_event, event_params(event))
             return True
 
-        return bool(self._tx_write(write, event))
+        changed = bool(self._tx_write(write, event))
+        if status in TX_ENDED:
+            self._tx_signal.bump()  # this handle's waiters look again at once
+        return changed
+
+    def tx_signal(self) -> TxSignal:
+        return self._tx_signal
 
     def _tx_write(self, write: Callable[[sqlite3.Connection], Any], event: Event) -> Any:
         try:

@@ -206,6 +206,10 @@ MIGRATIONS: list[str] = [
     CREATE TABLE IF NOT EXISTS daybook_attributes (
         run_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (run_id, name));
     CREATE INDEX IF NOT EXISTS daybook_attributes_value ON daybook_attributes (name, value);""",
+    # v12: the `tx_left` journal row (a run left an open transaction on purpose). No DDL here:
+    # the version tells an older daybook that the journal may hold a kind it does not know.
+    # (PostgreSQL also gets its NOTIFY trigger; on SQLite waiters poll.)
+    "",
 ]
 
 

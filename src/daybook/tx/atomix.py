@@ -26,6 +26,16 @@ from where the journal ends (a decided commit is flushed to the end, a decided a
 to the end). An attempt that ended in an abort with a retry is skipped by replay, and the next
 attempt runs under a fresh epoch (`Rerun`: a `with` block cannot run its body twice, so the
 runtime replays the workflow up to it).
+
+An attempt still open (no `tx:commit`, no `tx:abort`) where the journal ends was abandoned: its
+process died or lost its lease mid-body. Whoever takes the run over aborts it (`Transaction-
+Abandoned`): the body replays up to the journal's end (an act in flight is reconciled as any
+unknown, so its outcome is known), and at its first live step it aborts like any exception:
+staged calls dropped, calls that ran undone newest first, held calls never released, the
+abort journaled, the frontier released, then a fresh epoch while `retries` last. A run that
+stopped on purpose inside the block (suspended at a gate or a long wait, paused, parked) is
+not abandoned: it journals `tx_left` on the way out and its next execution goes on with it.
+Speculation branches are not aborted this way: a replay settles them as it always did.
 """
 
 from __future__ import annotations
@@ -43,15 +53,17 @@ from ..errors import (
     ReleaseDeclined,
     RunStuck,
     ScopeViolation,
+    TransactionAbandoned,
 )
 from ..journal.execution import Execution, error_info, step_fingerprint
-from ..journal.stop import Rerun, Stop
+from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
 from ..records import Event, Kind, Status
 from .frontier import wait_until_clear
 from .scope import Scope, for_call, outside
 
 BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
+LEFT = "tx:left"  # the name of a `tx_left` row
 
 # How a call inside a transaction is treated, by tool name, where its flags do not say it: the
 # adapters' own staging steps are invisible already (they run now), and their publish steps
@@ -126,6 +138,8 @@ class EpochTransaction:
         self.results: dict[str, Any] = {}
         self._staged: list[_Call] = []
         self._done: list[_Call] = []
+        # The journal shows this attempt abandoned by a dead owner: it aborts, never commits.
+        self._abandoned = False
 
     # -- entering -------------------------------------------------------------------------------
 
@@ -149,13 +163,53 @@ class EpochTransaction:
             exe.next_step = end[0] + 1
             attempt += 1
         self.status = "open"
+        if recs is not None and end is None and self._orphaned():
+            self._abandoned = True
+            exe.on_live = self._abandon
         self._wait(end)
+
+    def _orphaned(self) -> bool:
+        """This replayed attempt was left undecided by an execution that did not stop on purpose
+        (no `tx_left` row ends the journal): its owner died or lost its lease."""
+        exe = self._exe
+        if exe.read_only or self.group is not None or exe.left_tx == self.tx_id:
+            return False
+        return self._recorded(COMMIT) is None and self._recorded(ABORT) is None
+
+    def _abandon(self) -> None:
+        """The first live step of an abandoned attempt: abort it there (`Execution.on_live`)."""
+        raise self._abandon_error()
+
+    def _abandon_error(self) -> TransactionAbandoned:
+        return TransactionAbandoned(
+            f"transaction {self.tx_id} (epoch {self.epoch}, attempt {self.attempt}) was left open "
+            f"by a process that stopped without deciding it (killed, or its lease lapsed); run "
+            f"{self._exe.run_id!r} was taken over, and the transaction is aborted and compensated "
+            "here, then retried under a fresh epoch while its retries last"
+        )
+
+    def _leave(self, stop: BaseException) -> None:
+        """The run stops on purpose with this attempt open (a suspension, a pause, a parked
+        step): journal `tx_left`, so its next execution goes on with it instead of aborting it.
+        A lease loss or a store failure journals nothing: the next owner aborts the attempt."""
+        exe = self._exe
+        on_purpose = isinstance(stop, Suspend | Pause) or (isinstance(stop, Stop) and stop.attention)
+        if not on_purpose or self._abandoned or exe.read_only or self.group is not None:
+            return
+        if self.status not in ("open", "committing", "aborting"):
+            return
+        try:
+            exe.append(Kind.TX_LEFT, None, LEFT, data={"tx_id": self.tx_id})
+        except BaseException:
+            # Not written (the store failed as the run stopped): the run's next execution then
+            # aborts the attempt as abandoned, which is always safe; the stop itself goes on.
+            return
 
     def _wait(self, end: tuple[int, dict[str, Any]] | None) -> None:
         """Wait for the commit rule before the body, unless the journal settled it: a decided
         attempt replays without waiting, and one that timed out waiting times out again."""
-        if self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None:
-            return
+        if self._recorded(COMMIT) is not None or self._recorded(ABORT) is not None or self._abandoned:
+            return  # decided, or to be aborted at its first live step: nothing to wait for
         if end is not None:  # ended before its body: it gave up waiting
             recorded = self._mark(END, "aborted")
             raise FrontierTimeout(
@@ -254,12 +308,23 @@ class EpochTransaction:
     def end(self, exc: BaseException | None) -> Generator[Any, Any, bool]:
         """Commit, or abort (then retry, give up, or report stuck). Yields each flush or inverse
         call's return value (an awaitable for an async tool) and is sent its result."""
-        if exc is None:
-            yield from self._commit()
-            return False
-        if not isinstance(exc, Exception):
-            return False  # a Stop (suspend, lease lost, crash-like) leaves the attempt open
-        yield from self._abort(exc)
+        if self._exe.on_live == self._abandon:
+            self._exe.on_live = None  # the block ends here, whatever it ran live
+        raised = exc
+        if self._abandoned and exc is None:
+            exc = self._abandon_error()  # the body replayed to its end: nothing live yet, abort
+        try:
+            if exc is None:
+                yield from self._commit()
+            elif isinstance(exc, Exception):
+                yield from self._abort(exc)
+                if raised is None:
+                    raise exc  # no retry left: the block must not end as if it committed
+            else:
+                self._leave(exc)  # a Stop leaves the attempt open (on purpose: journaled)
+        except Stop as stop:
+            self._leave(stop)
+            raise
         return False
 
     def _approved(self) -> Generator[Any, Any, None]:

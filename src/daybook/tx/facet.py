@@ -1,6 +1,8 @@
 """The `Transactions` facet of `ctx`: `ctx.transaction(scopes=..., retries=...)`, and `ctx.effect`
 made transaction-aware (inside a block, a call is checked against the block's scopes, then
-buffered, held or run now and compensated on abort; outside any block, unchanged)."""
+buffered, held or run now and compensated on abort). Outside any block a call runs as before,
+except that with the `Daybook(gate_irreversible=)` policy an irreversible one is a one-effect
+transaction whose release passes an approval gate first."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ReleaseDeclined
 from ..journal.decision import Decision
 from ..journal.execution import Execution
 from ..journal.steps import Steps
@@ -19,6 +21,19 @@ from .scope import parse_all
 from .speculate import speculate
 
 T = TypeVar("T")
+
+
+def release_policy(value: object, what: str) -> bool | tuple[str, ...]:
+    """A release policy as given (False, True, or approvers' names), checked."""
+    if isinstance(value, bool):
+        return value
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise ConfigError(f"{what}: {value!r}; use True, False or a list of approver names")
+    return tuple(value)
 
 
 class Block:
@@ -166,5 +181,27 @@ class Transactions(Steps):
         buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
+            if isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False:
+                self._release(tool, key, decision, dict(args))
             return super().effect(tool, key=key, decision=decision, **args)
         return tx.call(tool, key, decision, dict(args))
+
+    def _release(
+        self, tool: Tool[Any], key: str | None, decision: Decision[Any] | None, args: dict[str, Any]
+    ) -> None:
+        """The one-effect transaction's release policy: an irreversible call outside any block
+        passes an approval gate (bound to its tool, arguments and key) before it runs, unless a
+        person already approved the decision it is made under (the agent loop's own gate)."""
+        policy = self._exe.gate_irreversible
+        gate = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
+        if gate is None or (decision is not None and decision.id in self._exe.approved):
+            return
+        approvers = None if policy is True else list(policy or ())
+        about = {"tool": tool.name, "args": args, "key": key}
+        verdict = gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
+        if not verdict.approved:
+            raise ReleaseDeclined(
+                f"run {self._exe.run_id!r}: the irreversible call {tool.name} was {verdict.outcome} "
+                f"at gate {verdict.gate_id} (Daybook(gate_irreversible=...)); it was not run. "
+                "Catch ReleaseDeclined in the workflow to go on without it"
+            )

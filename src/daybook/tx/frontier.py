@@ -9,9 +9,15 @@ overlapping scope is still open (Atomix Algorithm 1). Because epochs are allocat
 order that becomes visible in order, and an ended transaction never opens again, the set of
 earlier open transactions only shrinks: once the rule holds, it holds for good.
 
-Waiting for the rule is a poll with exponential backoff (5 ms doubling to 100 ms) that checks
-the run's lease between polls; it is durable in that a process that dies while waiting resumes
-the run, and the resumed run waits again from the store's rows.
+Waiting for the rule is event-driven (store/tx_signal.py): the waiter sleeps on its store
+handle's signal, which moves when a header ends, in this process at once and on PostgreSQL in any
+process (a NOTIFY sent by the database transaction that ends the header, heard by LISTEN); it
+looks at the headers again only then, or after a safety-net poll backing off from 5 ms to the
+store's `poll` (1 s on PostgreSQL; 0.1 s on SQLite, where that poll is how another process's end
+is seen). Between looks it checks the run's lease. The wait stays in the process (it is not a
+suspension: the transaction holds its epoch, and most waits are as short as the transaction
+ahead), and it is durable in that its state is the store's rows: a process that dies while
+waiting leaves an open header that whoever takes the run over aborts (atomix.py).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from ..store.tx_rows import TxRow
 from .scope import Scope, any_overlap, overlaps, parse_all
 
 FIRST_POLL = 0.005
-MAX_POLL = 0.1
+MAX_POLL = 1.0  # the longest sleep between two looks, whatever the store
 
 
 def scopes_of(row: TxRow) -> tuple[Scope, ...]:
@@ -63,13 +69,16 @@ def wait_until_clear(
     wait: float | None,
     group: str | None = None,
 ) -> None:
-    """Block (polling with backoff) until the commit rule holds for this transaction; raise
-    FrontierTimeout after `wait` seconds (None: no limit), Stop if the run's lease is lost."""
+    """Block until the commit rule holds for this transaction, woken by the store's signal
+    (poll as safety net); raise FrontierTimeout after `wait` seconds (None: no limit), Stop if
+    the run's lease is lost."""
     if exe.read_only:
         return  # a pure replay checks history, it does not wait for the present
+    signal = exe.store.tx_signal()
     delay = FIRST_POLL
     deadline = None if wait is None else time.monotonic() + wait
     while True:
+        seen = signal.generation()  # read before looking: an end after the look wakes the wait
         found = blockers(exe.store, scopes, epoch, tx_id, group)
         if not found:
             return
@@ -82,8 +91,9 @@ def wait_until_clear(
                 f"(epoch {first[2]}, run {first[1]!r}, {first[4]}) on an overlapping scope; see "
                 "`daybook frontiers`, and resume or resolve the run that holds it"
             )
-        exe.sleep(delay)
-        delay = min(delay * 2, MAX_POLL)
+        left = MAX_POLL if deadline is None else max(0.0, deadline - time.monotonic())
+        signal.wait(seen, min(delay, left))
+        delay = min(delay * 2, signal.poll)
 
 
 def frontiers(store: Store) -> list[dict[str, Any]]:
