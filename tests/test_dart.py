@@ -20,6 +20,7 @@ from daybook import (
     ConfigError,
     Daybook,
     FailureSignal,
+    NeedsAttention,
     NonDeterminismError,
     Recovery,
     RecoveryPolicy,
@@ -304,3 +305,15 @@ def test_a_workflow_recovers_at_most_its_limit_then_fails(book: Daybook, cal: st
         book.run(ds.schedule_auto, cal, "127.0.0.1", sink.port, run_id="limit")
     assert sum(1 for e in book.journal("limit") if e.name == "recover") == 3
     assert ds.rows(cal, "confirmed") == [] and len(sink.messages) == 1
+
+
+def test_a_rerun_that_would_send_a_different_invitation_parks_instead(
+    book: Daybook, cal: str, sink: ds.Sink
+) -> None:
+    run = _failed_run(book, cal, sink)
+    with ds.sqlite3.connect(cal) as db:  # the stale cache: slot[0]'s 9:00 is gone by now
+        db.execute("DELETE FROM free WHERE slot = 0 AND hour = 9")
+    with pytest.raises(NeedsAttention, match="irreversible and was done"):
+        book.recover(run, policy="retry")
+    # The invitation that left stays the only one: not re-sent with new slots, not silently kept.
+    assert len(sink.messages) == 1 and book.get_run(run).status == "needs_attention"

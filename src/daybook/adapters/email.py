@@ -137,6 +137,8 @@ def _verify(args: dict[str, Any]) -> ReconcileResult:
     # person or a later resume, never a reason to send again.
     retry=Retry(max_attempts=3, backoff=0.2, reconcile_rounds=1),
     certain=(smtplib.SMTPResponseException, ConfigError),  # a final refusal; a bad address
+    # Re-queued by a recovery's re-run, the same message differs only in its Date: the same act.
+    volatile=("date",),
 )
 def send(
     *,

@@ -8,12 +8,13 @@ of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, d
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
 from ..errors import DuplicateKey, NonDeterminismError
-from ..records import JSON, Kind, Status
+from ..records import JSON, Event, Kind, Status
 from ..store.secrets import concealer_for, reveal_all
 from .decision import Decision
 from .driver import drive, drive_async, ready
@@ -24,11 +25,29 @@ from .stop import Stop
 from .tool import Tool
 
 T = TypeVar("T")
-_BRANCH = re.compile(r"~r[0-9]+(?=/|$)")
+_BRANCH = re.compile(r"(?:~|%7[Ee])r[0-9]+(?=/|$)")
+
+
+def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool | None]:
+    """Whether a confirmed act a re-run asks for again is the same act: the same arguments up to
+    branch suffixes (a Message-ID made from a key) and the tool's `volatile` ones. For an
+    irreversible tool, "no" is None: it must not run twice (the cursor parks the run)."""
+
+    def same(old: Event) -> bool | None:
+        def norm(args: Any) -> str:
+            kept = {k: v for k, v in dict(args or {}).items() if k not in tool.volatile}
+            return unbranched(json.dumps(kept, sort_keys=True, default=str))
+
+        if norm(old.data.get("args")) == norm(stored):
+            return True
+        return None if tool.irreversible else False
+
+    return same
 
 
 def unbranched(key: str | None) -> str:
-    """A key without journal-branch suffixes: the same act asked for on a later branch."""
+    """A key without journal-branch suffixes (also URL-encoded, as in a Message-ID): the same
+    act asked for on a later branch."""
     return _BRANCH.sub("", key or "")
 
 
@@ -91,9 +110,7 @@ class Effects(Facet):
         # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
         stored, hidden = cover.conceal(args, tool.secrets)
         fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
-        # An irreversible act a re-run asks for again at the same step is the act already done:
-        # its key names it (checked below), so it replays even if re-made inputs changed it.
-        recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=tool.irreversible)
+        recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=_same_act(tool, stored))
         key = self._key_for(step, tool, key, decision)
         if recs is not None and unbranched(recs[0].key) != unbranched(key):
             raise Stop(

@@ -12,7 +12,15 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import DuplicateKey, LeaseLost, NonDeterminismError, NotSerializable, StoreUnavailable, TimedOut
+from ..errors import (
+    DuplicateKey,
+    LeaseLost,
+    NeedsAttention,
+    NonDeterminismError,
+    NotSerializable,
+    StoreUnavailable,
+    TimedOut,
+)
 from ..records import Event, Kind, check_json, fingerprint, safe_text
 from ..store import Store
 from .stop import Pause, Stop
@@ -246,7 +254,14 @@ class Execution:
         self.next_step += 1
         return step
 
-    def expect(self, step: int, kind: Kind, name: str, fp: str, same_act: bool = False) -> list[Event] | None:
+    def expect(
+        self,
+        step: int,
+        kind: Kind,
+        name: str,
+        fp: str,
+        same_act: Callable[[Event], bool | None] | None = None,
+    ) -> list[Event] | None:
         # Popped: a replayed step is never looked up again, so a resume frees as it goes.
         recs = self.steps.pop(step, None)
         if not recs:
@@ -277,14 +292,32 @@ class Execution:
         return recs
 
     def _soft(
-        self, step: int, recs: list[Event], kind: Kind, name: str, fp: str, same_act: bool
+        self,
+        step: int,
+        recs: list[Event],
+        kind: Kind,
+        name: str,
+        fp: str,
+        same_act: Callable[[Event], bool | None] | None,
     ) -> list[Event] | None:
-        """A confirmed effect on a branch's re-run: replayed if asked for again with the same
-        arguments, or (`same_act`: an irreversible tool, whose key names the act) at all; else
-        it runs again, under the branch's key."""
+        """A confirmed effect on a branch's re-run: replayed if asked for again as the same act
+        (the same arguments, or what `same_act` accepts); run again if not. `same_act` returning
+        None means it must not run again (an irreversible act asked for differently): parked."""
         branch = self.soft.pop(step)
-        if recs[0].kind == kind and recs[0].name == name and (recs[0].fp == fp or same_act):
+        verdict = same_act(recs[0]) if same_act is not None else False
+        if recs[0].kind == kind and recs[0].name == name and (recs[0].fp == fp or verdict):
             return recs  # the same act: replayed, never re-fired
+        if verdict is None:
+            raise Stop(
+                NeedsAttention(
+                    self.run_id,
+                    f"run {self.run_id!r} step {step}: the re-run asks for {name!r} again with other "
+                    f"arguments, but it is irreversible and was done (key {recs[0].key}) with the "
+                    "first ones. It is not repeated; the run is parked: settle it by hand, then "
+                    f"`daybook retry {self.run_id}` or cancel it",
+                ),
+                True,
+            )
         self.superseded[step] = recs
         self.branch[step] = branch
         return None

@@ -142,6 +142,9 @@ class Tool(Generic[R]):
     # The resources one call touches, from its arguments: a function of them returning scope
     # strings, or templates formatted with them ("fs:/srv/{path}"); checked by `daybook.tx`.
     scopes: Any = None
+    # Arguments that do not change which act a call is (a timestamp): a semantic recovery's
+    # re-run asking for a confirmed act with only these changed replays it (`daybook.recovery`).
+    volatile: tuple[str, ...] = ()
     # Asks a running call to stop (S11: a retraction of the step arrives while it runs): called
     # from the lease heartbeat thread with the call's arguments and key; the call then returns
     # what it did (kept, and undone by the retraction) or raises (nothing applied).
@@ -215,6 +218,7 @@ def tool(
     secret_result: bool = False,
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
+    volatile: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -243,6 +247,7 @@ def tool(
     secret_result: bool = False,
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
+    volatile: tuple[str, ...] = (),
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -268,7 +273,8 @@ def tool(
     the call's arguments (`"fs:/srv/{path}"`) or a function of the arguments returning scope
     strings; inside `ctx.transaction(scopes=...)` a call outside the declared scopes is refused
     before it runs. `cancel(**args, idempotency_key=key)`: stops a running call that a
-    retraction names (see the README's steering section)."""
+    retraction names (see the README's steering section). `volatile`: argument names that do
+    not change which act a call is (a timestamp), for a recovery's re-run."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
@@ -304,6 +310,7 @@ def _make(
     secret_result: bool = False,
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
+    volatile: tuple[str, ...] = (),
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
@@ -336,6 +343,7 @@ def _make(
         secret_result=bool(secret_result),
         scopes=scopes,
         cancel=cancel,
+        volatile=tuple(volatile),
     )
 
 
