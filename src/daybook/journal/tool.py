@@ -267,14 +267,12 @@ def tool(
     4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
     has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
     `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
-    receives the value); `secret_result=True`: the result too, handed to the workflow as a
-    `daybook.Secret` (replay, which has only the digest, hands back a withheld one).
-    `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates formatted with
-    the call's arguments (`"fs:/srv/{path}"`) or a function of the arguments returning scope
-    strings; inside `ctx.transaction(scopes=...)` a call outside the declared scopes is refused
-    before it runs. `cancel(**args, idempotency_key=key)`: stops a running call that a
-    retraction names (see the README's steering section). `volatile`: argument names that do
-    not change which act a call is (a timestamp), for a recovery's re-run."""
+    receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay
+    hands back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`),
+    as templates formatted with the call's arguments (`"fs:/srv/{path}"`) or a function of them;
+    inside `ctx.transaction(scopes=...)` a call outside them is refused before it runs.
+    `cancel(**args, idempotency_key=key)` stops a running call a retraction names; `volatile`:
+    arguments that do not change which act a call is (a timestamp; for recovery re-runs)."""
     # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
