@@ -50,6 +50,7 @@ class Row:
     fm_ms: float = 0.0
     model_ms: float = 0.0
     status: str = ""
+    error: str = ""
     recobs: bool = False
     safe: bool = False
     audit: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +101,10 @@ def measure(
     before = snapshot(cp.res["db"], run)
     row = Row(case.domain, case.cid, case.regime, case.kind, repeat, method)
     agent.THINK.reset(think, zlib.crc32(f"{case.cid}/{repeat}/{variant}".encode()), 0.25 + 0.05 * variant)
+    with forced(method):  # the plan first (a dry run): what the method would replay, even if it fails
+        plan = book.recover(run, policy=policy_of(method), dry_run=True)
+    row.action, row.instance, row.checkpoint, row.reason = plan.action, plan.instance, plan.checkpoint, plan.reason
+    row.replayed, row.upstream, row.preserved = plan.replayed, plan.upstream, plan.preserved
     start = time.perf_counter()
     result = None
     try:
@@ -112,7 +117,7 @@ def measure(
         row.blocked_ckpts = sum(1 for v in rec.verdicts if v["reason"] != "eligible")
         row.recobs = rec.action == "restore"
     except (NonDeterminismError, DaybookError) as exc:
-        row.reason = type(exc).__name__
+        row.error = type(exc).__name__
     row.fm_ms = (time.perf_counter() - start) * 1000
     row.live = agent.THINK.live
     row.model_ms = row.live * MODEL_S * 1000
