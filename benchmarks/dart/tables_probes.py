@@ -122,5 +122,5 @@ def t3_extended(examples: int, seed: int = 15) -> Table:
     rate = false_block / blocked if blocked else 0.0
     t.row(examples, admitted, unsafe, blocked, false_block, rate)
     t.check(unsafe == 0 and examples >= 10_000, f"0 unsafe admissions on ≥10k examples (ours {unsafe} on {examples})")
-    t.notes.append(f"false-block rate vs the oracle: {rate:.3f} (the paper only says 'conservative'); the declared outputs over-approximate the real writes, which is where false blocks come from")
+    t.notes.append(f"false-block rate vs the oracle: {rate:.3f} (the paper only says 'conservative')")
     return t

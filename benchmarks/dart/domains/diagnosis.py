@@ -17,7 +17,7 @@ SHAPE = Shape(
     official=4, commit=6, dep=1, effect=1, post=1, act_effect=True,
 )
 
-_C = ["SYMPTOM", "CHECK_PENDING", "CHECKING", "WAITING_CHECK_SELECTION", "WAITING_CHECK_REFINEMENT", "CAUSE_READY"]
+_C = ["SYMPTOM", "CHECK_PENDING", "CHECKING", "WAITING_CHECK_SELECTION", "WAITING_CHECK_REFINEMENT"]
 _R = ["REPAIR_PENDING", "REPAIRING", "REPAIRED"]
 _V = ["VERIFYING", "VERIFIED", "DONE"]
 FSM = Fsm(
@@ -30,7 +30,7 @@ FSM = Fsm(
         ("REPAIRED", "VERIFYING"), ("VERIFYING", "VERIFIED"), ("VERIFIED", "DONE"), ("VERIFYING", "CHECKING"),
     ],
     skeletons={
-        "ResolveCheck": {"states": _C, "commits": ["CAUSE_READY"], "resolved": ["WAITING_CHECK_REFINEMENT"]},
+        "ResolveCheck": {"states": _C, "commits": ["WAITING_CHECK_REFINEMENT"], "resolved": ["WAITING_CHECK_REFINEMENT"]},
         "PlanRepair": {"states": _R, "commits": ["REPAIRED"], "resolved": ["REPAIRED"]},
         "VerifyRepair": {"states": _V, "commits": ["VERIFIED"], "resolved": ["VERIFIED"]},
     },

@@ -14,7 +14,7 @@ from . import Domain, Fsm
 
 SHAPE = Shape("nav", "ResolveStop", "PlanLeg", "ResolveOther", None, official=4, commit=8, dep=1, effect=0, post=0)
 
-_S = ["IDLE", "WAITING_QUERY", "SEARCHING", "WAITING_POI_SELECTION", "WAITING_QUERY_REFINEMENT", "STOP_READY"]
+_S = ["IDLE", "WAITING_QUERY", "SEARCHING", "WAITING_POI_SELECTION", "WAITING_QUERY_REFINEMENT"]
 _L = ["LEG_PENDING", "ROUTING", "ROUTES_PLANNED"]
 _F = ["FINALIZING", "ROUTE_CONFIRMED", "DONE"]
 FSM = Fsm(
@@ -28,7 +28,7 @@ FSM = Fsm(
         ("FINALIZING", "ROUTE_CONFIRMED"), ("ROUTE_CONFIRMED", "DONE"), ("FINALIZING", "ROUTES_PLANNED"),
     ],
     skeletons={
-        "ResolveStop": {"states": _S, "commits": ["STOP_READY"], "resolved": ["WAITING_QUERY_REFINEMENT"]},
+        "ResolveStop": {"states": _S, "commits": ["WAITING_QUERY_REFINEMENT"], "resolved": ["WAITING_QUERY_REFINEMENT"]},
         "PlanLeg": {"states": _L, "commits": ["ROUTES_PLANNED"], "resolved": ["ROUTES_PLANNED"]},
         "FinalizeRoute": {"states": _F, "commits": ["ROUTE_CONFIRMED"], "resolved": ["ROUTE_CONFIRMED"]},
     },

@@ -18,7 +18,7 @@ SHAPE = Shape(
     official=4, commit=7, dep=1, effect=1, others=3,
 )
 
-_R = ["SLOT_PENDING", "QUERYING", "WAITING_SLOT_SELECTION", "WAITING_SLOT_REFINEMENT", "SLOT_READY"]
+_R = ["SLOT_PENDING", "QUERYING", "WAITING_SLOT_SELECTION", "WAITING_SLOT_REFINEMENT"]
 _F = ["REVIEW_READY", "SENDING", "SENT", "DONE"]
 FSM = Fsm(
     transitions=[
