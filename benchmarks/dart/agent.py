@@ -52,7 +52,7 @@ THINK = Think()
 def _http(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=rs.TIMEOUT_S) as resp:  # noqa: S310 (127.0.0.1 only)
+    with urllib.request.urlopen(req, timeout=rs.TIMEOUT_S) as resp:
         return json.loads(resp.read())["result"]  # a body without it: KeyError (missing field)
 
 
@@ -98,12 +98,16 @@ def _post(res: dict[str, str], path: str, body: dict[str, Any]) -> str:
     return out
 
 
-def _record(*, res: dict[str, str], run: str, site: str, entity: str, value: str, based_on: str, idempotency_key: str) -> str:
+def _record(
+    *, res: dict[str, str], run: str, site: str, entity: str, value: str, based_on: str, idempotency_key: str
+) -> str:
     body = {"run": run, "site": site, "entity": entity, "value": value, "based_on": based_on}
     return _post(res, "/record", {**body, "key": idempotency_key})
 
 
-def _confirm(*, res: dict[str, str], run: str, site: str, entity: str, value: str, idempotency_key: str) -> str:
+def _confirm(
+    *, res: dict[str, str], run: str, site: str, entity: str, value: str, idempotency_key: str
+) -> str:
     body = {"run": run, "site": site, "entity": entity, "value": value, "key": idempotency_key}
     return _post(res, "/confirm", body)
 
@@ -117,7 +121,9 @@ def register(prefix: str) -> dict[str, Any]:
     (idempotent upserts), the producer's confirmation, and an irreversible act."""
     return {
         "record": daybook.tool(name=f"dartb_{prefix}_record", idempotent=True, irreversible=False)(_record),
-        "confirm": daybook.tool(name=f"dartb_{prefix}_confirm", idempotent=True, irreversible=False)(_confirm),
+        "confirm": daybook.tool(name=f"dartb_{prefix}_confirm", idempotent=True, irreversible=False)(
+            _confirm
+        ),
         "act": daybook.tool(name=f"dartb_{prefix}_act", irreversible=True)(_act),
     }
 
@@ -140,7 +146,9 @@ def play(ctx: Context, u: Any, op: dict[str, Any], env: dict[str, Any], spec: di
         env[op.get("out", "_")] = ctx.effect(TOOLS[spec["domain"]][op["tool"]], res=res, run=run, **kw)
     elif kind == "mail":
         box = Outbox(res["smtp_host"], int(res["smtp_port"]), SENDER)
-        box.queue(ctx, op["to"], op["subject"], f"run={run}; " + json.dumps([_val(a, env) for a in op["args"]]))
+        box.queue(
+            ctx, op["to"], op["subject"], f"run={run}; " + json.dumps([_val(a, env) for a in op["args"]])
+        )
         box.release(ctx)
     elif u is not None and kind in ("commit", "exit"):
         getattr(u, kind)(**{k: env[k] for k in op["keys"]})

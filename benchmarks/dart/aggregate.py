@@ -25,15 +25,26 @@ class Agg:
     status: str
     planned_replay: float | None  # what the method planned to replay, successful or not
     planned_up: float | None
+    fm_all: float | None  # median FM over every row, passed or not
 
     def cells(self) -> list[Any]:
-        return [self.n, self.succ, self.replay, self.up, self.pres, self.fm, self.model, self.recobs, self.status]
+        return [
+            self.n,
+            self.succ,
+            self.replay,
+            self.up,
+            self.pres,
+            self.fm,
+            self.model,
+            self.recobs,
+            self.status,
+        ]
 
 
 def agg(rows: list[Row]) -> Agg:
-    ok = [r for r in rows if r.status == "ok"]
+    ok = [r for r in rows if r.safe]  # success: the audit passed (a blocked fallback may pass too)
     n = len(rows)
-    status = Counter(r.status for r in rows).most_common(1)[0][0] if rows else "–"
+    status = Counter(r.status for r in rows).most_common(1)[0][0] if rows else "-"
     return Agg(
         n,
         len(ok) / n if n else 0.0,
@@ -46,6 +57,7 @@ def agg(rows: list[Row]) -> Agg:
         status,
         median([r.replayed for r in rows]),
         median([r.upstream for r in rows]),
+        median([r.fm_ms for r in rows]),
     )
 
 

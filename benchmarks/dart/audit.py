@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import resources as rs
@@ -39,7 +40,9 @@ def snapshot(db: str, run: str) -> list[tuple[Any, ...]]:
     return [r[1:4] for r in rs.rows(db, "records", run)]
 
 
-def audit(case: Case, run: str, result: dict[str, Any] | None, cp: rs.Counterparty, before: list[Any]) -> Audit:
+def audit(
+    case: Case, run: str, result: dict[str, Any] | None, cp: rs.Counterparty, before: list[Any]
+) -> Audit:
     db = cp.res["db"]
     records = [r[1:4] for r in rs.rows(db, "records", run)]
     committed_prefix = sorted(before) == sorted(records)
@@ -52,7 +55,7 @@ def audit(case: Case, run: str, result: dict[str, Any] | None, cp: rs.Counterpar
     prefix = prefix and len(records) == len({e for e, _, _ in records})
     if "files" in cp.res:
         path = f"{cp.res['files']}/{run}.{target}.out"
-        semantic = semantic and os.path.exists(path) and open(path).read() == result.get(target)
+        semantic = semantic and os.path.exists(path) and Path(path).read_text() == result.get(target)
     return Audit(semantic, prefix, _effects(case, run, result, cp), committed_prefix)
 
 

@@ -60,7 +60,13 @@ def _fill(entity: str, n: int) -> list[dict[str, Any]]:
 def _consumer(s: Shape, j: int, width: int) -> dict[str, Any]:
     c = f"c{j}"
     ops = [_decide(f"{c}.derive", "derive", c, c, "$p0"), *_fill(c, width - 1)]
-    ops.append({"op": "effect", "tool": "record", "kw": {"site": "record", "entity": c, "value": f"${c}", "based_on": "$p0"}})
+    ops.append(
+        {
+            "op": "effect",
+            "tool": "record",
+            "kw": {"site": "record", "entity": c, "value": f"${c}", "based_on": "$p0"},
+        }
+    )
     if s.act_effect:
         ops.append({"op": "effect", "tool": "act", "kw": {"site": "act", "what": c, "body": f"${c}"}})
     ops.append({"op": "exit", "keys": [c]})
@@ -85,7 +91,11 @@ def _final(s: Shape) -> dict[str, Any]:
 
 def commit_case(s: Shape, n: int, kind: str) -> Case:
     width = s.width + n % 2  # cases differ in how long each instance deliberates
-    head = [_decide("p0.query", "query", "cands", "p0"), _decide("p0.choose", "choose", "p0", "$cands"), *_fill("p0", width - 2)]
+    head = [
+        _decide("p0.query", "query", "cands", "p0"),
+        _decide("p0.choose", "choose", "p0", "$cands"),
+        *_fill("p0", width - 2),
+    ]
     if kind != "dep":
         head.append({"op": "commit", "keys": ["p0"]})
     # Earlier independent work comes first: a whole rerun replays it (the upstream replay).
@@ -96,7 +106,9 @@ def commit_case(s: Shape, n: int, kind: str) -> Case:
         blocks.append(_final(s))
     tail = _fill("p0.late", s.post)
     if kind == "effect":
-        tail.append({"op": "effect", "tool": "act", "kw": {"site": "notify", "what": "notify", "body": "$p0"}})
+        tail.append(
+            {"op": "effect", "tool": "act", "kw": {"site": "notify", "what": "notify", "body": "$p0"}}
+        )
     tail += [
         {"op": "effect", "tool": "confirm", "kw": {"site": "confirm", "entity": "p0", "value": "$p0"}},
         {"op": "exit", "keys": ["p0"]},
@@ -105,7 +117,19 @@ def commit_case(s: Shape, n: int, kind: str) -> Case:
     consumers = [f"c{j}" for j in range(s.consumers)] + (["final"] if s.final else [])
     expect = "commit" if kind == "admitted" else "none"
     cid = f"{s.domain}.cs{n}"
-    return Case(s.domain, cid, "commit", kind, blocks, "confirm", True, f"{s.producer}::p0::0", expect, "p0", consumers)
+    return Case(
+        s.domain,
+        cid,
+        "commit",
+        kind,
+        blocks,
+        "confirm",
+        True,
+        f"{s.producer}::p0::0",
+        expect,
+        "p0",
+        consumers,
+    )
 
 
 def official_case(s: Shape, n: int) -> Case:
@@ -118,13 +142,26 @@ def official_case(s: Shape, n: int) -> Case:
     ]
     blocks.append({"skel": s.consumer, "entity": "fin", "reads": ["o0"], "ops": ops})
     cid = f"{s.domain}.of{n}"
-    return Case(s.domain, cid, "official", "admitted", blocks, "confirm", False, f"{s.consumer}::fin::0", "entry", "fin")
+    return Case(
+        s.domain,
+        cid,
+        "official",
+        "admitted",
+        blocks,
+        "confirm",
+        False,
+        f"{s.consumer}::fin::0",
+        "entry",
+        "fin",
+    )
 
 
 def universe(s: Shape) -> list[Case]:
     """The domain's official cases, then its commit-sensitive ones (the blocked variants last)."""
     kinds = ["admitted"] * (s.commit - s.dep - s.effect) + ["dep"] * s.dep + ["effect"] * s.effect
-    return [official_case(s, n) for n in range(s.official)] + [commit_case(s, n, k) for n, k in enumerate(kinds)]
+    return [official_case(s, n) for n in range(s.official)] + [
+        commit_case(s, n, k) for n, k in enumerate(kinds)
+    ]
 
 
 def spec(case: Case, run: str, res: dict[str, str], plain: bool = False) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The failure run itself is not timed (the think delay is off): FM is measured from `recover` to
 the recovered run's end, with the seeded think delay on each decision the recovery re-takes live,
-and modeled as live actions × 1.2 s. The status labels are the paper's: ok, contract (recovered,
+and modeled as live actions x 1.2 s. The status labels are the paper's: ok, contract (recovered,
 audit failed), no-recov (no local recovery: daybook parked the run with NonDeterminismError, the
 journal refusing to replay committed consumers on a changed value), blocked (DART refused every
 local checkpoint and fell back to a whole-task rerun).
@@ -82,7 +82,9 @@ def forced(method: str) -> Iterator[None]:
         selector._blocking_effects = keep  # type: ignore[assignment]
 
 
-def fail(book: Daybook, case: Case, cp: rs.Counterparty, run: str, raw: str = "exception", strict: bool = True) -> bool:
+def fail(
+    book: Daybook, case: Case, cp: rs.Counterparty, run: str, raw: str = "exception", strict: bool = True
+) -> bool:
     """Run the case to its injected failure (untimed); False if the run absorbed it (daybook
     retries an idempotent call whose outcome is unknown, e.g. after a timeout)."""
     rs.arm(cp.res["db"], run, case.site, case.drift, raw)
@@ -106,7 +108,12 @@ def measure(
     agent.THINK.reset(think, zlib.crc32(f"{case.cid}/{repeat}/{variant}".encode()), 0.25 + 0.05 * variant)
     with forced(method):  # the plan first (a dry run): what the method would replay, even if it fails
         plan = book.recover(run, policy=policy_of(method), dry_run=True)
-    row.action, row.instance, row.checkpoint, row.reason = plan.action, plan.instance, plan.checkpoint, plan.reason
+    row.action, row.instance, row.checkpoint, row.reason = (
+        plan.action,
+        plan.instance,
+        plan.checkpoint,
+        plan.reason,
+    )
     row.replayed, row.upstream, row.preserved = plan.replayed, plan.upstream, plan.preserved
     start = time.perf_counter()
     result = None
@@ -114,7 +121,12 @@ def measure(
         with forced(method):
             rec = book.recover(run, policy=policy_of(method))
         result = rec.result
-        row.action, row.instance, row.checkpoint, row.reason = rec.action, rec.instance, rec.checkpoint, rec.reason
+        row.action, row.instance, row.checkpoint, row.reason = (
+            rec.action,
+            rec.instance,
+            rec.checkpoint,
+            rec.reason,
+        )
         row.replayed, row.upstream, row.preserved = rec.replayed, rec.upstream, rec.preserved
         row.dropped = list(rec.dropped)
         row.blocked_ckpts = sum(1 for v in rec.verdicts if v["reason"] != "eligible")

@@ -94,7 +94,7 @@ def measure(case: Case, cp: rs.Counterparty, restore: str, repeat: int, think: f
     try:
         graph.invoke({"env": {}, "ran": []}, config)
         raise AssertionError(f"{run}: the injected failure did not fail the graph")
-    except Exception as exc:  # noqa: BLE001 - LangGraph re-raises the node's own error
+    except Exception as exc:
         if isinstance(exc, AssertionError):
             raise
     before = snapshot(cp.res["db"], run)
@@ -102,7 +102,16 @@ def measure(case: Case, cp: rs.Counterparty, restore: str, repeat: int, think: f
     target = _first_node(case) if restore == "semireal" else None
     chosen = next(h for h in history if h.next and (target is None or h.next[0] == target))
     done_before = list(chosen.values.get("ran", []))
-    row = Row(case.domain, case.cid, case.regime, case.kind, repeat, f"lg-{restore}", action="restore", checkpoint=chosen.next[0])
+    row = Row(
+        case.domain,
+        case.cid,
+        case.regime,
+        case.kind,
+        repeat,
+        f"lg-{restore}",
+        action="restore",
+        checkpoint=chosen.next[0],
+    )
     agent.THINK.reset(think, repeat)
     start = time.perf_counter()
     result = None
@@ -111,7 +120,7 @@ def measure(case: Case, cp: rs.Counterparty, restore: str, repeat: int, think: f
         result = {k: v for k, v in final["env"].items() if k != "_"}
         rerun = final["ran"][len(done_before) :]
         row.dropped = [n for n in rerun if n in _committed_before(case, history)]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         row.error = type(exc).__name__
     row.fm_ms = (time.perf_counter() - start) * 1000
     row.live = row.replayed = agent.THINK.live
@@ -127,4 +136,6 @@ def measure(case: Case, cp: rs.Counterparty, restore: str, repeat: int, think: f
 def _committed_before(case: Case, history: list[Any]) -> set[str]:
     """Consumer nodes (those that read the failed subtask's output) that had finished before the failure."""
     ran = set(history[0].values.get("ran", []))
-    return {f"b{i}" for i, b in enumerate(case.blocks) if case.producer in b.get("reads", []) and f"b{i}" in ran}
+    return {
+        f"b{i}" for i, b in enumerate(case.blocks) if case.producer in b.get("reads", []) and f"b{i}" in ran
+    }

@@ -8,7 +8,7 @@ from typing import Any
 
 def fmt(x: Any, digits: int = 2) -> str:
     if x is None:
-        return "–"
+        return "-"
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, float):

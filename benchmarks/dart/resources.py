@@ -59,9 +59,7 @@ def trip(db: str, run: str, site: str) -> str | None:
             return None
         conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE rowid=?", (row[0],))
         if row[1]:
-            conn.execute(
-                "INSERT INTO version VALUES (?, 1) ON CONFLICT(run) DO UPDATE SET v = v + 1", (run,)
-            )
+            conn.execute("INSERT INTO version VALUES (?, 1) ON CONFLICT(run) DO UPDATE SET v = v + 1", (run,))
         return str(row[2])
 
 
@@ -84,7 +82,7 @@ def raise_raw(raw: str, site: str) -> None:
 
 def rows(db: str, table: str, run: str) -> list[tuple[Any, ...]]:
     with connect(db) as conn:
-        return list(conn.execute(f"SELECT * FROM {table} WHERE run=? ORDER BY rowid", (run,)))  # noqa: S608
+        return list(conn.execute(f"SELECT * FROM {table} WHERE run=? ORDER BY rowid", (run,)))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -138,7 +136,8 @@ def store(db: str, table: str, body: dict[str, Any]) -> str:
         if table == "record":
             conn.execute("DELETE FROM records WHERE run=? AND entity=?", (run, body["entity"]))
             conn.execute(
-                "INSERT INTO records VALUES (?,?,?,?,?)", (run, body["entity"], body["value"], body["based_on"], key)
+                "INSERT INTO records VALUES (?,?,?,?,?)",
+                (run, body["entity"], body["value"], body["based_on"], key),
             )
         elif table == "confirm":
             conn.execute("INSERT INTO confirms VALUES (?,?,?,?)", (run, body["entity"], body["value"], key))

@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     base = "/dev/shm" if args.workdir is None and os.path.isdir("/dev/shm") else args.workdir
     workdir = tempfile.mkdtemp(prefix="dart-", dir=base)
-    cfg = Settings(1 if args.quick else 5, 0.005 if args.quick else 0.020, 10_000, 5 if args.quick else 20, workdir)
+    cfg = Settings(
+        1 if args.quick else 5, 0.005 if args.quick else 0.020, 10_000, 5 if args.quick else 20, workdir
+    )
     keys = [k.strip().upper() for k in args.only.split(",")] if args.only else None
     started = time.perf_counter()
     s = sweep(workdir, cfg.repeats, cfg.think) if keys is None or SWEEP & set(keys) else None
@@ -102,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = [v for t in out["tables"].values() for v in t["reproduced"]]
     yes = sum(v["ok"] for v in verdicts)
     took = time.perf_counter() - started
-    print(f"**Summary:** {yes}/{len(verdicts)} criteria reproduced; {took:.0f} s; repeats {cfg.repeats}, think {cfg.think * 1000:.0f} ms")
+    print(
+        f"**Summary:** {yes}/{len(verdicts)} criteria reproduced; {took:.0f} s; repeats "
+        f"{cfg.repeats}, think {cfg.think * 1000:.0f} ms"
+    )
     if args.json:
         out["rows"] = [r.as_dict() for r in (s.rows if s else [])] + [r.as_dict() for r in lgrows]
         out["probes"] = s.probes if s else []

@@ -1,5 +1,5 @@
 """Paired statistics for T10 without scipy: the Wilcoxon signed-rank test (exact by dynamic
-programming over the rank sums when there are no ties and n ≤ 60, else the normal
+programming over the rank sums when there are no ties and n <= 60, else the normal
 approximation with tie correction), a seeded bootstrap CI of the median difference, and Holm's
 step-down adjustment."""
 

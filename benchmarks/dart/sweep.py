@@ -1,4 +1,4 @@
-"""The main sweep: every case × repeat × method on its domain's live counterparty, plus the
+"""The main sweep: every case x repeat x method on its domain's live counterparty, plus the
 probes DART's rows carry (blocking-off dry run, weakened-key localization) and, for each blocked
 event, the forced restore that T19's false-block rule audits. Progress goes to stderr per domain.
 """

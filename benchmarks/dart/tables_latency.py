@@ -25,8 +25,18 @@ T1A = {
 }
 T1B = {  # replay / up / pres / FM for retry, coarse, entry, frozen
     "nav": ((10.0, 6.0, 0, 6920.20), (5.0, 0, 1.0, 4735.49), (5.0, 0, 1.0, 4640.04), (5.0, 0, 1.0, 4841.55)),
-    "sched": ((21.0, 15.0, 0, 18530.74), (4.5, 0, 3.5, 4410.20), (4.5, 0, 3.5, 4176.20), (4.5, 0, 3.5, 4431.35)),
-    "diag": ((11.0, 5.0, 0, 12577.31), (5.0, 0, 1.0, 6011.75), (5.0, 0, 1.0, 6157.04), (5.0, 0, 1.0, 5736.50)),
+    "sched": (
+        (21.0, 15.0, 0, 18530.74),
+        (4.5, 0, 3.5, 4410.20),
+        (4.5, 0, 3.5, 4176.20),
+        (4.5, 0, 3.5, 4431.35),
+    ),
+    "diag": (
+        (11.0, 5.0, 0, 12577.31),
+        (5.0, 0, 1.0, 6011.75),
+        (5.0, 0, 1.0, 6157.04),
+        (5.0, 0, 1.0, 5736.50),
+    ),
 }
 T9 = {
     ("official", "etl"): "retry 10.0/5.0 FM 0.89; entry 4.0/0 4.53; frozen 4.0/0 4.50; all ok",
@@ -41,16 +51,25 @@ def _cell(s: Sweep, domain: str, regime: str, method: str) -> Agg:
 
 
 def t1a(s: Sweep) -> Table:
-    t = Table("T1A", "commitment-sensitive, in-domain (median over successful rows)", ["domain", "method", "paper", *AGG_HEADER])
+    t = Table(
+        "T1A",
+        "commitment-sensitive, in-domain (median over successful rows)",
+        ["domain", "method", "paper", *AGG_HEADER],
+    )
     for (dom, m), p in T1A.items():
         a = _cell(s, dom, "commit", m)
-        t.row(TITLES[dom], NAMES[m], f"succ {p[0]:.2f} replay {p[1]} up {p[2]} pres {p[3]} FM {p[4]} {p[5]}", *a.cells())
+        t.row(
+            TITLES[dom],
+            NAMES[m],
+            f"succ {p[0]:.2f} replay {p[1]} up {p[2]} pres {p[3]} FM {p[4]} {p[5]}",
+            *a.cells(),
+        )
     for dom, paper_status in (("nav", "contract"), ("sched", "no-recov"), ("diag", "no-recov")):
         fr, en, re = (_cell(s, dom, "commit", m) for m in ("dart", "entry", "retry"))
         adm = agg(s.select(domain=dom, regime="commit", method="dart", kind="admitted"))
         t.check(
             fr.succ == 1.0 and fr.up == 0 and (fr.replay or 99) <= 2,
-            f"{dom}: Frozen succ 1.00 with up 0 and replay ≤ 2 (ours succ {fr.succ:.2f} over {fr.n} rows, "
+            f"{dom}: Frozen succ 1.00 with up 0 and replay <= 2 (ours succ {fr.succ:.2f} over {fr.n} rows, "
             f"{adm.succ:.2f} over the {adm.n} admitted ones; replay {fr.replay}, up {fr.up}; the blocked "
             "cases fall back to a whole rerun, audited like Retry's)",
         )
@@ -66,7 +85,10 @@ def t1a(s: Sweep) -> Table:
             "failure no longer match, and the journal replays an irreversible act rather than re-send it)",
         )
         r = ratio(_model(s, dom, "dart"), _model(s, dom, "retry"))
-        t.check(r is not None and r <= 0.15, f"{dom}: modeled FM ratio Frozen/Retry ≤ 0.15 (ours {r and round(r, 3)}, over all rows' plans)")
+        t.check(
+            r is not None and r <= 0.15,
+            f"{dom}: modeled FM ratio Frozen/Retry <= 0.15 (ours {r and round(r, 3)}, over all rows' plans)",
+        )
     return t
 
 
@@ -83,33 +105,80 @@ def t1b(s: Sweep) -> Table:
         for (m, a), p in zip(cells.items(), paper, strict=True):
             t.row(TITLES[dom], NAMES[m], " / ".join(str(x) for x in p), *a.cells())
         local = [cells[m] for m in ("coarse", "entry", "dart")]
-        t.check(all(a.succ == 1.0 for a in cells.values()), f"{dom}: all methods 1.00 ({[a.succ for a in cells.values()]})")
+        t.check(
+            all(a.succ == 1.0 for a in cells.values()),
+            f"{dom}: all methods 1.00 ({[a.succ for a in cells.values()]})",
+        )
         same = len({a.replay for a in local}) == 1 and all(a.up == 0 for a in local)
-        t.check(same and (cells["retry"].replay or 0) > (local[0].replay or 0), f"{dom}: local methods equal replay ({local[0].replay}), up 0; Retry replay {cells['retry'].replay} larger")
+        t.check(
+            same and (cells["retry"].replay or 0) > (local[0].replay or 0),
+            (
+                f"{dom}: local methods equal replay ({local[0].replay}), up 0; Retry replay "
+                f"{cells['retry'].replay} larger"
+            ),
+        )
         fr = ratio(cells["dart"].fm, cells["retry"].fm)
         near = all(abs((ratio(cells["dart"].fm, a.fm) or 9) - 1) <= 0.10 for a in local[:2])
-        t.check(fr is not None and fr < 1 and near, f"{dom}: Frozen wall FM < Retry (ratio {fr and round(fr, 3)}) and within ±10% of Entry/Coarse ({[round(ratio(cells['dart'].fm, a.fm) or 0, 3) for a in local[:2]]})")
+        t.check(
+            fr is not None and fr < 1 and near,
+            (
+                f"{dom}: Frozen wall FM < Retry (ratio {fr and round(fr, 3)}) and within "
+                f"±10% of Entry/Coarse ({[round(ratio(cells['dart'].fm, a.fm) or 0, 3) for a in local[:2]]})"
+            ),
+        )
     return t
 
 
 def t9(s: Sweep) -> Table:
-    t = Table("T9", "deterministic domains (no think delay: no planner)", ["regime", "domain", "method", "paper", *AGG_HEADER])
+    t = Table(
+        "T9",
+        "deterministic domains (no think delay: no planner)",
+        ["regime", "domain", "method", "paper", *AGG_HEADER],
+    )
     for regime in ("official", "commit"):
         for dom in ("etl", "travel"):
             for m in ("retry", "entry", "dart"):
-                t.row(regime, TITLES[dom], NAMES[m], T9[(regime, dom)] if m == "retry" else "", *_cell(s, dom, regime, m).cells())
+                t.row(
+                    regime,
+                    TITLES[dom],
+                    NAMES[m],
+                    T9[(regime, dom)] if m == "retry" else "",
+                    *_cell(s, dom, regime, m).cells(),
+                )
     for dom, want in (("etl", "no-recov"), ("travel", "blocked")):
         fr, en, re = (_cell(s, dom, "commit", m) for m in ("dart", "entry", "retry"))
         adm = agg(s.select(domain=dom, regime="commit", method="dart", kind="admitted"))
-        t.check(adm.replay == 1 and adm.up == 0 and adm.succ == 1.0, f"{dom}: Frozen replay 1 with up 0 in CS (admitted rows: succ {adm.succ:.2f}, replay {adm.replay}, up {adm.up}; all rows succ {fr.succ:.2f})")
-        t.check(en.succ == 0.0 and en.status == want, f"{dom}: Entry 0.00 {want} (ours {en.succ:.2f} {en.status}; daybook's entry policy never blocks: it restores and the journal refuses)")
-        r = ratio(fr.fm, re.fm)
-        t.check(r is not None and r > 1, f"{dom}: Frozen wall FM > Retry with no planner to save (ratio {r and round(r, 2)}; Retry's rows that passed: {re.succ:.2f})")
+        t.check(
+            adm.replay == 1 and adm.up == 0 and adm.succ == 1.0,
+            (
+                f"{dom}: Frozen replay 1 with up 0 in CS (admitted rows: succ {adm.succ:.2f}, "
+                f"replay {adm.replay}, up {adm.up}; all rows succ {fr.succ:.2f})"
+            ),
+        )
+        t.check(
+            en.succ == 0.0 and en.status == want,
+            (
+                f"{dom}: Entry 0.00 {want} (ours {en.succ:.2f} {en.status}; daybook's entry "
+                "policy never blocks: it restores and the journal refuses)"
+            ),
+        )
+        r = ratio(fr.fm_all, re.fm_all)
+        t.check(
+            r is not None and r > 1,
+            (
+                f"{dom}: Frozen wall FM > Retry with no planner to save (ratio of medians "
+                f"over all rows {r and round(r, 2)})"
+            ),
+        )
     return t
 
 
 def t12(s: Sweep) -> Table:
-    t = Table("T12", "checkpoint granularity, nav commit-sensitive (averages of the planned restore)", ["method", "paper replay/up/E2E", "n", "replay", "up", "est E2E ms (model)"])
+    t = Table(
+        "T12",
+        "checkpoint granularity, nav commit-sensitive (averages of the planned restore)",
+        ["method", "paper replay/up/E2E", "n", "replay", "up", "est E2E ms (model)"],
+    )
     paper = {"retry": "12.0 / 8.0 / 8209.75", "entry": "4.0 / 0.0 / 3751.00", "dart": "1.0 / 0.0 / 872.00"}
     avgs = {}
     for m in ("retry", "entry", "dart"):
@@ -118,22 +187,60 @@ def t12(s: Sweep) -> Table:
         up = sum(r.upstream for r in rows) / len(rows)
         avgs[m] = (rep, up)
         t.row(NAMES[m], paper[m], len(rows), rep, up, rep * 1200.0)
-    order = avgs["retry"][0] > avgs["entry"][0] > avgs["dart"][0] and avgs["dart"][1] == 0 and avgs["entry"][1] == 0
+    order = (
+        avgs["retry"][0] > avgs["entry"][0] > avgs["dart"][0]
+        and avgs["dart"][1] == 0
+        and avgs["entry"][1] == 0
+    )
     t.check(order, f"ordering Retry > Entry > Frozen in replay, up 0 for the local ones ({avgs})")
     t.check(avgs["retry"][1] > 0, f"Retry up-replay > 0 ({avgs['retry'][1]})")
     return t
 
 
 def t4a(s: Sweep) -> Table:
-    t = Table("T4A", "ablation: commit checkpoints (median planned replay; preserved)", ["setting", "paper", "Frozen", "Coarse", "Entry", "Retry", "Frozen preserved"])
-    paper = {("nav", "official"): "5 / 5 / 5 / 11", ("nav", "commit"): "1 / 4 / – / 14, pres 2", ("sched", "commit"): "1 / – / blocked / 26, pres 5", ("diag", "commit"): "2 / 5 / fails / 15, pres 2"}
+    t = Table(
+        "T4A",
+        "ablation: commit checkpoints (median planned replay; preserved)",
+        ["setting", "paper", "Frozen", "Coarse", "Entry", "Retry", "Frozen preserved"],
+    )
+    paper = {
+        ("nav", "official"): "5 / 5 / 5 / 11",
+        ("nav", "commit"): "1 / 4 / - / 14, pres 2",
+        ("sched", "commit"): "1 / - / blocked / 26, pres 5",
+        ("diag", "commit"): "2 / 5 / fails / 15, pres 2",
+    }
     for (dom, regime), p in paper.items():
-        c = {m: agg(s.select(domain=dom, regime=regime, method=m, kind="admitted")) for m in ("dart", "coarse", "entry", "retry")}
-        t.row(f"{dom} {regime}", p, c["dart"].planned_replay, c["coarse"].planned_replay if c["coarse"].n else "–", f"{c['entry'].planned_replay} ({c['entry'].status})", c["retry"].planned_replay, c["dart"].pres)
+        c = {
+            m: agg(s.select(domain=dom, regime=regime, method=m, kind="admitted"))
+            for m in ("dart", "coarse", "entry", "retry")
+        }
+        t.row(
+            f"{dom} {regime}",
+            p,
+            c["dart"].planned_replay,
+            c["coarse"].planned_replay if c["coarse"].n else "-",
+            f"{c['entry'].planned_replay} ({c['entry'].status})",
+            c["retry"].planned_replay,
+            c["dart"].pres,
+        )
         if regime == "official":
-            t.check(c["dart"].planned_replay == c["coarse"].planned_replay < (c["retry"].planned_replay or 0), f"nav entry-aligned: Frozen = Coarse < Retry ({c['dart'].planned_replay}, {c['coarse'].planned_replay}, {c['retry'].planned_replay})")
+            t.check(
+                c["dart"].planned_replay == c["coarse"].planned_replay < (c["retry"].planned_replay or 0),
+                (
+                    f"nav entry-aligned: Frozen = Coarse < Retry ({c['dart'].planned_replay}, "
+                    f"{c['coarse'].planned_replay}, {c['retry'].planned_replay})"
+                ),
+            )
         else:
             coarse = c["coarse"].planned_replay if c["coarse"].n else None
-            ok = (c["dart"].planned_replay or 99) < (coarse or 999) and (coarse or 0) <= (c["retry"].planned_replay or 0)
-            t.check(ok, f"{dom} commit-sensitive: Frozen {c['dart'].planned_replay} < Coarse {coarse} ≤ Retry {c['retry'].planned_replay}")
+            ok = (c["dart"].planned_replay or 99) < (coarse or 999) and (coarse or 0) <= (
+                c["retry"].planned_replay or 0
+            )
+            t.check(
+                ok,
+                (
+                    f"{dom} commit-sensitive: Frozen {c['dart'].planned_replay} < Coarse {coarse} "
+                    f"<= Retry {c['retry'].planned_replay}"
+                ),
+            )
     return t

@@ -13,8 +13,17 @@ from cases import Shape
 from . import Domain, Fsm
 
 SHAPE = Shape(
-    "diag", "ResolveCheck", "PlanRepair", "RunCheck", None,
-    official=4, commit=6, dep=1, effect=1, post=1, act_effect=True,
+    "diag",
+    "ResolveCheck",
+    "PlanRepair",
+    "RunCheck",
+    None,
+    official=4,
+    commit=6,
+    dep=1,
+    effect=1,
+    post=1,
+    act_effect=True,
 )
 
 _C = ["SYMPTOM", "CHECK_PENDING", "CHECKING", "WAITING_CHECK_SELECTION", "WAITING_CHECK_REFINEMENT"]
@@ -22,15 +31,29 @@ _R = ["REPAIR_PENDING", "REPAIRING", "REPAIRED"]
 _V = ["VERIFYING", "VERIFIED", "DONE"]
 FSM = Fsm(
     transitions=[
-        ("SYMPTOM", "CHECK_PENDING"), ("CHECK_PENDING", "CHECKING"), ("CHECKING", "WAITING_CHECK_SELECTION"),
-        ("WAITING_CHECK_SELECTION", "WAITING_CHECK_REFINEMENT"), ("WAITING_CHECK_REFINEMENT", "CHECKING"),
-        ("WAITING_CHECK_REFINEMENT", "CAUSE_READY"), ("WAITING_CHECK_REFINEMENT", "REPAIR_PENDING"),
-        ("WAITING_CHECK_REFINEMENT", "DONE"), ("WAITING_CHECK_SELECTION", "CAUSE_READY"),
-        ("CAUSE_READY", "REPAIR_PENDING"), ("REPAIR_PENDING", "REPAIRING"), ("REPAIRING", "REPAIRED"),
-        ("REPAIRED", "VERIFYING"), ("VERIFYING", "VERIFIED"), ("VERIFIED", "DONE"), ("VERIFYING", "CHECKING"),
+        ("SYMPTOM", "CHECK_PENDING"),
+        ("CHECK_PENDING", "CHECKING"),
+        ("CHECKING", "WAITING_CHECK_SELECTION"),
+        ("WAITING_CHECK_SELECTION", "WAITING_CHECK_REFINEMENT"),
+        ("WAITING_CHECK_REFINEMENT", "CHECKING"),
+        ("WAITING_CHECK_REFINEMENT", "CAUSE_READY"),
+        ("WAITING_CHECK_REFINEMENT", "REPAIR_PENDING"),
+        ("WAITING_CHECK_REFINEMENT", "DONE"),
+        ("WAITING_CHECK_SELECTION", "CAUSE_READY"),
+        ("CAUSE_READY", "REPAIR_PENDING"),
+        ("REPAIR_PENDING", "REPAIRING"),
+        ("REPAIRING", "REPAIRED"),
+        ("REPAIRED", "VERIFYING"),
+        ("VERIFYING", "VERIFIED"),
+        ("VERIFIED", "DONE"),
+        ("VERIFYING", "CHECKING"),
     ],
     skeletons={
-        "ResolveCheck": {"states": _C, "commits": ["WAITING_CHECK_REFINEMENT"], "resolved": ["WAITING_CHECK_REFINEMENT"]},
+        "ResolveCheck": {
+            "states": _C,
+            "commits": ["WAITING_CHECK_REFINEMENT"],
+            "resolved": ["WAITING_CHECK_REFINEMENT"],
+        },
         "PlanRepair": {"states": _R, "commits": ["REPAIRED"], "resolved": ["REPAIRED"]},
         "VerifyRepair": {"states": _V, "commits": ["VERIFIED"], "resolved": ["VERIFIED"]},
     },

@@ -15,8 +15,18 @@ from cases import Shape
 from . import Domain
 
 SHAPE = Shape(
-    "etl", "ResolvePartition", "Transform", "LoadTable", None,
-    official=7, commit=7, dep=1, effect=2, consumers=2, others=1, width=2,
+    "etl",
+    "ResolvePartition",
+    "Transform",
+    "LoadTable",
+    None,
+    official=7,
+    commit=7,
+    dep=1,
+    effect=2,
+    consumers=2,
+    others=1,
+    width=2,
 )
 
 

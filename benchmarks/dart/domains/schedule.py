@@ -14,23 +14,43 @@ from cases import Shape
 from . import Domain, Fsm
 
 SHAPE = Shape(
-    "sched", "ResolveSlot", "ResolveSlot", "ResolveSlot", "FinalizeSchedule",
-    official=4, commit=7, dep=1, effect=1, others=3,
+    "sched",
+    "ResolveSlot",
+    "ResolveSlot",
+    "ResolveSlot",
+    "FinalizeSchedule",
+    official=4,
+    commit=7,
+    dep=1,
+    effect=1,
+    others=3,
 )
 
 _R = ["SLOT_PENDING", "QUERYING", "WAITING_SLOT_SELECTION", "WAITING_SLOT_REFINEMENT"]
 _F = ["REVIEW_READY", "SENDING", "SENT", "DONE"]
 FSM = Fsm(
     transitions=[
-        ("SLOT_PENDING", "QUERYING"), ("QUERYING", "WAITING_SLOT_SELECTION"),
-        ("WAITING_SLOT_SELECTION", "WAITING_SLOT_REFINEMENT"), ("WAITING_SLOT_REFINEMENT", "QUERYING"),
-        ("WAITING_SLOT_REFINEMENT", "SLOT_READY"), ("WAITING_SLOT_REFINEMENT", "REVIEW_READY"),
-        ("WAITING_SLOT_REFINEMENT", "DONE"), ("WAITING_SLOT_SELECTION", "SLOT_READY"),
-        ("SLOT_READY", "SLOT_PENDING"), ("SLOT_READY", "REVIEW_READY"), ("REVIEW_READY", "SENDING"),
-        ("SENDING", "SENT"), ("SENT", "DONE"), ("REVIEW_READY", "SLOT_PENDING"),
+        ("SLOT_PENDING", "QUERYING"),
+        ("QUERYING", "WAITING_SLOT_SELECTION"),
+        ("WAITING_SLOT_SELECTION", "WAITING_SLOT_REFINEMENT"),
+        ("WAITING_SLOT_REFINEMENT", "QUERYING"),
+        ("WAITING_SLOT_REFINEMENT", "SLOT_READY"),
+        ("WAITING_SLOT_REFINEMENT", "REVIEW_READY"),
+        ("WAITING_SLOT_REFINEMENT", "DONE"),
+        ("WAITING_SLOT_SELECTION", "SLOT_READY"),
+        ("SLOT_READY", "SLOT_PENDING"),
+        ("SLOT_READY", "REVIEW_READY"),
+        ("REVIEW_READY", "SENDING"),
+        ("SENDING", "SENT"),
+        ("SENT", "DONE"),
+        ("REVIEW_READY", "SLOT_PENDING"),
     ],
     skeletons={
-        "ResolveSlot": {"states": _R, "commits": ["WAITING_SLOT_REFINEMENT"], "resolved": ["WAITING_SLOT_REFINEMENT"]},
+        "ResolveSlot": {
+            "states": _R,
+            "commits": ["WAITING_SLOT_REFINEMENT"],
+            "resolved": ["WAITING_SLOT_REFINEMENT"],
+        },
         "FinalizeSchedule": {"states": _F, "commits": ["SENT"], "resolved": ["SENT"]},
     },
     open_edges=[("WAITING_SLOT_SELECTION", "SLOT_READY")],

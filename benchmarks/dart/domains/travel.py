@@ -14,8 +14,18 @@ from cases import Shape
 from . import Domain
 
 SHAPE = Shape(
-    "travel", "ResolveCity", "PlanDay", "PickRestaurant", None,
-    official=4, commit=3, dep=1, effect=1, consumers=2, others=0, width=2,
+    "travel",
+    "ResolveCity",
+    "PlanDay",
+    "PickRestaurant",
+    None,
+    official=4,
+    commit=3,
+    dep=1,
+    effect=1,
+    consumers=2,
+    others=0,
+    width=2,
 )
 
 
