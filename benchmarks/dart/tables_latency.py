@@ -4,7 +4,7 @@ the paper's printed numbers (spec §3.5), with the §4.2 criteria."""
 from __future__ import annotations
 
 from aggregate import AGG_HEADER, Agg, agg, ratio
-from report import Table
+from report import Table, fmt
 from sweep import Sweep
 
 NAMES = {"retry": "Retry-Only", "coarse": "Coarse-State", "entry": "Comp-EntryOnly", "dart": "Comp-Frozen"}
@@ -61,7 +61,7 @@ def t1a(s: Sweep) -> Table:
         t.row(
             TITLES[dom],
             NAMES[m],
-            f"succ {p[0]:.2f} replay {p[1]} up {p[2]} pres {p[3]} FM {p[4]} {p[5]}",
+            f"succ {p[0]:.2f} replay {fmt(p[1])} up {fmt(p[2])} pres {fmt(p[3])} FM {fmt(p[4])} {p[5]}",
             *a.cells(),
         )
     for dom, paper_status in (("nav", "contract"), ("sched", "no-recov"), ("diag", "no-recov")):
@@ -239,7 +239,7 @@ def t4a(s: Sweep) -> Table:
             t.check(
                 ok,
                 (
-                    f"{dom} commit-sensitive: Frozen {c['dart'].planned_replay} < Coarse {coarse} "
+                    f"{dom} commit-sensitive: Frozen {c['dart'].planned_replay} < Coarse {fmt(coarse)} "
                     f"<= Retry {c['retry'].planned_replay}"
                 ),
             )
