@@ -14,6 +14,7 @@ import math
 import random
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ def step(res: dict[str, str], run: str, entity: str, n: int) -> str:
     return f"{entity}#{n}"
 
 
-DECIDERS = {"query": query, "choose": choose, "derive": derive, "step": step}
+DECIDERS: dict[str, Callable[..., Any]] = {"query": query, "choose": choose, "derive": derive, "step": step}
 
 
 def _post(res: dict[str, str], path: str, body: dict[str, Any]) -> str:

@@ -75,11 +75,11 @@ def forced(method: str) -> Iterator[None]:
         yield
         return
     keep = selector._blocking_effects
-    selector._blocking_effects = lambda trace, u, steps: []  # type: ignore[assignment]
+    selector._blocking_effects = lambda trace, u, steps: []
     try:
         yield
     finally:
-        selector._blocking_effects = keep  # type: ignore[assignment]
+        selector._blocking_effects = keep
 
 
 def fail(

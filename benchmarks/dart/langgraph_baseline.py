@@ -16,6 +16,7 @@ import operator
 import smtplib
 import sqlite3
 import time
+from collections.abc import Callable
 from email.message import EmailMessage
 from typing import Annotated, Any, TypedDict
 
@@ -53,13 +54,16 @@ def _node(case: Case, idx: int, res: dict[str, str], run: str) -> Any:
     return body
 
 
+ACTS: dict[str, Callable[..., str]] = {"record": agent._record, "confirm": agent._confirm, "act": agent._act}
+
+
 def _play(op: dict[str, Any], env: dict[str, Any], res: dict[str, str], run: str, key: str) -> None:
     args = [_val(a, env) for a in op.get("args", [])]
     if op["op"] == "decide":
         env[op["out"]] = agent.DECIDERS[op["fn"]](res, run, *args)
     elif op["op"] == "effect":
         kw = {k: _val(v, env) for k, v in op["kw"].items()}
-        fn = {"record": agent._record, "confirm": agent._confirm, "act": agent._act}[op["tool"]]
+        fn = ACTS[op["tool"]]
         env[op.get("out", "_")] = fn(res=res, run=run, idempotency_key=key, **kw)
     elif op["op"] == "mail":
         agent.THINK.pause()

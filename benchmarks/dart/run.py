@@ -49,8 +49,9 @@ SWEEP = {"T1A", "T1B", "T9", "T10", "T12", "T4A", "T3", "T21", "T22", "T4C", "T1
 LG = {"T2", "T14", "T17"}
 
 
-def _builders(cfg: Settings, s: Sweep | None, lgrows: list[Any]) -> dict[str, Callable[[], list[Table]]]:
+def _builders(cfg: Settings, swept: Sweep | None, lgrows: list[Any]) -> dict[str, Callable[[], list[Table]]]:
     w = cfg.workdir
+    s = swept if swept is not None else Sweep()  # only the tables that need no sweep read an empty one
     return {
         "T1A": lambda: [lat.t1a(s)],
         "T1B": lambda: [lat.t1b(s)],

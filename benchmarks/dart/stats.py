@@ -34,7 +34,7 @@ def _exact_p(w_plus: float, n: int) -> float:
             counts[s] += counts[s - r]
     k = int(min(w_plus, total - w_plus))
     tail = sum(counts[: k + 1]) / 2**n
-    return min(1.0, 2 * tail)
+    return float(min(1.0, 2 * tail))
 
 
 def wilcoxon(diffs: list[float]) -> float:
@@ -48,7 +48,7 @@ def wilcoxon(diffs: list[float]) -> float:
     if len(set(abs(x) for x in d)) == n and n <= 60:
         return _exact_p(w_plus, n)
     mean = n * (n + 1) / 4
-    ties = {}
+    ties: dict[float, int] = {}
     for r in ranks:
         ties[r] = ties.get(r, 0) + 1
     var = n * (n + 1) * (2 * n + 1) / 24 - sum(t**3 - t for t in ties.values()) / 48

@@ -44,14 +44,16 @@ def _skeletons(config: dict[str, Any], extra_exits: list[tuple[str, str]] = ()) 
         exits += [e for e in extra_exits if e[0] in sk["states"]]
         out.append(
             Skeleton(sk["name"], states=tuple(sk["states"]), exits=tuple(exits), commits=tuple(sk["commits"]))
-        )  # type: ignore[arg-type]
+        )
     return out
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> int:
     fa = {(s["name"], k): json.dumps(v, sort_keys=True) for s in a["skeletons"] for k, v in s.items()}
     fb = {(s["name"], k): json.dumps(v, sort_keys=True) for s in b["skeletons"] for k, v in s.items()}
-    return sum(fa.get(k) != fb.get(k) for k in set(fa) | set(fb)) + (a["transitions"] != b["transitions"])
+    return int(sum(fa.get(k) != fb.get(k) for k in set(fa) | set(fb))) + int(
+        a["transitions"] != b["transitions"]
+    )
 
 
 def _lint_domain(dom: Domain, t24: Table, t25: Table, t4b: Table) -> None:

@@ -225,7 +225,8 @@ def t4a(s: Sweep) -> Table:
         )
         if regime == "official":
             t.check(
-                c["dart"].planned_replay == c["coarse"].planned_replay < (c["retry"].planned_replay or 0),
+                c["dart"].planned_replay == c["coarse"].planned_replay
+                and (c["coarse"].planned_replay or 0) < (c["retry"].planned_replay or 0),
                 (
                     f"nav entry-aligned: Frozen = Coarse < Retry ({c['dart'].planned_replay}, "
                     f"{c['coarse'].planned_replay}, {c['retry'].planned_replay})"

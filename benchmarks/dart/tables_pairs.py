@@ -53,8 +53,8 @@ def t10(s: Sweep) -> Table:
             f"[{lo:.1f}, {hi:.1f}]",
             median(r),
             median(d),
-            wilcoxon(diffs),
-            p_holm,
+            f"{wilcoxon(diffs):.1e}",
+            f"{p_holm:.1e}",
             len(diffs),
         )
         t.check(

@@ -78,7 +78,7 @@ def t6_t7(workdir: str, think: float, repeats: int) -> Table:
 
 def _friday_case() -> Case:
     d = "$p0"
-    blocks = [
+    blocks: list[dict[str, Any]] = [
         {
             "skel": "ResolveSlot",
             "entity": "p0",

@@ -16,7 +16,7 @@ from domains import diagnosis, navigation, schedule
 from harness import fail
 from report import Table
 
-from daybook import Daybook, RunFailed
+from daybook import Daybook, RunFailed, workflow
 from daybook.recovery.signal import normalize
 
 
@@ -152,7 +152,7 @@ def t28(workdir: str) -> Table:
     return t
 
 
-@__import__("daybook").workflow(name="dartb_depth")
+@workflow(name="dartb_depth")
 def dartb_depth(ctx: Any, res: dict[str, str], run: str, depth: int, inline: bool, size: int) -> None:
     """`depth` nested instances, each committing its state: inline (the values in the checkpoint)
     or registry-only (the keys only); the innermost confirmation fails."""
