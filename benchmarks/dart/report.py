@@ -31,8 +31,9 @@ class Table:
     def row(self, *cells: Any) -> None:
         self.rows.append(list(cells))
 
-    def check(self, ok: bool, criterion: str) -> None:
-        self.verdicts.append((bool(ok), criterion))
+    def check(self, ok: bool, criterion: str, why: str = "") -> None:
+        """A criterion and what we measured; `why` (the reason it fails) is printed only if it does."""
+        self.verdicts.append((bool(ok), criterion if ok or not why else f"{criterion}: {why}"))
 
     def markdown(self) -> str:
         out = [f"### {self.key}: {self.title}", "", "| " + " | ".join(self.header) + " |"]

@@ -70,19 +70,21 @@ def t1a(s: Sweep) -> Table:
         t.check(
             fr.succ == 1.0 and fr.up == 0 and (fr.replay or 99) <= 2,
             f"{dom}: Frozen succ 1.00 with up 0 and replay <= 2 (ours succ {fr.succ:.2f} over {fr.n} rows, "
-            f"{adm.succ:.2f} over the {adm.n} admitted ones; replay {fr.replay}, up {fr.up}; the blocked "
-            "cases fall back to a whole rerun, audited like Retry's)",
+            f"{adm.succ:.2f} over the {adm.n} admitted ones; replay {fr.replay}, up {fr.up})",
+            "the blocked cases fall back to a whole rerun, audited like Retry's",
         )
         t.check(
             en.succ == 0.0 and en.status == paper_status,
-            f"{dom}: EntryOnly 0.00 with status {paper_status} (ours {en.succ:.2f}, {en.status}: daybook "
-            "parks the run with NonDeterminismError when the re-derived value reaches a committed consumer)",
+            f"{dom}: EntryOnly 0.00 with status {paper_status} (ours {en.succ:.2f}, {en.status})",
+            "daybook parks the run with NonDeterminismError when the re-derived value reaches a committed "
+            "consumer: no local recovery, never a finished run that fails the contract",
         )
         t.check(
             re.succ == 1.0 and (re.up or 0) > 0,
-            f"{dom}: Retry 1.00 with up > 0 (ours {re.succ:.2f}, up {re.planned_up}; "
-            "a rerun re-derives the refreshed value: durable records/invitations committed before the "
-            "failure no longer match, and the journal replays an irreversible act rather than re-send it)",
+            f"{dom}: Retry 1.00 with up > 0 (ours {re.succ:.2f}, up {re.planned_up})",
+            "a rerun re-derives the refreshed value, while what was committed before the failure (the "
+            "consumers' durable records, the invitation, the repair) stands on the old one; the journal "
+            "replays an irreversible act rather than re-send it",
         )
         r = ratio(_model(s, dom, "dart"), _model(s, dom, "retry"))
         t.check(
