@@ -139,6 +139,8 @@ def test_an_irreversible_effect_after_the_checkpoint_vetoes_it(
     rec = book.recover("notify", dry_run=True)
     assert (rec.action, rec.reason) == ("rerun", "irreversible_effect_policy")
     assert "email.send: irreversible" in rec.verdicts[0]["effects"][0]
+    forced = book.recover("notify", policy=RecoveryPolicy(effects=False), dry_run=True)
+    assert (forced.action, forced.checkpoint) == ("restore", "commit@3")  # the ablation
 
 
 def test_an_ambiguous_instance_name_abstains_to_a_rerun(book: Daybook, cal: str, sink: ds.Sink) -> None:

@@ -10,10 +10,8 @@ local checkpoint and fell back to a whole-task rerun).
 
 from __future__ import annotations
 
-import contextlib
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,7 +20,6 @@ import resources as rs
 from audit import Audit, audit, snapshot
 from cases import Case, spec
 
-import daybook.recovery.select as selector
 from daybook import Daybook, NonDeterminismError, RecoveryPolicy, RunFailed
 from daybook.errors import DaybookError
 
@@ -63,23 +60,10 @@ def policy_of(method: str) -> str | RecoveryPolicy:
     if method == "noblock":
         return RecoveryPolicy(blocking=False)
     if method == "force":
-        return RecoveryPolicy(blocking=False)
+        # Restore the newest blocked checkpoint anyway (effects and consumers ignored), to audit
+        # whether the block was needed (T19's false-block rule).
+        return RecoveryPolicy(blocking=False, effects=False)
     return method
-
-
-@contextlib.contextmanager
-def forced(method: str) -> Iterator[None]:
-    """`force`: restore the newest blocked checkpoint anyway (effects and consumers ignored), to
-    audit whether the block was needed (T19's false-block rule)."""
-    if method != "force":
-        yield
-        return
-    keep = selector._blocking_effects
-    selector._blocking_effects = lambda trace, u, steps: []
-    try:
-        yield
-    finally:
-        selector._blocking_effects = keep
 
 
 def fail(
@@ -106,8 +90,8 @@ def measure(
     before = snapshot(cp.res["db"], run)
     row = Row(case.domain, case.cid, case.regime, case.kind, repeat, method)
     agent.THINK.reset(think, zlib.crc32(f"{case.cid}/{repeat}/{variant}".encode()), 0.25 + 0.05 * variant)
-    with forced(method):  # the plan first (a dry run): what the method would replay, even if it fails
-        plan = book.recover(run, policy=policy_of(method), dry_run=True)
+    # The plan first (a dry run): what the method would replay, even if it fails.
+    plan = book.recover(run, policy=policy_of(method), dry_run=True)
     row.action, row.instance, row.checkpoint, row.reason = (
         plan.action,
         plan.instance,
@@ -118,8 +102,7 @@ def measure(
     start = time.perf_counter()
     result = None
     try:
-        with forced(method):
-            rec = book.recover(run, policy=policy_of(method))
+        rec = book.recover(run, policy=policy_of(method))
         result = rec.result
         row.action, row.instance, row.checkpoint, row.reason = (
             rec.action,

@@ -35,12 +35,14 @@ class RecoveryPolicy:
     entry), retry (Retry-Only: re-run the whole task). `blocking=False` drops the
     committed-consumer veto (an ablation: unsafe); `exits=True` also considers exit checkpoints;
     `joint=True` (beyond DART) rolls committed consumers back with the instance when every
-    effect they made can be undone, instead of blocking."""
+    effect they made can be undone, instead of blocking; `effects=False` drops the effect veto (an
+    ablation, unsafe: to audit whether a block was needed; unsettled outcomes still refuse)."""
 
     name: str = "dart"
     blocking: bool = True
     exits: bool = False
     joint: bool = False
+    effects: bool = True
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -183,7 +185,7 @@ def judge(trace: Trace, u: Instance, kind: str, position: int, policy: RecoveryP
         not committed or not policy.blocking or (policy.joint and _jointly_undoable(trace, u, position))
     )
     steps = _after(trace, u, position) + _closure_steps(trace, u, position, policy.joint)
-    blocking = tuple(e for e in _blocking_effects(trace, u, steps))
+    blocking = tuple(_blocking_effects(trace, u, steps)) if policy.effects else ()
     return Verdict(kind, position, not nested, conflict_free, not blocking, committed, blocking)
 
 
