@@ -174,12 +174,6 @@ def baseline_branches(
     return [(j, store.apply(Op("set", name, values[j]), None)) for j in order]
 
 
-def conflicts(order: list[int]) -> int:
-    """Writes landing on a row that holds another live branch's uncommitted write: every write
-    but the first of a step (no branch is chosen before all have run)."""
-    return max(0, len(order) - 1)
-
-
 def open_shared(root: Path, smtp: bool = False, travel: bool = False) -> None:
     SHARED["store"] = Observed(root / "shared.db")
     if smtp:

@@ -29,8 +29,8 @@ def _baseline_step(mode: str, run: str, k: int, rng: random.Random, sc: list[int
     snap = store.snapshot() if mode == "CR" else None
     wrote = sp.baseline_branches(store, name, [j + 1 for j in range(k)], order)
     win = max(range(k), key=lambda j: (sc[j], f"b{j}"))
-    if mode == "No-Frontier":  # compensate each loser (before-image), in branch order: no ordering
-        for j, before in sorted(wrote):
+    if mode == "No-Frontier":  # compensate each loser (before-image), newest first: no ordering rule
+        for j, before in reversed(wrote):
             if j != win:
                 store.undo(name, before)
     elif mode == "CR":  # roll the checkpoint back, then redo the winner's write
