@@ -122,7 +122,8 @@ class SqliteStore:
 
 
 class PgStore:
-    """The same shape on PostgreSQL: one table pair per store, a connection per thread."""
+    """The same shape on PostgreSQL: one table pair per store, a connection per thread, all of
+    them closed by `close()` (the server is shared: never leave connections behind)."""
 
     def __init__(self, url: str) -> None:
         import psycopg
@@ -131,15 +132,25 @@ class PgStore:
         self.url = url
         self.table = "atx_" + uuid.uuid4().hex[:10]
         self._local = threading.local()
+        self._all: list[Any] = []
+        self._guard = threading.Lock()
         with self._conn().cursor() as cur:
             cur.execute(f"CREATE TABLE {self.table} (name TEXT PRIMARY KEY, value BIGINT)")
             cur.execute(f"CREATE TABLE {self.table}_k (key TEXT PRIMARY KEY, before TEXT)")
 
     def _conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or conn.closed:
             conn = self._local.conn = self._psycopg.connect(self.url, autocommit=True)
+            with self._guard:
+                self._all.append(conn)
         return conn
+
+    def close(self) -> None:
+        with self._guard:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
 
     def apply(self, op: Op, key: str | None) -> Any:
         t = self.table
@@ -192,6 +203,7 @@ class PgStore:
     def drop(self) -> None:
         with self._conn().cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {self.table}, {self.table}_k")
+        self.close()
 
 
 class DesktopStore:

@@ -7,15 +7,13 @@ from __future__ import annotations
 import gc
 import os
 import random
-import tempfile
-from pathlib import Path
 
 import speculation as sp
 from harness import Task
 from report import DEFINITIONS, Config, Report, progress, success
 from resources import Op
 from stats import linear_fit, mean, p99, percent
-from workloads import Lab, cell
+from workloads import Lab, cell, scratch
 
 PAPER_T3 = {"Tx-Full": ("92.0 ± 4.5", "77.3 ± 4.8", "148 ± 6"), "No-Frontier": ("2.0 ± 1.4", "77.7 ± 5.7", "296 ± 11"),
             "CR": ("4.7 ± 2.6", "73.7 ± 4.3", "305 ± 7")}
@@ -129,7 +127,7 @@ def table6(cfg: Config) -> Report:
                  definitions=["setup: from ctx.speculate's call until the first branch runs (epochs, tx:begin rows); commit: from "
                               "the last branch's end to the winner's commit (choose, abort K−1 losers, commit); total: the whole call"])
     n = cfg.n(40, 10)
-    lab = Lab(cfg.pg_url)
+    lab = Lab(cfg.pg_url, root=scratch(durable=True))
     commits = _t6_sweep(rep, lab, n, "disk")
     gc.disable()  # the paper blames its K=16 p99 on CPython's collector: rerun K=16 without it
     try:
@@ -138,7 +136,7 @@ def table6(cfg: Config) -> Report:
         gc.enable()
     lab.close()
     if os.path.isdir("/dev/shm"):  # the same sweep with the store on tmpfs: fsync costs nothing there
-        shm = Lab(cfg.pg_url, root=Path(tempfile.mkdtemp(prefix="atomix-", dir="/dev/shm")))
+        shm = Lab(cfg.pg_url)
         _t6_sweep(rep, shm, n, "tmpfs")
         shm.close()
     ks = [k for k in commits for _ in commits[k]]

@@ -67,12 +67,20 @@ def tasks(workload: str, n: int, steps: tuple[int, int], seed: int) -> list[Task
     return out
 
 
+def scratch(durable: bool = False) -> Path:
+    """A fresh temp dir: on tmpfs (/dev/shm) for the correctness experiments, where fsync is
+    nearly free and only the counts matter; on disk (`durable`) for anything timed."""
+    shm = Path("/dev/shm")
+    where = None if durable or not shm.is_dir() else str(shm)
+    return Path(tempfile.mkdtemp(prefix="atomix-", dir=where))
+
+
 @dataclass
 class Lab:
     """Temp dirs, services and a daybook store for one experiment; `close()` removes them."""
 
     pg_url: str | None = None
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="atomix-")))
+    root: Path = field(default_factory=scratch)
     _services: list[Service] = field(default_factory=list)
     _pg: list[PgStore] = field(default_factory=list)
     _book: daybook.Daybook | None = None
