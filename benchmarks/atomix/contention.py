@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import daybook
 from resources import Op, PgStore, Store
+
+import daybook
 
 RESOURCES: dict[str, Store] = {}  # found by the daybook tools (workflow arguments are JSON)
 PAUSE = 0.001
@@ -45,7 +46,9 @@ def plan(scenario: str, agent: int) -> tuple[list[str], str]:
     return ["x", "y"], "pair"
 
 
-def op_with(read: Callable[[str], int], write: Callable[[str, int], None], names: list[str], kind: str, tag: int) -> None:
+def op_with(
+    read: Callable[[str], int], write: Callable[[str, int], None], names: list[str], kind: str, tag: int
+) -> None:
     """One operation, whoever performs the calls (daybook effects or direct calls)."""
     if kind == "incr":
         v = read(names[0])
@@ -122,7 +125,9 @@ def correct(store: Store, scenario: str, agents: int, ops: int) -> bool:
     return state.get("x") == state.get("y") == agents * ops
 
 
-def run_cell(book: daybook.Daybook | None, mode: str, store: Store, scenario: str, agents: int, ops: int) -> bool:
+def run_cell(
+    book: daybook.Daybook | None, mode: str, store: Store, scenario: str, agents: int, ops: int
+) -> bool:
     """One run: `agents` threads at once on a fresh store; True if the end state is correct."""
     res = uuid.uuid4().hex[:8]
     RESOURCES[res] = store

@@ -9,9 +9,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import daybook
 from faults import InjectedFault, Injector, LostReply
 from resources import MISSING, Op, Store, expected
+
+import daybook
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,9 @@ def atx_undo(*, original: dict[str, Any], result: Any, idempotency_key: str) -> 
     retry=daybook.Retry(max_attempts=1, backoff=0.001, reconcile_rounds=3),
     scopes="res:{world}:{name}",
 )
-def atx_call(*, world: str, step: int, verb: str, name: str, value: int, api: str, idempotency_key: str) -> Any:
+def atx_call(
+    *, world: str, step: int, verb: str, name: str, value: int, api: str, idempotency_key: str
+) -> Any:
     return WORLDS[world].call(step, Op(verb, name, value, api), idempotency_key)
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import daybook
 from faults import FaultModel, InjectedFault, Injector, LostReply
 from harness import Outcome, Task, World, run_tx_full
+
+import daybook
 
 MODES = ("Tx-Full", "CR", "No-Frontier", "No-Tx")
 FAULTS = (InjectedFault, LostReply)
@@ -31,7 +32,7 @@ def fault_model(mode: str, fp: float, p_post: float | None, once: bool = False, 
 
 def _cr(world: World, task: Task, retries: int) -> bool:
     for step, op in enumerate(task.ops):
-        for attempt in range(retries + 1):
+        for _ in range(retries + 1):
             snap = world.store.snapshot()
             try:
                 world.call(step, op, None)
@@ -47,7 +48,7 @@ def _cr(world: World, task: Task, retries: int) -> bool:
 def _compensating(world: World, task: Task, retries: int, keyed: bool) -> bool:
     undo: list[tuple[str, Any]] = []
     for step, op in enumerate(task.ops):
-        for attempt in range(retries + 1):
+        for _ in range(retries + 1):
             key = f"{world.run}/{step}" if keyed else None
             try:
                 before = world.call(step, op, key)
@@ -96,5 +97,7 @@ def run_mode(
     return world.outcome(task, POLICIES[mode](world, task, retries))
 
 
-def injector(mode: str, fp: float, p_post: float | None = None, once: bool = False, seed: int = 0) -> Injector:
+def injector(
+    mode: str, fp: float, p_post: float | None = None, once: bool = False, seed: int = 0
+) -> Injector:
     return Injector(fault_model(mode, fp, p_post, once, seed))

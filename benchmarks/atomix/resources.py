@@ -179,7 +179,8 @@ class PgStore:
                 cur.execute(f"DELETE FROM {self.table} WHERE name=%s", (name,))
             else:
                 cur.execute(
-                    f"INSERT INTO {self.table} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET value=excluded.value",
+                    f"INSERT INTO {self.table} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET "
+                    "value=excluded.value",
                     (name, before),
                 )
 

@@ -23,17 +23,48 @@ from report import Config, Report, progress  # noqa: E402
 PG_URL = "postgresql://127.0.0.1:5432/test"
 
 
+ORDER = (
+    "rq2",
+    "files",
+    "fig1",
+    "table1",
+    "table2",
+    "table3",
+    "table4",
+    "table5",
+    "table6",
+    "table7",
+    "table8",
+    "table9",
+    "table10",
+    "table11",
+    "table12",
+    "a6",
+    "a10",
+    "lowfp",
+)
+
+
 def registry() -> dict[str, Callable[[Config], Report]]:
+    """Every table's function by key, in the paper's order (then the extras)."""
     import tables_ablation
+    import tables_branches
     import tables_contention
     import tables_irreversible
     import tables_recovery
     import tables_speculation
 
-    out: dict[str, Callable[[Config], Report]] = {}
-    for mod in (tables_speculation, tables_recovery, tables_ablation, tables_contention, tables_irreversible):
-        out.update(mod.TABLES)
-    return out
+    found: dict[str, Callable[[Config], Report]] = {}
+    for mod in (
+        tables_speculation,
+        tables_recovery,
+        tables_branches,
+        tables_ablation,
+        tables_contention,
+        tables_irreversible,
+    ):
+        found.update(mod.TABLES)
+    return {k: found[k] for k in ORDER if k in found} | found
 
 
 def pg_url(url: str) -> str | None:

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import daybook
 from resources import Op, SqliteStore
 from services import Service, post
 from smtp import SmtpSink
+
+import daybook
 
 
 class Observed(SqliteStore):
@@ -73,7 +74,9 @@ def spec_cancel_hold(*, original: dict[str, Any], result: dict[str, Any], idempo
 
 @daybook.tool(inverse=spec_cancel_hold, idempotent=True)
 def spec_hold(*, run: str, branch: str, price: int, idempotency_key: str) -> dict[str, Any]:
-    return post(f"{SHARED['travel'].url}/hold", {"branch": f"{run}:{branch}", "price": price}, idempotency_key)
+    return post(
+        f"{SHARED['travel'].url}/hold", {"branch": f"{run}:{branch}", "price": price}, idempotency_key
+    )
 
 
 @daybook.tool(irreversible=True)
@@ -188,4 +191,3 @@ def close_shared() -> None:
     if "travel" in SHARED:
         SHARED.pop("travel").stop()
     SHARED.pop("store", None)
-

@@ -10,14 +10,29 @@ import time
 import uuid
 
 import contention as ct
-import daybook
 from report import Config, Report, progress
 from resources import PgStore, SqliteStore, Store
 from stats import percent
 from workloads import Lab, scratch
 
-CELLS = [("disjoint", 2), ("disjoint", 4), ("disjoint", 8), ("shared", 2), ("shared", 4), ("shared", 8), ("rw", 2), ("ww", 2)]
-LABEL = {"disjoint": "Disjoint writes", "shared": "Counter, shared", "rw": "Read-write conflict", "ww": "Write-write conflict"}
+import daybook
+
+CELLS = [
+    ("disjoint", 2),
+    ("disjoint", 4),
+    ("disjoint", 8),
+    ("shared", 2),
+    ("shared", 4),
+    ("shared", 8),
+    ("rw", 2),
+    ("ww", 2),
+]
+LABEL = {
+    "disjoint": "Disjoint writes",
+    "shared": "Counter, shared",
+    "rw": "Read-write conflict",
+    "ww": "Write-write conflict",
+}
 MODES9 = ("Tx-Full", "No-Frontier", "No-Tx", "Lock")
 OPS = 50
 
@@ -42,7 +57,7 @@ def _correctness(rep: Report, cfg: Config, engine: str) -> dict[str, list[bool]]
             # Few Tx-Full runs: a waiting transaction polls (5 ms doubling to 100 ms), so 8 agents
             # on one row take ~25 s a run; the baselines are cheap.
             n = (cfg.n(2, 1) if agents < 8 else 1) if mode == "Tx-Full" else cfg.n(10, 3)
-            progress(f"table9: {engine} {scenario} x{agents} {mode} ({n} runs of {agents}×{OPS} ops)")
+            progress(f"table9: {engine} {scenario} x{agents} {mode} ({n} runs of {agents}x{OPS} ops)")
             began = time.perf_counter()
             flags[f"{scenario}/{agents}/{mode}"] = [
                 ct.run_cell(lab.book, mode, _store(lab, engine), scenario, agents, OPS) for _ in range(n)
@@ -50,9 +65,9 @@ def _correctness(rep: Report, cfg: Config, engine: str) -> dict[str, list[bool]]
             rep.data[f"{engine}/{scenario}/{agents}/{mode}/seconds"] = time.perf_counter() - began
     lab.close()
     for scenario, agents in cells(cfg):
-        cells = [percent(flags[f"{scenario}/{agents}/{m}"]).cell(0) for m in MODES9]
+        row = [percent(flags[f"{scenario}/{agents}/{m}"]).cell(0) for m in MODES9]
         paper = "100 / 100 / 100" if scenario == "disjoint" else "100 / 0 / 0"
-        rep.row(engine, f"{LABEL[scenario]} (correct %)", agents, paper, *cells)
+        rep.row(engine, f"{LABEL[scenario]} (correct %)", agents, paper, *row)
     return flags
 
 
@@ -62,7 +77,11 @@ def _judge(rep: Report, engine: str, flags: dict[str, list[bool]]) -> None:
     for mode in ("No-Frontier", "No-Tx"):
         dis = all(all(v) for k, v in flags.items() if k.startswith("disjoint") and k.endswith(mode))
         rep.check(dis, f"{engine}: {mode} 100% on disjoint writes")
-        shared = {k: percent(v).value for k, v in flags.items() if not k.startswith("disjoint") and k.endswith("/" + mode)}
+        shared = {
+            k: percent(v).value
+            for k, v in flags.items()
+            if not k.startswith("disjoint") and k.endswith("/" + mode)
+        }
         worst = max(shared.values())
         rep.check(worst <= 5, f"{engine}: {mode} ≤ 5% correct on every shared cell (highest {worst:.0f}%)")
 
@@ -120,32 +139,70 @@ def _raw_rate(agents: int, n: int, undo: bool) -> float:
 def _throughput(rep: Report, cfg: Config) -> None:
     n = cfg.n(40, 10)
     lab = Lab(cfg.pg_url, root=scratch(durable=True))
-    progress(f"table9: coordination throughput, 16 runs × {n} no-op transactions (disk)")
+    progress(f"table9: coordination throughput, 16 runs x {n} no-op transactions (disk)")
     tx, step = _book_rate(lab.book, "tx", 16, n), _book_rate(lab.book, "step", 16, n)
     nofr, notx = _raw_rate(16, 20_000, True), _raw_rate(16, 20_000, False)
-    progress("table9: end-to-end, 16 runs × 3 transactions of one 100 ms call")
+    progress("table9: end-to-end, 16 runs x 3 transactions of one 100 ms call")
     slow_tx = _book_rate(lab.book, "slow", 16, 3)
     slow_raw = 16 * 3 / _threads(lambda: [time.sleep(0.1) for _ in range(3)], [() for _ in range(16)])
     lab.close()
-    rep.row("—", "No-op tx throughput (tx/s), durable", 16, "14,209 / 13,575 / 1,182,535",
-            f"{tx:,.0f}", f"{step:,.0f} (journaled step, no commit rule)", f"{notx:,.0f} (in memory)", f"{nofr:,.0f} (in-memory before-images)")
-    rep.row("—", "End-to-end tx/s at 100 ms per call", 16, "~160", f"{slow_tx:,.0f}", "—", f"{slow_raw:,.0f}", "—")
-    rep.data |= {"tx": tx, "step": step, "nofrontier_mem": nofr, "notx_mem": notx, "slow_tx": slow_tx, "slow_raw": slow_raw}
-    rep.check(abs(tx - step) <= 0.25 * step, f"Tx-Full within ±25% of No-Frontier tx/s (durable: {tx:,.0f} vs {step:,.0f})",
-              "a transaction journals begin, commit and end rows and checks the commit rule (two store transactions "
-              "more than a plain step)")
-    rep.check(notx >= 20 * tx, f"No-Tx ≥ 20× Tx-Full ({notx / tx:,.0f}×)")
-    rep.check(abs(slow_tx - 160) <= 40 and abs(slow_raw - 160) <= 40,
-              f"100 ms calls: ≈ 160 tx/s in every mode (Tx-Full {slow_tx:.0f}, No-Tx {slow_raw:.0f})")
+    rep.row(
+        "—",
+        "No-op tx throughput (tx/s), durable",
+        16,
+        "14,209 / 13,575 / 1,182,535",
+        f"{tx:,.0f}",
+        f"{step:,.0f} (journaled step, no commit rule)",
+        f"{notx:,.0f} (in memory)",
+        f"{nofr:,.0f} (in-memory before-images)",
+    )
+    rep.row(
+        "—", "End-to-end tx/s at 100 ms per call", 16, "~160", f"{slow_tx:,.0f}", "—", f"{slow_raw:,.0f}", "—"
+    )
+    rep.data |= {
+        "tx": tx,
+        "step": step,
+        "nofrontier_mem": nofr,
+        "notx_mem": notx,
+        "slow_tx": slow_tx,
+        "slow_raw": slow_raw,
+    }
+    rep.check(
+        abs(tx - step) <= 0.25 * step,
+        f"Tx-Full within ±25% of No-Frontier tx/s (durable: {tx:,.0f} vs {step:,.0f})",
+        "a transaction journals begin, commit and end rows and checks the commit rule (two store "
+        "transactions "
+        "more than a plain step)",
+    )
+    rep.check(notx >= 20 * tx, f"No-Tx ≥ 20x Tx-Full ({notx / tx:,.0f}x)")
+    rep.check(
+        abs(slow_tx - 160) <= 40 and abs(slow_raw - 160) <= 40,
+        f"100 ms calls: ≈ 160 tx/s in every mode (Tx-Full {slow_tx:.0f}, No-Tx {slow_raw:.0f})",
+    )
 
 
 def table9(cfg: Config) -> Report:
-    rep = Report("table9", f"Table 9 — multi-agent contention ({OPS} ops/agent; read and write as separate calls)",
-                 ["store", "Scenario", "Agents", "paper Tx / No-Fr / No-Tx", "Tx-Full", "No-Frontier", "No-Tx", "Lock (per-row lock)"],
-                 definitions=["correct %: runs whose final rows equal the serial result (disjoint: each counter = 50; shared: "
-                              "agents × 50; read-write: two opposite transfers leave both rows at 0; write-write: both rows of "
-                              "the record end at version agents × 50)", "Lock: the per-resource-lock baseline the paper lacks (§7 #12)",
-                              "tx/s: transactions per second across 16 concurrent runs (threads of one process)"])
+    rep = Report(
+        "table9",
+        f"Table 9 — multi-agent contention ({OPS} ops/agent; read and write as separate calls)",
+        [
+            "store",
+            "Scenario",
+            "Agents",
+            "paper Tx / No-Fr / No-Tx",
+            "Tx-Full",
+            "No-Frontier",
+            "No-Tx",
+            "Lock (per-row lock)",
+        ],
+        definitions=[
+            "correct %: runs whose final rows equal the serial result (disjoint: each counter = 50; shared: "
+            "agents x 50; read-write: two opposite transfers leave both rows at 0; write-write: both rows of "
+            "the record end at version agents x 50)",
+            "Lock: the per-resource-lock baseline the paper lacks (§7 #12)",
+            "tx/s: transactions per second across 16 concurrent runs (threads of one process)",
+        ],
+    )
     flags = {"sqlite": _correctness(rep, cfg, "sqlite")}
     if cfg.pg_url:
         flags["pg"] = _correctness(rep, cfg, "pg")
@@ -154,9 +211,11 @@ def table9(cfg: Config) -> Report:
     for engine, f in flags.items():
         _judge(rep, engine, f)
     _throughput(rep, cfg)
-    rep.notes.append("Tx-Full runs per cell are few (the paper: 100) because a waiting transaction polls with backoff "
-                     "(5 ms doubling to 100 ms): 8 agents on one counter take ~25 s per run. Seconds per cell are in the JSON."
-                     + (" --quick runs the 2-agent cells only." if cfg.quick else ""))
+    rep.notes.append(
+        "Tx-Full runs per cell are few (the paper: 100) because a waiting transaction polls with backoff "
+        "(5 ms doubling to 100 ms): 8 agents on one counter take ~25 s per run. Seconds per cell "
+        "are in the JSON." + (" --quick runs the 2-agent cells only." if cfg.quick else "")
+    )
     return rep
 
 
@@ -165,14 +224,17 @@ def _a10_tool(i: int) -> int:
 
 
 def table_a10(cfg: Config) -> Report:
-    rep = Report("a10", "A.10 — per-step overhead, fault-free 10-step no-op task, µs per step",
-                 ["mode", "paper", "ours µs/step", "share of a 100 ms call"],
-                 definitions=["µs/step: wall time of the whole run divided by its steps, averaged over runs"])
+    rep = Report(
+        "a10",
+        "A.10 — per-step overhead, fault-free 10-step no-op task, µs per step",
+        ["mode", "paper", "ours µs/step", "share of a 100 ms call"],
+        definitions=["µs/step: wall time of the whole run divided by its steps, averaged over runs"],
+    )
     runs = cfg.n(100, 20)
     res = {}
     for where, durable in (("disk", True), ("tmpfs", False)):
         lab = Lab(cfg.pg_url, root=scratch(durable))
-        progress(f"a10: {where}, {runs} runs × 10 steps, Tx-Full and plain ctx.effect")
+        progress(f"a10: {where}, {runs} runs x 10 steps, Tx-Full and plain ctx.effect")
         res[f"Tx-Full, one transaction per step ({where})"] = _per_step(lab.book, runs, True)
         res[f"plain ctx.effect, journaled ({where})"] = _per_step(lab.book, runs, False)
         res[f"raw SQLite floor: one committed INSERT per step ({where})"] = _sqlite_floor(lab, runs * 10)
@@ -183,14 +245,25 @@ def table_a10(cfg: Config) -> Report:
     res["No-Tx: a direct call"] = (time.perf_counter() - began) / (runs * 10) * 1e6
     paper = {"Tx-Full": "7.7", "No-Tx": "0.8"}
     for mode, us in res.items():
-        rep.row(mode, next((v for k, v in paper.items() if mode.startswith(k)), "—"), f"{us:,.1f}", f"{us / 1e5:.4%}")
+        rep.row(
+            mode,
+            next((v for k, v in paper.items() if mode.startswith(k)), "—"),
+            f"{us:,.1f}",
+            f"{us / 1e5:.4%}",
+        )
     tx = res["Tx-Full, one transaction per step (tmpfs)"]
-    rep.check(tx <= 10, f"Tx-Full ≤ 10 µs/step (< 0.01% of 100 ms): tmpfs {tx:,.0f} µs",
-              "daybook journals every step durably (intent and outcome rows, the transaction's rows), each a SQLite commit; "
-              "Atomix's 7.7 µs is an in-memory library with no log on the path")
+    rep.check(
+        tx <= 10,
+        f"Tx-Full ≤ 10 µs/step (< 0.01% of 100 ms): tmpfs {tx:,.0f} µs",
+        "daybook journals every step durably (intent and outcome rows, the transaction's rows), "
+        "each a SQLite commit; "
+        "Atomix's 7.7 µs is an in-memory library with no log on the path",
+    )
     floor = res["raw SQLite floor: one committed INSERT per step (disk)"]
     disk = res["Tx-Full, one transaction per step (disk)"]
-    rep.notes.append(f"Durable Tx-Full on disk costs {disk / floor:.1f}× the raw SQLite floor of one committed row.")
+    rep.notes.append(
+        f"Durable Tx-Full on disk costs {disk / floor:.1f}x the raw SQLite floor of one committed row."
+    )
     rep.data = res
     return rep
 

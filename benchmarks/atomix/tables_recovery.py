@@ -42,7 +42,9 @@ PAPER_T4 = {
 }
 
 
-def sweep(lab: Lab, label: str, modes: tuple[str, ...], workload: str, ts: list[Task], fp: float, **kw: object) -> dict[str, list[Outcome]]:
+def sweep(
+    lab: Lab, label: str, modes: tuple[str, ...], workload: str, ts: list[Task], fp: float, **kw: object
+) -> dict[str, list[Outcome]]:
     out = {}
     for mode in modes:
         progress(f"{label}: {workload} fp={fp} {mode} ({len(ts) * int(kw.get('repeats', 1))} runs)")  # type: ignore[call-overload]
@@ -63,20 +65,35 @@ def analytic_mix(fp: float, lengths: list[int], tx: bool) -> float:
 def degenerate(e: Estimate, target: float) -> str:
     """Why a CI misses its analytic value, when the reason is the sample rather than the mechanism."""
     if e.lo == e.hi:
-        return (f"all {e.n} runs came out the same, so the percentile bootstrap interval is the single "
-                f"point {e.value:.1f} and cannot contain {target:.1f}; a larger n would settle it")
+        return (
+            f"all {e.n} runs came out the same, so the percentile bootstrap interval is the single "
+            f"point {e.value:.1f} and cannot contain {target:.1f}; a larger n would settle it"
+        )
     return f"{target:.1f} lies outside [{e.lo:.1f}, {e.hi:.1f}]"
 
 
 def table1(cfg: Config) -> Report:
-    rep = Report("table1", "Table 1 — task success %, web (WebArena analogue) and desktop (OSWorld analogue), fp = 0.3, R = 3",
-                 ["Mode", "WebArena paper", "web ours", "web analytic", "OSWorld paper", "desktop ours", "desktop analytic"],
-                 definitions=DEFINITIONS)
+    rep = Report(
+        "table1",
+        "Table 1 — task success %, web (WebArena analogue) and desktop (OSWorld analogue), fp = 0.3, R = 3",
+        [
+            "Mode",
+            "WebArena paper",
+            "web ours",
+            "web analytic",
+            "OSWorld paper",
+            "desktop ours",
+            "desktop analytic",
+        ],
+        definitions=DEFINITIONS,
+    )
     lab = Lab(cfg.pg_url)
     repeats = cfg.n(3, 1)
     web, desk = tasks("web", 30, (10, 30), 1), tasks("desktop", 30, (14, 30), 2)
-    res = {"web": sweep(lab, "table1", MODES, "web", web, 0.3, repeats=repeats),
-           "desktop": sweep(lab, "table1", MODES, "desktop", desk, 0.3, repeats=repeats)}
+    res = {
+        "web": sweep(lab, "table1", MODES, "web", web, 0.3, repeats=repeats),
+        "desktop": sweep(lab, "table1", MODES, "desktop", desk, 0.3, repeats=repeats),
+    }
     lab.close()
     ana = {}
     for wl, ts in (("web", web), ("desktop", desk)):
@@ -84,20 +101,37 @@ def table1(cfg: Config) -> Report:
         ana[wl] = {"tx": analytic_mix(0.3, lengths, True), "plain": analytic_mix(0.3, lengths, False)}
     for mode in MODES:
         kind = "tx" if mode in ("Tx-Full", "CR") else "plain"
-        rep.row(mode, PAPER_T1[mode][0], success(res["web"][mode]), f"{ana['web'][kind]:.1f}",
-                PAPER_T1[mode][1], success(res["desktop"][mode]), f"{ana['desktop'][kind]:.1f}")
+        rep.row(
+            mode,
+            PAPER_T1[mode][0],
+            success(res["web"][mode]),
+            f"{ana['web'][kind]:.1f}",
+            PAPER_T1[mode][1],
+            success(res["desktop"][mode]),
+            f"{ana['desktop'][kind]:.1f}",
+        )
     for wl in ("web", "desktop"):
         s = {m: success(res[wl][m]) for m in MODES}
         rep.check(s["Tx-Full"].overlaps(s["CR"]), f"{wl}: Tx-Full and CR CIs overlap")
         ratio_ok = s["Tx-Full"].lo > s["No-Tx"].hi and s["Tx-Full"].value >= 7 * s["No-Tx"].value
-        rep.check(ratio_ok, f"{wl}: Tx-Full ≥ 7× No-Tx with disjoint CIs ({s['Tx-Full'].value:.1f} vs {s['No-Tx'].value:.1f})")
+        rep.check(
+            ratio_ok,
+            f"{wl}: Tx-Full ≥ 7x No-Tx with disjoint CIs ({s['Tx-Full'].value:.1f} vs "
+            f"{s['No-Tx'].value:.1f})",
+        )
         low = max(s["No-Frontier"].value, s["No-Tx"].value)
         rep.check(low <= 8.0, f"{wl}: No-Frontier and No-Tx ≤ 8% (max {low:.1f})")
         a = ana[wl]["tx"]
-        rep.check(s["Tx-Full"].contains(a), f"{wl}: analytic Tx-Full {a:.1f}% inside Tx-Full's CI {s['Tx-Full'].cell()}",
-                  degenerate(s["Tx-Full"], a))
-    rep.notes.append("Absolute levels are not the paper's (no LLM: a scripted agent never errs on its own); "
-                     "the mechanism's level is the analytic one. Faults paper-faithful: `pre` for Tx-Full/CR/No-Frontier, `post` for No-Tx.")
+        rep.check(
+            s["Tx-Full"].contains(a),
+            f"{wl}: analytic Tx-Full {a:.1f}% inside Tx-Full's CI {s['Tx-Full'].cell()}",
+            degenerate(s["Tx-Full"], a),
+        )
+    rep.notes.append(
+        "Absolute levels are not the paper's (no LLM: a scripted agent never errs on its own); "
+        "the mechanism's level is the analytic one. Faults paper-faithful: `pre` for "
+        "Tx-Full/CR/No-Frontier, `post` for No-Tx."
+    )
     rep.data = {wl: {m: est_json(o) for m, o in r.items()} | {"analytic": ana[wl]} for wl, r in res.items()}
     return rep
 
@@ -108,46 +142,84 @@ def _t2_block(rep: Report, res: dict[str, list[Outcome]], p_post: float, a: floa
         f, r, rec = (sum(getattr(o, k) for o in outs) for k in ("faults", "retries", "recovered"))
         paper = PAPER_T2[mode] if p_post == 0 else ("—", "—", "—", "—")
         ana = a if mode in ("Tx-Full", "CR") else 0.0
-        rep.row(f"{mode} (p_post {p_post})", paper[0], success(outs), f"{ana:.1f}", f"{paper[1]} / {f}",
-                f"{paper[2]} / {r}", f"{paper[3]} / {rec}", f"{rec / r:.2f}" if r else "—")
+        rep.row(
+            f"{mode} (p_post {p_post})",
+            paper[0],
+            success(outs),
+            f"{ana:.1f}",
+            f"{paper[1]} / {f}",
+            f"{paper[2]} / {r}",
+            f"{paper[3]} / {rec}",
+            f"{rec / r:.2f}" if r else "—",
+        )
 
 
 def table2(cfg: Config) -> Report:
-    rep = Report("table2", "Table 2 — retail API (τ-bench analogue), ~50 calls, fp = 0.3, R = 3",
-                 ["Mode", "paper success", "ours", "analytic", "faults paper / ours", "retries paper / ours",
-                  "recovered paper / ours", "recovered/retries"], definitions=DEFINITIONS)
+    rep = Report(
+        "table2",
+        "Table 2 — retail API (τ-bench analogue), ~50 calls, fp = 0.3, R = 3",
+        [
+            "Mode",
+            "paper success",
+            "ours",
+            "analytic",
+            "faults paper / ours",
+            "retries paper / ours",
+            "recovered paper / ours",
+            "recovered/retries",
+        ],
+        definitions=DEFINITIONS,
+    )
     lab = Lab(cfg.pg_url)
     ts = tasks("retail", 30, (45, 55), 3)
     a = analytic_mix(0.3, _mean_steps(ts), True)
     by_post = {}
     for p_post in (0.0, 0.5):
-        by_post[p_post] = sweep(lab, f"table2 p_post={p_post}", MODES, "retail", ts, 0.3,
-                                repeats=1, p_post=p_post)
+        by_post[p_post] = sweep(
+            lab, f"table2 p_post={p_post}", MODES, "retail", ts, 0.3, repeats=1, p_post=p_post
+        )
         _t2_block(rep, by_post[p_post], p_post, a)
     lab.close()
     pre = by_post[0.0]
     tot = {m: (sum(o.faults for o in pre[m]), sum(o.retries for o in pre[m])) for m in MODES}
     near = all(abs(f - r) <= 0.1 * f for m, (f, r) in tot.items() if m in ("Tx-Full", "CR"))
-    rep.check(near, "p_post 0: faults ≈ retries (within 10%) for Tx-Full and CR: "
-              + ", ".join(f"{m} {tot[m][0]}/{tot[m][1]}" for m in ("Tx-Full", "CR")))
+    rep.check(
+        near,
+        "p_post 0: faults ≈ retries (within 10%) for Tx-Full and CR: "
+        + ", ".join(f"{m} {tot[m][0]}/{tot[m][1]}" for m in ("Tx-Full", "CR")),
+    )
     zero = all(tot[m][1] == 0 for m in ("No-Frontier", "No-Tx"))
     rep.check(zero, "retries = 0 for No-Frontier and No-Tx")
     s = {m: success(pre[m]) for m in MODES}
-    rep.check(s["Tx-Full"].value >= s["CR"].value, f"p_post 0: Tx-Full ≥ CR ({s['Tx-Full'].value:.1f} vs {s['CR'].value:.1f})")
+    rep.check(
+        s["Tx-Full"].value >= s["CR"].value,
+        f"p_post 0: Tx-Full ≥ CR ({s['Tx-Full'].value:.1f} vs {s['CR'].value:.1f})",
+    )
     far = min(s["Tx-Full"].lo, s["CR"].lo) > max(s["No-Frontier"].hi, s["No-Tx"].hi)
     rep.check(far, "p_post 0: Tx-Full and CR ≫ baselines (CIs disjoint)")
     p = {m: success(by_post[0.5][m]) for m in MODES}
-    rep.check(p["CR"].value < p["Tx-Full"].value,
-              f"p_post 0.5: CR < Tx-Full, duplicated refunds failing the end-state check ({p['CR'].value:.1f} vs {p['Tx-Full'].value:.1f})")
-    rep.notes.append("Under Tx-Full a `post` fault is an unknown outcome: daybook asks the service by the call's "
-                     "Idempotency-Key (status query), so it is recovered without a retry; CR re-sends without a key.")
-    rep.data = {str(pp): {m: est_json(o) for m, o in r.items()} for pp, r in by_post.items()} | {"analytic": a}
+    rep.check(
+        p["CR"].value < p["Tx-Full"].value,
+        "p_post 0.5: CR < Tx-Full, duplicated refunds failing the end-state check "
+        f"({p['CR'].value:.1f} vs {p['Tx-Full'].value:.1f})",
+    )
+    rep.notes.append(
+        "Under Tx-Full a `post` fault is an unknown outcome: daybook asks the service by the call's "
+        "Idempotency-Key (status query), so it is recovered without a retry; CR re-sends without a key."
+    )
+    rep.data = {str(pp): {m: est_json(o) for m, o in r.items()} for pp, r in by_post.items()} | {
+        "analytic": a
+    }
     return rep
 
 
 def table4(cfg: Config) -> Report:
-    rep = Report("table4", "Table 4 — 10-step web and desktop tasks, success % by fp (paper: mock environments)",
-                 ["Workload", "fp", "Mode", "paper", "analytic", "ours"], definitions=DEFINITIONS)
+    rep = Report(
+        "table4",
+        "Table 4 — 10-step web and desktop tasks, success % by fp (paper: mock environments)",
+        ["Workload", "fp", "Mode", "paper", "analytic", "ours"],
+        definitions=DEFINITIONS,
+    )
     lab = Lab(cfg.pg_url)
     n = cfg.n(100, 20)
     for wl in ("web", "desktop"):
@@ -157,31 +229,47 @@ def table4(cfg: Config) -> Report:
             res["CR (p_post 0.5)"] = cell(lab, "CR", wl, ts, fp, p_post=0.5)
             _t4_rows(rep, wl, fp, res)
     lab.close()
-    rep.notes.append("CR snapshots client-side state only: the desktop directory whole (like a VM snapshot), "
-                     "nothing of the shop app's server database (like the paper's WebArena CR). The `CR (p_post 0.5)` "
-                     "row adds lost replies: CR then re-sends web calls whose first send already landed.")
+    rep.notes.append(
+        "CR snapshots client-side state only: the desktop directory whole (like a VM snapshot), "
+        "nothing of the shop app's server database (like the paper's WebArena CR). The `CR (p_post 0.5)` "
+        "row adds lost replies: CR then re-sends web calls whose first send already landed."
+    )
     return rep
 
 
 def _t4_rows(rep: Report, wl: str, fp: float, res: dict[str, list[Outcome]]) -> None:
     paper = dict(zip(MODES, PAPER_T4[(wl, fp)], strict=True))
-    ana = {"Tx-Full": analytic_tx(fp, 10), "CR": analytic_tx(fp, 10), "No-Frontier": analytic_plain(fp, 10),
-           "No-Tx": analytic_plain(fp, 10), "CR (p_post 0.5)": float("nan")}
+    ana = {
+        "Tx-Full": analytic_tx(fp, 10),
+        "CR": analytic_tx(fp, 10),
+        "No-Frontier": analytic_plain(fp, 10),
+        "No-Tx": analytic_plain(fp, 10),
+        "CR (p_post 0.5)": float("nan"),
+    }
     est: dict[str, Estimate] = {}
     for mode, outs in res.items():
         est[mode] = success(outs)
         rep.row(wl, fp, mode, paper.get(mode, "—"), f"{ana[mode]:.1f}", est[mode])
-    rep.check(est["Tx-Full"].contains(ana["Tx-Full"]), f"{wl} fp {fp}: Tx-Full CI contains analytic {ana['Tx-Full']:.1f}",
-              degenerate(est["Tx-Full"], ana["Tx-Full"]))
+    rep.check(
+        est["Tx-Full"].contains(ana["Tx-Full"]),
+        f"{wl} fp {fp}: Tx-Full CI contains analytic {ana['Tx-Full']:.1f}",
+        degenerate(est["Tx-Full"], ana["Tx-Full"]),
+    )
     for mode in ("No-Frontier", "No-Tx"):
-        rep.check(est[mode].contains(ana[mode]) or abs(est[mode].value - ana[mode]) < 0.5,
-                  f"{wl} fp {fp}: {mode} CI contains analytic {ana[mode]:.1f} ({est[mode].cell()})")
+        rep.check(
+            est[mode].contains(ana[mode]) or abs(est[mode].value - ana[mode]) < 0.5,
+            f"{wl} fp {fp}: {mode} CI contains analytic {ana[mode]:.1f} ({est[mode].cell()})",
+        )
     rep.data[f"{wl}/{fp}"] = {m: est_json(o) for m, o in res.items()}
 
 
 def table5(cfg: Config) -> Report:
-    rep = Report("table5", "Table 5 — longer tasks, fp = 0.3, success %",
-                 ["Workload", "Steps", "n", "Mode", "paper", "analytic", "ours"], definitions=DEFINITIONS)
+    rep = Report(
+        "table5",
+        "Table 5 — longer tasks, fp = 0.3, success %",
+        ["Workload", "Steps", "n", "Mode", "paper", "analytic", "ours"],
+        definitions=DEFINITIONS,
+    )
     lab = Lab(cfg.pg_url)
     spec = [("retail", 50, 10, (100, 0, 0)), ("desktop", 14, 9, (78, 0, 0)), ("web", 12, 10, (100, 0, 0))]
     modes = ("Tx-Full", "No-Frontier", "No-Tx")
@@ -195,7 +283,11 @@ def table5(cfg: Config) -> Report:
         s = {m: success(res[m]) for m in modes}
         rep.check(s["No-Frontier"].value == 0 and s["No-Tx"].value == 0, f"{wl}: baselines 0%")
         why = degenerate(s["Tx-Full"], a)
-        rep.check(s["Tx-Full"].contains(a), f"{wl}: Tx-Full consistent with analytic {a:.1f} ({s['Tx-Full'].cell()})", why)
+        rep.check(
+            s["Tx-Full"].contains(a),
+            f"{wl}: Tx-Full consistent with analytic {a:.1f} ({s['Tx-Full'].cell()})",
+            why,
+        )
         rep.data[wl] = {m: est_json(o) for m, o in res.items()}
     lab.close()
     rep.notes.append("n is the paper's task count times 3 repeats (1 with --quick).")
@@ -203,8 +295,12 @@ def table5(cfg: Config) -> Report:
 
 
 def low_rates(cfg: Config) -> Report:
-    rep = Report("lowfp", "Low fault rates, large n (the paper's §6.1.2 gap): 10-step SQLite rows task",
-                 ["fp", "Mode", "analytic", "ours"], definitions=DEFINITIONS)
+    rep = Report(
+        "lowfp",
+        "Low fault rates, large n (the paper's §6.1.2 gap): 10-step SQLite rows task",
+        ["fp", "Mode", "analytic", "ours"],
+        definitions=DEFINITIONS,
+    )
     lab = Lab(cfg.pg_url)
     n = cfg.n(300, 40)
     ts = tasks("rows", n, (10, 10), 6)

@@ -4,20 +4,20 @@ elements) and Table 6 (what a speculation costs, by K)."""
 
 from __future__ import annotations
 
-import gc
 import random
 import uuid
 from pathlib import Path
 
 import speculation as sp
 from report import Config, Report, progress
-from stats import mean, p99, percent
+from stats import mean, percent
 from workloads import Lab
 
 BASELINES = ("No-Frontier", "No-Tx", "CR")
 CONTAMINATION = [
     "transient contamination: share of runs in which any value written by a branch that did not win was ever "
-    "visible in the shared store (the observer reads the run's rows back after every write, undo and restore, "
+    "visible in the shared store "
+    "(the observer reads the run's rows back after every write, undo and restore, "
     "and logs each version)",
     "end-state contamination: share of runs whose final shared value is not the winner's",
 ]
@@ -40,8 +40,12 @@ def _baseline_step(mode: str, run: str, k: int, rng: random.Random, sc: list[int
 
 
 def rq2_store(cfg: Config) -> Report:
-    rep = Report("rq2", "RQ2 — transient contamination of a shared store (SQLite), K branches, one should persist",
-                 ["K", "Mode", "paper transient", "ours transient", "ours end-state"], definitions=CONTAMINATION)
+    rep = Report(
+        "rq2",
+        "RQ2 — transient contamination of a shared store (SQLite), K branches, one should persist",
+        ["K", "Mode", "paper transient", "ours transient", "ours end-state"],
+        definitions=CONTAMINATION,
+    )
     lab = Lab(cfg.pg_url)
     sp.open_shared(lab.root)
     n = cfg.n(200, 20)
@@ -65,16 +69,29 @@ def rq2_store(cfg: Config) -> Report:
     sp.close_shared()
     lab.close()
     tx = [rep.data[f"{k}/Tx-Full"] for k in (2, 4, 8, 16)]
-    rep.check(all(d["transient"]["value"] == 0 and d["end"]["value"] == 0 for d in tx), "Tx-Full 0% transient and 0% end-state at every K")
-    base = [rep.data[f"{k}/{m}"]["transient"]["value"] for k in (2, 4, 8, 16) for m in ("No-Frontier", "No-Tx")]
-    rep.check(all(v == 100 for v in base), f"No-Frontier and No-Tx transient 100% at every K (min {min(base):.1f})")
+    rep.check(
+        all(d["transient"]["value"] == 0 and d["end"]["value"] == 0 for d in tx),
+        "Tx-Full 0% transient and 0% end-state at every K",
+    )
+    base = [
+        rep.data[f"{k}/{m}"]["transient"]["value"] for k in (2, 4, 8, 16) for m in ("No-Frontier", "No-Tx")
+    ]
+    rep.check(
+        all(v == 100 for v in base), f"No-Frontier and No-Tx transient 100% at every K (min {min(base):.1f})"
+    )
     return rep
 
 
 def rq2_files(cfg: Config) -> Report:
-    rep = Report("files", "RQ2 — files left by losing branches, k = 3, 20 trials",
-                 ["Mode", "paper leaked files", "ours leaked files", "trials"],
-                 definitions=["leaked file: a file written by a branch that did not win, present in the shared directory after the speculation ended"])
+    rep = Report(
+        "files",
+        "RQ2 — files left by losing branches, k = 3, 20 trials",
+        ["Mode", "paper leaked files", "ours leaked files", "trials"],
+        definitions=[
+            "leaked file: a file written by a branch that did not win, "
+            "present in the shared directory after the speculation ended"
+        ],
+    )
     lab = Lab(cfg.pg_url)
     shared = lab.root / "shared"
     shared.mkdir()
@@ -95,9 +112,18 @@ def rq2_files(cfg: Config) -> Report:
     lab.close()
     rep.check(rep.data["Tx-Full"] == 0, "Tx-Full leaks 0 files")
     for mode in BASELINES:
-        why = "No-Frontier runs each loser's compensation (delete the file it wrote), so nothing is left" if mode == "No-Frontier" else ""
-        rep.check(rep.data[mode] == 2 * trials, f"{mode} leaks 2 × trials = {2 * trials} ({rep.data[mode]})", why)
-    rep.notes.append("The shared directory is outside every branch's checkpoint, so CR's rollback cannot remove a loser's file.")
+        why = (
+            "No-Frontier runs each loser's compensation (delete the file it wrote), so nothing is left"
+            if mode == "No-Frontier"
+            else ""
+        )
+        rep.check(
+            rep.data[mode] == 2 * trials, f"{mode} leaks 2 x trials = {2 * trials} ({rep.data[mode]})", why
+        )
+    rep.notes.append(
+        "The shared directory is outside every branch's checkpoint, so CR's rollback cannot remove "
+        "a loser's file."
+    )
     return rep
 
 
@@ -115,10 +141,15 @@ def _files_baseline(mode: str, shared: Path, run: str, sc: list[int]) -> None:
 
 
 def fig1(cfg: Config) -> Report:
-    rep = Report("fig1", "Fig. 1 — travel demo: 3 branches hold a trip, the cheapest wins, one confirmation email",
-                 ["metric", "paper", "ours"],
-                 definitions=["surviving holds: holds at the travel provider after the run; emails: deliveries in the SMTP "
-                              "sink's own log for the run; after commit: the delivery is later than the winner's tx:commit row"])
+    rep = Report(
+        "fig1",
+        "Fig. 1 — travel demo: 3 branches hold a trip, the cheapest wins, one confirmation email",
+        ["metric", "paper", "ours"],
+        definitions=[
+            "surviving holds: holds at the travel provider after the run; emails: deliveries in the SMTP "
+            "sink's own log for the run; after commit: the delivery is later than the winner's tx:commit row"
+        ],
+    )
     lab = Lab(cfg.pg_url)
     sp.open_shared(lab.root, smtp=True, travel=True)
     n = cfg.n(50, 10)
@@ -147,5 +178,4 @@ def fig1(cfg: Config) -> Report:
     return rep
 
 
-TABLES_A = {"rq2": rq2_store, "files": rq2_files, "fig1": fig1}
-__all__ = ["TABLES_A", "gc", "mean", "p99"]
+TABLES = {"rq2": rq2_store, "files": rq2_files, "fig1": fig1}

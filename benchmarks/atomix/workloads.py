@@ -1,5 +1,5 @@
 """Seeded scripted workloads shaped like the paper's benchmarks (no benchmark data, no model),
-and the `Lab` that gives each run a fresh resource and runs a cell (mode × workload × fp):
+and the `Lab` that gives each run a fresh resource and runs a cell (mode x workload x fp):
 
 - web: calls to the shop app over HTTP (carts, form fields, forum replies, page views);
 - desktop: text files, INI and JSON settings and SQLite app rows in one directory;
@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import daybook
 from harness import Outcome, Task, World
 from policies import injector, run_mode
 from resources import DesktopStore, Op, PgStore, SqliteStore, Store
 from services import HttpStore, Service
+
+import daybook
 
 
 def _web_op(rng: random.Random, i: int) -> Op:
