@@ -12,7 +12,7 @@ import speculation as sp
 from harness import Task
 from report import DEFINITIONS, Config, Report, progress, success
 from resources import Op
-from stats import linear_fit, mean, p99, percent
+from stats import Estimate, linear_fit, mean, p99, percent
 from workloads import Lab, cell, scratch
 
 PAPER_T3 = {
@@ -77,6 +77,27 @@ def _conflicts(seen: list[tuple[str, int]], steps: int) -> int:
     )
 
 
+def _t3_judge(rep: Report, res: dict[str, tuple[Estimate, Estimate, Estimate]]) -> None:
+    k3 = {m: r[1] for m, r in res.items()}
+    rep.check(
+        k3["Tx-Full"].overlaps(k3["No-Frontier"]) and k3["Tx-Full"].overlaps(k3["CR"]),
+        "k=3 success CIs overlap across modes",
+        "No-Frontier's compensations restore stale before-images over the winner's write "
+        f"({k3['No-Frontier'].cell()})",
+    )
+    gap = res["Tx-Full"][0].value - res["No-Frontier"][0].value
+    rep.check(gap >= 80, f"k=1: Tx-Full - No-Frontier ≥ 80 pp ({gap:.1f} pp)")
+    c = {m: r[2].value for m, r in res.items()}
+    rep.check(
+        c["Tx-Full"] <= 0.6 * c["No-Frontier"],
+        f"Tx-Full conflicts ≤ 0.6 x No-Frontier ({c['Tx-Full']:.1f} vs {c['No-Frontier']:.1f})",
+    )
+    rep.check(
+        k3["Tx-Full"].value == 100,
+        "end-state loser writes = 0 for Tx-Full (every k=3 trial ends with the winners' values only)",
+    )
+
+
 def table3(cfg: Config) -> Report:
     rep = Report(
         "table3",
@@ -117,24 +138,7 @@ def table3(cfg: Config) -> Report:
         )
     sp.close_shared()
     lab.close()
-    k3 = {m: r[1] for m, r in res.items()}
-    rep.check(
-        k3["Tx-Full"].overlaps(k3["No-Frontier"]) and k3["Tx-Full"].overlaps(k3["CR"]),
-        "k=3 success CIs overlap across modes",
-        "No-Frontier's compensations restore stale before-images over the winner's write "
-        f"({k3['No-Frontier'].cell()})",
-    )
-    gap = res["Tx-Full"][0].value - res["No-Frontier"][0].value
-    rep.check(gap >= 80, f"k=1: Tx-Full - No-Frontier ≥ 80 pp ({gap:.1f} pp)")
-    c = {m: r[2].value for m, r in res.items()}
-    rep.check(
-        c["Tx-Full"] <= 0.6 * c["No-Frontier"],
-        f"Tx-Full conflicts ≤ 0.6 x No-Frontier ({c['Tx-Full']:.1f} vs {c['No-Frontier']:.1f})",
-    )
-    rep.check(
-        k3["Tx-Full"].value == 100,
-        "end-state loser writes = 0 for Tx-Full (every k=3 trial ends with the winners' values only)",
-    )
+    _t3_judge(rep, res)
     rep.notes.append(
         "The page is local SQLite, so CR's checkpoint covers it; the paper's CR collapse (4.7 at "
         "k=1) came from a "

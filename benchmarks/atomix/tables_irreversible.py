@@ -94,6 +94,26 @@ def _mode_runs(lab: Lab, room: ir.Mailroom, mode: str, n: int) -> dict[str, int]
     return dict(counts)
 
 
+def _t10_judge(rep: Report, res: dict[str, dict[str, int]], n: int) -> None:
+    tx, cr, notx = res["Tx-Full"], res["CR"], res["No-Tx"]
+    rep.check(
+        tx["leaked"] == 0 and tx["duplicates"] == 0,
+        f"Tx-Full leaked 0 and duplicates 0 ({tx['leaked']}, {tx['duplicates']})",
+    )
+    rep.check(tx["confirmed"] == tx["delivered"], "every Tx-Full delivery maps to a committed transaction")
+    rep.check(notx["leaked"] == notx["delivered"], f"No-Tx leaked = delivered ({notx['leaked']})")
+    rep.check(
+        cr["delivered"] > 12 * n and cr["duplicates"] > 0,
+        f"with p_post 0.5, CR delivered > {12 * n} and duplicates > 0 ({cr['delivered']}, "
+        f"{cr['duplicates']})",
+        "CR's retries of lost replies re-send, but its runs that stop early deliver fewer than 2 "
+        "emails; the total "
+        "stays under the expected count"
+        if cr["duplicates"] > 0
+        else "",
+    )
+
+
 def table10(cfg: Config) -> Report:
     n = cfg.n(100, 10)
     rep = Report(
@@ -133,23 +153,7 @@ def table10(cfg: Config) -> Report:
         stop.set()
         room.sink.stop()
         lab.close()
-    tx, cr, notx = res["Tx-Full"], res["CR"], res["No-Tx"]
-    rep.check(
-        tx["leaked"] == 0 and tx["duplicates"] == 0,
-        f"Tx-Full leaked 0 and duplicates 0 ({tx['leaked']}, {tx['duplicates']})",
-    )
-    rep.check(tx["confirmed"] == tx["delivered"], "every Tx-Full delivery maps to a committed transaction")
-    rep.check(notx["leaked"] == notx["delivered"], f"No-Tx leaked = delivered ({notx['leaked']})")
-    rep.check(
-        cr["delivered"] > 12 * n and cr["duplicates"] > 0,
-        f"with p_post 0.5, CR delivered > {12 * n} and duplicates > 0 ({cr['delivered']}, "
-        f"{cr['duplicates']})",
-        "CR's retries of lost replies re-send, but its runs that stop early deliver fewer than 2 "
-        "emails; the total "
-        "stays under the expected count"
-        if cr["duplicates"] > 0
-        else "",
-    )
+    _t10_judge(rep, res, n)
     rep.notes.append(
         "confirm on: every held email passes daybook's release gate (gate=True), granted by an "
         "approver thread."

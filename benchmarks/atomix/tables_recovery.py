@@ -72,6 +72,22 @@ def degenerate(e: Estimate, target: float) -> str:
     return f"{target:.1f} lies outside [{e.lo:.1f}, {e.hi:.1f}]"
 
 
+def _t1_judge(rep: Report, wl: str, s: dict[str, Estimate], a: float) -> None:
+    rep.check(s["Tx-Full"].overlaps(s["CR"]), f"{wl}: Tx-Full and CR CIs overlap")
+    ratio_ok = s["Tx-Full"].lo > s["No-Tx"].hi and s["Tx-Full"].value >= 7 * s["No-Tx"].value
+    rep.check(
+        ratio_ok,
+        f"{wl}: Tx-Full ≥ 7x No-Tx with disjoint CIs ({s['Tx-Full'].value:.1f} vs {s['No-Tx'].value:.1f})",
+    )
+    low = max(s["No-Frontier"].value, s["No-Tx"].value)
+    rep.check(low <= 8.0, f"{wl}: No-Frontier and No-Tx ≤ 8% (max {low:.1f})")
+    rep.check(
+        s["Tx-Full"].contains(a),
+        f"{wl}: analytic Tx-Full {a:.1f}% inside Tx-Full's CI {s['Tx-Full'].cell()}",
+        degenerate(s["Tx-Full"], a),
+    )
+
+
 def table1(cfg: Config) -> Report:
     rep = Report(
         "table1",
@@ -111,22 +127,7 @@ def table1(cfg: Config) -> Report:
             f"{ana['desktop'][kind]:.1f}",
         )
     for wl in ("web", "desktop"):
-        s = {m: success(res[wl][m]) for m in MODES}
-        rep.check(s["Tx-Full"].overlaps(s["CR"]), f"{wl}: Tx-Full and CR CIs overlap")
-        ratio_ok = s["Tx-Full"].lo > s["No-Tx"].hi and s["Tx-Full"].value >= 7 * s["No-Tx"].value
-        rep.check(
-            ratio_ok,
-            f"{wl}: Tx-Full ≥ 7x No-Tx with disjoint CIs ({s['Tx-Full'].value:.1f} vs "
-            f"{s['No-Tx'].value:.1f})",
-        )
-        low = max(s["No-Frontier"].value, s["No-Tx"].value)
-        rep.check(low <= 8.0, f"{wl}: No-Frontier and No-Tx ≤ 8% (max {low:.1f})")
-        a = ana[wl]["tx"]
-        rep.check(
-            s["Tx-Full"].contains(a),
-            f"{wl}: analytic Tx-Full {a:.1f}% inside Tx-Full's CI {s['Tx-Full'].cell()}",
-            degenerate(s["Tx-Full"], a),
-        )
+        _t1_judge(rep, wl, {m: success(res[wl][m]) for m in MODES}, ana[wl]["tx"])
     rep.notes.append(
         "Absolute levels are not the paper's (no LLM: a scripted agent never errs on its own); "
         "the mechanism's level is the analytic one. Faults paper-faithful: `pre` for "
