@@ -30,8 +30,11 @@ class Observed(SqliteStore):
 
     def observe(self, prefix: str) -> None:
         """Read back the rows of one run (names `<run>:...`) and log each version seen."""
+        # A key range (not LIKE) so that SQLite reads the run's rows through the primary key.
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         with self._db() as db:
-            rows = db.execute("SELECT name, value FROM kv WHERE name LIKE ?", (prefix + "%",)).fetchall()
+            query = "SELECT name, value FROM kv WHERE name >= ? AND name < ?"
+            rows = db.execute(query, (prefix, upper)).fetchall()
         with self._lock:
             self._seen.extend((n, v) for n, v in rows)
 
