@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from faults import InjectedFault, Injector, LostReply
-from smtp import SmtpSink
+from smtp import SmtpClient, SmtpSink
 
 import daybook
 
@@ -25,7 +25,7 @@ class Mailroom:
     the keys of file writes that landed (the files' own dedup, for status queries)."""
 
     root: Path
-    sink: SmtpSink
+    sink: SmtpSink | SmtpClient
     injector: Injector
     landed: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)

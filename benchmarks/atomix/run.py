@@ -42,6 +42,7 @@ ORDER = (
     "a6",
     "a10",
     "lowfp",
+    "peers",
 )
 
 
@@ -51,6 +52,7 @@ def registry() -> dict[str, Callable[[Config], Report]]:
     import tables_branches
     import tables_contention
     import tables_irreversible
+    import tables_peers
     import tables_recovery
     import tables_speculation
 
@@ -62,6 +64,7 @@ def registry() -> dict[str, Callable[[Config], Report]]:
         tables_ablation,
         tables_contention,
         tables_irreversible,
+        tables_peers,
     ):
         found.update(mod.TABLES)
     return {k: found[k] for k in ORDER if k in found} | found

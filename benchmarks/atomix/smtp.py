@@ -69,6 +69,19 @@ class SmtpSink:
         return any(d.message_id == message_id for d in self.deliveries())
 
     def send(self, *, logical: str, run: str, message_id: str | None = None) -> str:
+        return SmtpClient(self.port).send(logical=logical, run=run, message_id=message_id)
+
+    def stop(self) -> None:
+        self._ctl.stop()
+
+
+@dataclass
+class SmtpClient:
+    """Sends to a sink by port (a peer system's subprocess has the port, not the sink)."""
+
+    port: int
+
+    def send(self, *, logical: str, run: str, message_id: str | None = None) -> str:
         """Deliver one email (a real SMTP exchange); a fresh Message-ID unless one is given,
         as a plain client would mint one per send."""
         msg = EmailMessage()
@@ -82,6 +95,3 @@ class SmtpSink:
         with smtplib.SMTP("127.0.0.1", self.port, timeout=30) as client:
             client.send_message(msg)
         return str(msg["Message-ID"])
-
-    def stop(self) -> None:
-        self._ctl.stop()
