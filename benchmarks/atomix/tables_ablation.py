@@ -100,7 +100,7 @@ def table11(cfg: Config) -> Report:
     )
     modes = ("Tx-Full", "No-Frontier", "No-Tx")
     lab = Lab(cfg.pg_url)
-    reps = cfg.n(5, 1)
+    reps = cfg.n(3, 1)
     desk, web = tasks("desktop", 7, (30, 30), 11), tasks("web", 10, (30, 30), 11)
     for fp in (0.05, 0.1, 0.3):
         res = {
@@ -121,7 +121,7 @@ def table11(cfg: Config) -> Report:
             )
         rep.data[str(fp)] = {wl: {m: est_json(o) for m, o in r.items()} for wl, r in res.items()}
     lab.close()
-    rep.notes.append("n = the paper's task count (7 desktop, 10 web) x 5 repeats (1 with --quick).")
+    rep.notes.append("n = the paper's task count (7 desktop, 10 web) x 3 repeats (1 with --quick).")
     return rep
 
 

@@ -120,7 +120,7 @@ def table3(cfg: Config) -> Report:
     )
     lab = Lab(cfg.pg_url)
     sp.open_shared(lab.root)
-    n1, n3 = cfg.n(300, 30), cfg.n(100, 10)
+    n1, n3 = cfg.n(200, 30), cfg.n(50, 8)
     res = {}
     for mode in ("Tx-Full", "No-Frontier", "CR"):
         progress(f"table3: {mode} k=1 ({n1} trials), k=3 ({n3} trials)")

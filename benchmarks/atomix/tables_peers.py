@@ -49,7 +49,7 @@ def _emails(sink: SmtpSink, system: str) -> dict[str, int]:
 
 
 def table_peers(cfg: Config) -> Report:
-    n = cfg.n(20, 3)
+    n = cfg.n(15, 3)
     rep = Report(
         "peers",
         f"Peers — DBOS and LangGraph on the Table 10 run ({6 * n} runs, {12 * n} emails expected) "
@@ -82,7 +82,7 @@ def table_peers(cfg: Config) -> Report:
                 "fps": [0.1, 0.3, 0.5],
                 "n": n,
                 "agents": agents,
-                "t9_runs": cfg.n(3, 1),
+                "t9_runs": cfg.n(2, 1),
             }
             got = _drive(system, spec)
             _peer_rows(rep, system, got, _emails(sink, system), n)

@@ -104,7 +104,7 @@ def table1(cfg: Config) -> Report:
         definitions=DEFINITIONS,
     )
     lab = Lab(cfg.pg_url)
-    repeats = cfg.n(3, 1)
+    repeats = cfg.n(2, 1)
     web, desk = tasks("web", 30, (10, 30), 1), tasks("desktop", 30, (14, 30), 2)
     res = {
         "web": sweep(lab, "table1", MODES, "web", web, 0.3, repeats=repeats),
@@ -222,7 +222,7 @@ def table4(cfg: Config) -> Report:
         definitions=DEFINITIONS,
     )
     lab = Lab(cfg.pg_url)
-    n = cfg.n(100, 20)
+    n = cfg.n(50, 15)
     for wl in ("web", "desktop"):
         ts = tasks(wl, n, (10, 10), 4)
         for fp in (0.1, 0.3, 0.5):
@@ -303,7 +303,7 @@ def low_rates(cfg: Config) -> Report:
         definitions=DEFINITIONS,
     )
     lab = Lab(cfg.pg_url)
-    n = cfg.n(300, 40)
+    n = cfg.n(200, 30)
     ts = tasks("rows", n, (10, 10), 6)
     for fp in (0.01, 0.05, 0.1):
         res = sweep(lab, "lowfp", MODES, "rows", ts, fp)
