@@ -105,3 +105,10 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, 
     ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys, strict=True))
     ss_tot = sum((y - my) ** 2 for y in ys) or 1.0
     return slope, intercept, 1.0 - ss_res / ss_tot
+
+
+def binomial_p(k: int, n: int, p: float) -> float:
+    """Two-sided exact binomial test: the probability, under Binomial(n, p), of an outcome no
+    more likely than k successes (how surprising k of n is if the analytic p holds)."""
+    pmf = [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
+    return min(1.0, sum(x for x in pmf if x <= pmf[k] * (1 + 1e-9)))

@@ -69,6 +69,9 @@ def table_peers(cfg: Config) -> Report:
             "retried up to 4 attempts (the peers' own retry), p_post 0.5, the same fault draws as Table 10",
         ],
     )
+    if cfg.quick:  # each peer's launch alone takes seconds: --quick leaves them out
+        rep.notes.append("Skipped under --quick; run `--only peers`.")
+        return rep
     lab = Lab(cfg.pg_url)
     sink = SmtpSink(lab.root / "smtp")
     agents = [2] if cfg.quick else [2, 4, 8]
