@@ -87,7 +87,7 @@ def langgraph_system(root: Path) -> tuple[Callable[[str, str], Any], Callable[[s
     policy = RetryPolicy(
         initial_interval=0.001, backoff_factor=1.0, max_attempts=4, jitter=False, retry_on=Exception
     )
-    call = task(retry_policy=policy)(_t10_call)
+    call: Any = task(retry_policy=policy)(_t10_call)  # type: ignore[arg-type]
     read, write = task(_read), task(_write)
 
     @entrypoint(checkpointer=saver)

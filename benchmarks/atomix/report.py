@@ -31,12 +31,12 @@ class Config:
 
 def analytic_tx(fp: float, steps: float, retries: int = 3) -> float:
     """Tx-Full: every step succeeds within retries + 1 independent attempts."""
-    return 100.0 * (1.0 - fp ** (retries + 1)) ** steps
+    return float(100.0 * (1.0 - fp ** (retries + 1)) ** steps)
 
 
 def analytic_plain(fp: float, steps: float) -> float:
     """No-Frontier / No-Tx: every step succeeds at its first attempt."""
-    return 100.0 * (1.0 - fp) ** steps
+    return float(100.0 * (1.0 - fp) ** steps)
 
 
 def success(outs: list[Outcome]) -> Estimate:

@@ -241,7 +241,8 @@ class DesktopStore:
         elif kind == "ini":
             cfg = configparser.ConfigParser()
             cfg.read(self.root / "settings.ini")
-            cfg.has_section("app") or cfg.add_section("app")
+            if not cfg.has_section("app"):
+                cfg.add_section("app")
             cfg.remove_option("app", name) if value is None else cfg.set("app", name, str(value))
             with (self.root / "settings.ini").open("w") as f:
                 cfg.write(f)

@@ -32,7 +32,7 @@ VERBS = {
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: Service  # type: ignore[assignment]
+    server: Service
 
     def log_message(self, *args: Any) -> None:  # quiet: the benchmark prints its own progress
         return None
@@ -149,7 +149,8 @@ class HttpStore:
         return got["before"] if got["applied"] else MISSING
 
     def state(self) -> dict[str, int]:
-        return get(f"{self.base}/state")
+        rows: dict[str, int] = get(f"{self.base}/state")
+        return rows
 
     def snapshot(self) -> Any:
         return None

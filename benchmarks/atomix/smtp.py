@@ -5,6 +5,7 @@ Table 10 counts are read back from that log, never from the sender's side."""
 from __future__ import annotations
 
 import email
+import email.utils
 import json
 import smtplib
 import socket

@@ -77,9 +77,9 @@ def spec_cancel_hold(*, original: dict[str, Any], result: dict[str, Any], idempo
 
 @daybook.tool(inverse=spec_cancel_hold, idempotent=True)
 def spec_hold(*, run: str, branch: str, price: int, idempotency_key: str) -> dict[str, Any]:
-    return post(
-        f"{SHARED['travel'].url}/hold", {"branch": f"{run}:{branch}", "price": price}, idempotency_key
-    )
+    body = {"branch": f"{run}:{branch}", "price": price}
+    hold: dict[str, Any] = post(f"{SHARED['travel'].url}/hold", body, idempotency_key)
+    return hold
 
 
 @daybook.tool(irreversible=True)
@@ -93,7 +93,7 @@ def _best(results: dict[str, Any]) -> str:
 
 
 @daybook.workflow(name="atomix_spec_store")
-def spec_store(ctx: daybook.Context, run: str, scores: list[int]) -> str:
+def spec_store(ctx: daybook.Context, run: str, scores: list[int]) -> dict[str, Any]:
     def branch(j: int) -> Any:
         def fn(c: daybook.Context) -> dict[str, Any]:
             c.effect(spec_write, name=f"{run}:x", value=j + 1)
@@ -101,11 +101,11 @@ def spec_store(ctx: daybook.Context, run: str, scores: list[int]) -> str:
 
         return fn
 
-    return ctx.speculate({f"b{j}": branch(j) for j in range(len(scores))}, choose=_best)
+    return dict(ctx.speculate({f"b{j}": branch(j) for j in range(len(scores))}, choose=_best))
 
 
 @daybook.workflow(name="atomix_spec_files")
-def spec_files(ctx: daybook.Context, root: str, run: str, scores: list[int]) -> str:
+def spec_files(ctx: daybook.Context, root: str, run: str, scores: list[int]) -> dict[str, Any]:
     def branch(j: int) -> Any:
         def fn(c: daybook.Context) -> dict[str, Any]:
             c.effect(spec_file, path=f"{root}/{run}-b{j}.txt", text=f"branch {j}")
@@ -113,7 +113,7 @@ def spec_files(ctx: daybook.Context, root: str, run: str, scores: list[int]) -> 
 
         return fn
 
-    return ctx.speculate({f"b{j}": branch(j) for j in range(len(scores))}, choose=_best)
+    return dict(ctx.speculate({f"b{j}": branch(j) for j in range(len(scores))}, choose=_best))
 
 
 @daybook.workflow(name="atomix_spec_page")
@@ -134,7 +134,7 @@ def spec_page(ctx: daybook.Context, run: str, steps: list[list[int]]) -> int:
 
 
 @daybook.workflow(name="atomix_spec_travel")
-def spec_travel(ctx: daybook.Context, run: str, prices: list[int]) -> str:
+def spec_travel(ctx: daybook.Context, run: str, prices: list[int]) -> dict[str, Any]:
     """Fig. 1: three branches hold a trip at the provider; the cheapest wins; each branch's
     confirmation email is held and only the winner's is released, at its commit."""
 
@@ -146,11 +146,11 @@ def spec_travel(ctx: daybook.Context, run: str, prices: list[int]) -> str:
 
         return fn
 
-    return ctx.speculate({f"b{j}": branch(j) for j in range(len(prices))}, choose=_best)
+    return dict(ctx.speculate({f"b{j}": branch(j) for j in range(len(prices))}, choose=_best))
 
 
 @daybook.workflow(name="atomix_spec_noop")
-def spec_noop(ctx: daybook.Context, run: str, k: int) -> str:
+def spec_noop(ctx: daybook.Context, run: str, k: int) -> dict[str, Any]:
     """Table 6: K no-op branches; stamps when the first branch starts and the last one ends."""
 
     def branch(j: int) -> Any:
@@ -162,7 +162,7 @@ def spec_noop(ctx: daybook.Context, run: str, k: int) -> str:
         return fn
 
     began = time.perf_counter()
-    won = ctx.speculate({f"b{j}": branch(j) for j in range(k)}, choose=_best)
+    won = dict(ctx.speculate({f"b{j}": branch(j) for j in range(k)}, choose=_best))
     with _LOCK:
         TIMES.setdefault(run + "/call", []).extend([began, time.perf_counter()])
     return won

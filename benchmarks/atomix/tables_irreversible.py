@@ -64,7 +64,7 @@ def _tx_counts(book: daybook.Daybook, run: str, sent: list[Delivery]) -> tuple[i
     return _gated(book, run), ok
 
 
-def _mode_runs(lab: Lab, room: ir.Mailroom, mode: str, n: int) -> dict[str, int]:
+def _mode_runs(lab: Lab, room: ir.Mailroom, sink: SmtpSink, mode: str, n: int) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for fp in (0.1, 0.3, 0.5):
         for confirm in (False, True):
@@ -76,11 +76,11 @@ def _mode_runs(lab: Lab, room: ir.Mailroom, mode: str, n: int) -> dict[str, int]
                     # RunFailed: retries ran out; the run failed and nothing of it was released.
                     with contextlib.suppress(daybook.RunFailed):
                         lab.book.run(ir.t10_run, run, draw, confirm, run_id=run)
-                    sent = [d for d in room.sink.deliveries() if d.run == run]
+                    sent = [d for d in sink.deliveries() if d.run == run]
                     gated, confirmed = _tx_counts(lab.book, run, sent)
                 else:
                     gated = ir.baseline(mode, room, run, draw)
-                    sent = [d for d in room.sink.deliveries() if d.run == run]
+                    sent = [d for d in sink.deliveries() if d.run == run]
                     confirmed = len(sent) if mode == "No-Frontier" else 0
                 per = Counter(d.logical for d in sent)
                 counts.update(
@@ -132,14 +132,15 @@ def table10(cfg: Config) -> Report:
         definitions=DEFS,
     )
     lab = Lab(cfg.pg_url)
-    room = ir.Mailroom(lab.root / "files", SmtpSink(lab.root / "smtp"), Injector(FaultModel(0.1)))
+    sink = SmtpSink(lab.root / "smtp")
+    room = ir.Mailroom(lab.root / "files", sink, Injector(FaultModel(0.1)))
     ir.ROOM["room"] = room
     stop = threading.Event()
     ir.approver(lab.book, stop)
     res = {}
     try:
         for mode in MODES10:
-            res[mode] = c = _mode_runs(lab, room, mode, n)
+            res[mode] = c = _mode_runs(lab, room, sink, mode, n)
             rep.row(
                 mode,
                 " / ".join(f"{x:,}" for x in PAPER[mode]),
@@ -151,7 +152,7 @@ def table10(cfg: Config) -> Report:
             )
     finally:
         stop.set()
-        room.sink.stop()
+        sink.stop()
         lab.close()
     _t10_judge(rep, res, n)
     rep.notes.append(

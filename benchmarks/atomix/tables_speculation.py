@@ -10,6 +10,7 @@ from pathlib import Path
 
 import speculation as sp
 from report import Config, Report, progress
+from resources import Op
 from stats import mean, percent
 from workloads import Lab
 
@@ -36,7 +37,7 @@ def _baseline_step(mode: str, run: str, k: int, rng: random.Random, sc: list[int
     elif mode == "CR":  # roll the checkpoint back, then redo the winner's write
         store.restore(snap)
         store.observe(run + ":")
-        store.apply(sp.Op("set", name, win + 1), None)
+        store.apply(Op("set", name, win + 1), None)
 
 
 def rq2_store(cfg: Config) -> Report:
