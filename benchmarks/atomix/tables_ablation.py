@@ -100,7 +100,7 @@ def table11(cfg: Config) -> Report:
     )
     modes = ("Tx-Full", "No-Frontier", "No-Tx")
     lab = Lab(cfg.pg_url)
-    reps = cfg.n(3, 1)
+    reps = cfg.n(2, 1)
     desk, web = tasks("desktop", cfg.n(7, 4), (30, 30), 11), tasks("web", cfg.n(10, 5), (30, 30), 11)
     for fp in (0.05, 0.1, 0.3):
         res = {
@@ -122,7 +122,7 @@ def table11(cfg: Config) -> Report:
         rep.data[str(fp)] = {wl: {m: est_json(o) for m, o in r.items()} for wl, r in res.items()}
     lab.close()
     rep.notes.append(
-        "n = the paper's task count (7 desktop, 10 web) x 3 repeats (--quick: 4 and 5 tasks, once)."
+        "n = the paper's task count (7 desktop, 10 web) x 2 repeats (--quick: 4 and 5 tasks, once)."
     )
     return rep
 

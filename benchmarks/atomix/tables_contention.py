@@ -56,7 +56,7 @@ def _correctness(rep: Report, cfg: Config, engine: str) -> dict[str, list[bool]]
         for mode in MODES9:
             # Few Tx-Full runs: a waiting transaction polls (5 ms doubling to 100 ms), so 8 agents
             # on one row take ~25 s a run; the baselines are cheap.
-            n = 1 if mode == "Tx-Full" else cfg.n(5, 2)
+            n = 1 if mode == "Tx-Full" else cfg.n(3, 2)
             progress(f"table9: {engine} {scenario} x{agents} {mode} ({n} runs of {agents}x{OPS} ops)")
             began = time.perf_counter()
             flags[f"{scenario}/{agents}/{mode}"] = [

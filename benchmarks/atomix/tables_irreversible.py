@@ -115,7 +115,7 @@ def _t10_judge(rep: Report, res: dict[str, dict[str, int]], n: int) -> None:
 
 
 def table10(cfg: Config) -> Report:
-    n = cfg.n(50, 6)
+    n = cfg.n(40, 6)
     rep = Report(
         "table10",
         f"Table 10 — irreversible effect gate: emails counted from the SMTP sink ({6 * n} runs per mode, "

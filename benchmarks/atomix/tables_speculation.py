@@ -49,7 +49,7 @@ def rq2_store(cfg: Config) -> Report:
     )
     lab = Lab(cfg.pg_url)
     sp.open_shared(lab.root)
-    n = cfg.n(100, 15)
+    n = cfg.n(80, 15)
     for k in (2, 4, 8, 16):
         for mode in ("Tx-Full", *BASELINES):
             progress(f"rq2: K={k} {mode} ({n} runs)")
