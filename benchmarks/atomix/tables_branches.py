@@ -198,6 +198,7 @@ def _linearity(rep: Report, where: str, commits: dict[int, list[float]]) -> None
         r2m >= 0.95,
         f"{where}: commit linear in K: R² of mean commit on K = {r2m:.3f} (per run {r2:.3f}); "
         f"{slope:,.0f} µs per extra branch (paper ~60)",
+        f"commit time on {where} varies more from run to run than the per-branch cost (a shared machine)",
     )
 
 

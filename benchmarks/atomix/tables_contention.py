@@ -183,7 +183,9 @@ def _throughput(rep: Report, cfg: Config) -> None:
     rep.check(notx >= 20 * tx, f"No-Tx ≥ 20x Tx-Full ({notx / tx:,.0f}x)")
     rep.check(
         abs(slow_tx - 160) <= 40 and abs(slow_raw - 160) <= 40,
-        f"100 ms calls: ≈ 160 tx/s in every mode (Tx-Full {slow_tx:.0f}, No-Tx {slow_raw:.0f})",
+        f"100 ms calls: ≈ 160 tx/s (±40) in every mode (Tx-Full {slow_tx:.0f}, No-Tx {slow_raw:.0f})",
+        "each transaction adds its durable journal commits (a few ms each, 16 threads sharing 2 cores "
+        "and one disk) to its 100 ms call",
     )
 
 
