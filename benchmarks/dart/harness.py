@@ -99,6 +99,8 @@ def measure(
         plan.reason,
     )
     row.replayed, row.upstream, row.preserved = plan.replayed, plan.upstream, plan.preserved
+    # The checkpoints the gate refused, from the plan: the recovery itself may stop (parked).
+    row.blocked_ckpts = sum(1 for v in plan.verdicts if v["reason"] != "eligible")
     start = time.perf_counter()
     result = None
     try:
@@ -112,7 +114,6 @@ def measure(
         )
         row.replayed, row.upstream, row.preserved = rec.replayed, rec.upstream, rec.preserved
         row.dropped = list(rec.dropped)
-        row.blocked_ckpts = sum(1 for v in rec.verdicts if v["reason"] != "eligible")
         row.recobs = rec.action == "restore"
     except (NonDeterminismError, DaybookError) as exc:
         row.error = type(exc).__name__

@@ -83,8 +83,8 @@ def t1a(s: Sweep) -> Table:
             re.succ == 1.0 and (re.up or 0) > 0,
             f"{dom}: Retry 1.00 with up > 0 (ours {re.succ:.2f}, up {re.planned_up})",
             "a rerun re-derives the refreshed value, while what was committed before the failure (the "
-            "consumers' durable records, the invitation, the repair) stands on the old one; the journal "
-            "replays an irreversible act rather than re-send it",
+            "consumers' durable records, the invitation, the repair) stands on the old one; an "
+            "irreversible act asked for again with other arguments is not re-sent: the run parks",
         )
         r = ratio(_model(s, dom, "dart"), _model(s, dom, "retry"))
         t.check(

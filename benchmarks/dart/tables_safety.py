@@ -124,8 +124,8 @@ def t22(s: Sweep) -> Table:
         total["false_event"] == 0,
         (
             f"0 false blocks per event (ours {total['false_event']}/{total['blocked']}: "
-            "forcing past an irreversible act is audit-safe here, because the re-run "
-            "asks for the same act and the journal replays it instead of re-firing: "
+            "forcing past an irreversible act is audit-safe where the re-run asks for the "
+            "same act, which the journal replays instead of re-firing: "
             "daybook's effect veto is conservative)"
         ),
     )
