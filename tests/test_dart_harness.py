@@ -1,7 +1,7 @@
 """The DART benchmark's harness (benchmarks/dart): two cases of each domain, recovered and audited
 at the counterparties. Correctness of the audit, not timings: an admitted DART restore passes,
-the entry-only restore of a commit-sensitive case is parked by the journal, and the audit fails a
-whole rerun whose re-derived schedule disagrees with the invitation already sent."""
+the entry-only restore of a commit-sensitive case is parked by the journal, and a whole rerun that
+would re-send a changed invitation parks, and the audit fails it."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "dart"))
 
 from cases import Case, universe
+from dart_harness import measure
+from dart_resources import Counterparty
 from domains import Domain, all_domains
-from harness import measure
-from resources import Counterparty
 
 from daybook import Daybook
 
@@ -63,7 +63,7 @@ def test_entry_only_on_a_commit_sensitive_case_is_parked_and_fails_the_audit(
     assert not row.safe and not row.audit["semantic"]
 
 
-def test_the_audit_catches_a_rerun_whose_schedule_disagrees_with_the_sent_invitation(tmp_path: Path) -> None:
+def test_a_rerun_that_would_resend_a_changed_invitation_parks_and_fails_the_audit(tmp_path: Path) -> None:
     dom = next(d for d in all_domains() if d.name == "sched")
     cp = dom.setup(str(tmp_path))
     book = Daybook(str(tmp_path / "journal.db"))
@@ -72,7 +72,7 @@ def test_the_audit_catches_a_rerun_whose_schedule_disagrees_with_the_sent_invita
     finally:
         book.close()
         cp.stop()
-    # The rerun re-derived the refreshed slot; the journal replayed the sent invitation (the same
-    # irreversible act) rather than send it again, so it names the old slot.
-    assert row.action == "rerun" and row.audit["semantic"] and row.audit["effect"] is False
-    assert row.status == "contract"
+    # The rerun re-derived the refreshed slot, so it asked for the invitation (irreversible, sent
+    # with the old slot) with other arguments: not re-sent, the run parked, the audit fails.
+    assert (row.action, row.error, row.status) == ("rerun", "NeedsAttention", "no-recov")
+    assert not row.safe and row.audit["effect"] is False

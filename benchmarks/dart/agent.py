@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import resources as rs
+import dart_resources as rs
 
 import daybook
 from daybook import Context, Skeleton

@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from harness import Row
-from stats import median
+from dart_harness import Row
+from dart_stats import median
 
 
 @dataclass(frozen=True)

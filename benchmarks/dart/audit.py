@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import resources as rs
+import dart_resources as rs
 from cases import Case
 
 

@@ -21,10 +21,10 @@ from email.message import EmailMessage
 from typing import Annotated, Any, TypedDict
 
 import agent
-import resources as rs
+import dart_resources as rs
 from audit import audit, snapshot
 from cases import Case
-from harness import MODEL_S, Row
+from dart_harness import MODEL_S, Row
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 

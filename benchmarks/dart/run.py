@@ -32,7 +32,7 @@ import tables_pairs  # noqa: E402
 import tables_probes  # noqa: E402
 import tables_runtime  # noqa: E402
 import tables_safety  # noqa: E402
-from report import Table  # noqa: E402
+from dart_report import Table  # noqa: E402
 from sweep import Sweep, sweep  # noqa: E402
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cases import Case, universe
+from dart_harness import Row, fail, measure
 from domains import Domain, all_domains
-from harness import Row, fail, measure
 from localize import probe
 
 from daybook import Daybook

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dart_report import Table
 from domains import Domain, Fsm, all_domains
-from report import Table
 
 from daybook import Skeleton
 from daybook.recovery import lint as linter

@@ -4,7 +4,7 @@ the paper's printed numbers (spec §3.5), with the §4.2 criteria."""
 from __future__ import annotations
 
 from aggregate import AGG_HEADER, Agg, agg, ratio
-from report import Table, fmt
+from dart_report import Table, fmt
 from sweep import Sweep
 
 NAMES = {"retry": "Retry-Only", "coarse": "Coarse-State", "entry": "Comp-EntryOnly", "dart": "Comp-Frozen"}
@@ -95,7 +95,7 @@ def t1a(s: Sweep) -> Table:
 
 
 def _model(s: Sweep, dom: str, method: str, regime: str = "commit") -> float | None:
-    from stats import median
+    from dart_stats import median
 
     return median([r.model_ms for r in s.select(domain=dom, regime=regime, method=method)])
 

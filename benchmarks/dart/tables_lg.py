@@ -9,9 +9,9 @@ from typing import Any
 import langgraph_baseline as lg
 from aggregate import agg
 from cases import Case, universe
+from dart_harness import Row
+from dart_report import Table
 from domains import navigation, schedule
-from harness import Row
-from report import Table
 from sweep import Sweep
 from tables_latency import TITLES
 

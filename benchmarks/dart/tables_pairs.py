@@ -3,8 +3,8 @@ bootstrap CI of the median difference, Holm over the six rows)."""
 
 from __future__ import annotations
 
-from report import Table
-from stats import bootstrap_ci, holm, median, wilcoxon
+from dart_report import Table
+from dart_stats import bootstrap_ci, holm, median, wilcoxon
 from sweep import Sweep
 from tables_latency import TITLES
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import resources as rs
+import dart_resources as rs
 from aggregate import agg
 from cases import Case, universe
+from dart_harness import fail, measure
+from dart_report import Table
 from domains import navigation, schedule
-from harness import fail, measure
 from localize import matches, trace_of
-from report import Table
 
 from daybook import Daybook, NonDeterminismError
 from daybook.errors import DaybookError

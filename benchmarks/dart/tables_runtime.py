@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 import agent
-import resources as rs
+import dart_resources as rs
 from cases import Case, spec, universe
+from dart_harness import fail
+from dart_report import Table
 from domains import diagnosis, navigation, schedule
-from harness import fail
-from report import Table
 
 from daybook import Daybook, RunFailed, workflow
 from daybook.recovery.signal import normalize

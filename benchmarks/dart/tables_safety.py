@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from report import Table
+from dart_report import Table
 from sweep import Sweep
 from tables_latency import TITLES
 

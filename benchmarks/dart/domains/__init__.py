@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cases import Shape
-from resources import Counterparty
+from dart_resources import Counterparty
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ then the producer's verification step and its confirmation, which fails once (a 
 
 from __future__ import annotations
 
-import resources as rs
+import dart_resources as rs
 from cases import Shape
 
 from . import Domain, Fsm

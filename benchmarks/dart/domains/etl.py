@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-import resources as rs
+import dart_resources as rs
 from cases import Shape
 
 from . import Domain

@@ -7,7 +7,7 @@ first stop's route fails once with the service's cache refresh (a 500 by default
 
 from __future__ import annotations
 
-import resources as rs
+import dart_resources as rs
 from cases import Shape
 
 from . import Domain, Fsm

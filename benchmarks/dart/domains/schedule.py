@@ -8,7 +8,7 @@ invitation; then p0's confirmation with the calendar fails once (a stale cache).
 
 from __future__ import annotations
 
-import resources as rs
+import dart_resources as rs
 from cases import Shape
 
 from . import Domain, Fsm

@@ -8,7 +8,7 @@ non-refundable deposit (irreversible) after the commit.
 
 from __future__ import annotations
 
-import resources as rs
+import dart_resources as rs
 from cases import Shape
 
 from . import Domain

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import agent
-import resources as rs
+import dart_resources as rs
 from audit import Audit, audit, snapshot
 from cases import Case, spec
 
