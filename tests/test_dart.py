@@ -254,6 +254,10 @@ def test_daybook_recover_explains_each_checkpoint_then_restores(db_url: str, cal
     assert "restore ResolveSlot::slot[0]::0 at commit@3" in out.stdout
     assert "committed_consumers_present" in out.stdout  # the entry checkpoint's verdict
     assert len(sink.messages) == 1 and len(ds.rows(cal, "confirmed")) == 1
+    show = subprocess.run(
+        ["daybook", "show", "cli", "--db", db_url, "--width", "0"], capture_output=True, text=True
+    )
+    assert "restore ResolveSlot::slot[0]::0 at commit@3 by" in show.stdout  # the branch, as journaled
 
 
 def test_daybook_boundaries_flags_a_legal_edge_that_is_not_a_reviewed_exit(tmp_path: Path) -> None:

@@ -194,6 +194,16 @@ def _run_failed(d: dict[str, Any]) -> str:
     return brief(f"{err.get('type')}: {err.get('message')}")
 
 
+def _run_retried(d: dict[str, Any]) -> str:
+    rec = d.get("recovery")
+    if not isinstance(rec, dict):
+        return brief(d.get("message", d), 90)
+    # A semantic recovery's branch: what it restored and which steps run again.
+    where = f"{rec.get('instance')} at {rec.get('checkpoint')}" if rec.get("checkpoint") else "the whole task"
+    how = "restore" if rec.get("action") == "restore" else f"re-run ({rec.get('reason')})"
+    return brief(f"{how} {where} by {d.get('by')}: steps {d.get('supersede')} run again", 120)
+
+
 _DETAIL: dict[str, Callable[[dict[str, Any]], str]] = {
     Kind.DECISION: _decision,
     Kind.INTENT: _intent,
@@ -204,6 +214,7 @@ _DETAIL: dict[str, Callable[[dict[str, Any]], str]] = {
     Kind.RUN_STARTED: _run_started,
     Kind.RUN_COMPLETED: _run_completed,
     Kind.RUN_FAILED: _run_failed,
+    Kind.RUN_RETRIED: _run_retried,
 }
 
 
