@@ -70,9 +70,16 @@ def send(
     what = f"signal {name!r} payload"
     check_json(payload, what)
     text = dumps(payload, what)
-    run_id = live(claims, run_id)
-    inbox_id = claims.store.signal(run_id, name, text, sender, time.time())
-    if inbox_id is None:
-        info = claims.get_run(run_id)  # raises RunNotFound for an unknown id
-        raise ConfigError(f"run {run_id!r} is {info.status}; a finished run takes no more signals")
-    return inbox_id
+    target = live(claims, run_id)
+    while True:
+        inbox_id = claims.store.signal(target, name, text, sender, time.time())
+        if inbox_id is not None:
+            return inbox_id
+        # The segment may have handed off (continue-as-new) between the lookup and the send:
+        # the signal goes to the next one; only a chain that really ended refuses it.
+        newer = live(claims, run_id)
+        if newer == target:
+            break
+        target = newer
+    info = claims.get_run(target)  # raises RunNotFound for an unknown id
+    raise ConfigError(f"run {target!r} is {info.status}; a finished run takes no more signals")
