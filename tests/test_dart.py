@@ -323,3 +323,16 @@ def test_a_rerun_that_would_send_a_different_invitation_parks_instead(
         book.recover(run, policy="retry")
     # The invitation that left stays the only one: not re-sent with new slots, not silently kept.
     assert len(sink.messages) == 1 and book.get_run(run).status == "needs_attention"
+
+
+def test_the_semantic_recovery_example_restores_one_step_and_sends_one_invitation(tmp_path: Path) -> None:
+    example = CHILD.parent.parent / "examples" / "semantic_recovery.py"
+    out = subprocess.run(
+        [sys.executable, str(example), f"sqlite:///{tmp_path / 'journal.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "recovered: restore ResolveSlot::slot[0]::0 at commit@3; replayed 1, upstream 0" in out.stdout
+    assert "the calendar confirmed ['slot[0]@9']; the mail server got 1 invitation(s)" in out.stdout
