@@ -68,6 +68,7 @@ def calendar(path: str) -> None:
         db.execute("CREATE TABLE confirmed (slot INTEGER, hour INTEGER, key TEXT)")
         db.execute("CREATE TABLE holds (slot INTEGER, hour INTEGER, key TEXT, released INTEGER DEFAULT 0)")
         db.execute("CREATE TABLE faults (site TEXT, remaining INTEGER)")
+        db.execute("CREATE TABLE notes (text TEXT, key TEXT)")
         db.executemany("INSERT INTO free VALUES (?, ?)", [(s, h) for s in range(SLOTS) for h in range(9, 18)])
 
 
@@ -161,6 +162,23 @@ def schedule(
         done = ctx.effect(sched_confirm_slot, cal=cal, slot=0, hour=picked["slot[0]"])
         u0.exit()
     return {"picked": picked, "confirmed": done}
+
+
+@daybook.tool(idempotent=True, irreversible=False)
+def sched_note(*, cal: str, text: str, idempotency_key: str) -> str:
+    with sqlite3.connect(cal) as db:
+        db.execute("INSERT INTO notes VALUES (?, ?)", (text, idempotency_key))
+    return text
+
+
+@daybook.workflow
+def noting(ctx: Context, cal: str) -> str:
+    """A reversible note whose text a re-run re-derives differently, then a failing confirmation."""
+    with sqlite3.connect(cal) as db:
+        seen = ctx.decide("count", lambda: db.execute("SELECT count(*) FROM notes").fetchone()[0]).value
+    ctx.effect(sched_note, cal=cal, text=f"after {seen} notes")
+    done: str = ctx.effect(sched_confirm_slot, cal=cal, slot=0, hour=9)
+    return done
 
 
 # The same workflow, recovering by itself when it fails (`@workflow(recover=...)`).

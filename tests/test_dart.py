@@ -336,3 +336,15 @@ def test_the_semantic_recovery_example_restores_one_step_and_sends_one_invitatio
     assert out.returncode == 0, out.stderr
     assert "recovered: restore ResolveSlot::slot[0]::0 at commit@3; replayed 1, upstream 0" in out.stdout
     assert "the calendar confirmed ['slot[0]@9']; the mail server got 1 invitation(s)" in out.stdout
+
+
+def test_a_re_run_that_asks_for_a_reversible_act_anew_replays_afterwards_as_it_ran(
+    book: Daybook, cal: str
+) -> None:
+    with pytest.raises(RunFailed):
+        book.run(ds.noting, cal, run_id="notes")
+    assert book.recover("notes", policy="retry").result == "0@9"
+    # The re-run re-counted (1 note by then), so it made a new note under the branch's key.
+    assert ds.rows(cal, "notes") == [("after 0 notes", "notes/2"), ("after 1 notes", "notes/2~r1")]
+    # Read back, the journal's current branch is the one that ran: a replay needs nothing new.
+    assert book.replay("notes") == "0@9"

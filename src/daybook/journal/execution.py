@@ -148,6 +148,9 @@ class Execution:
             if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
                 self._supersede(ev)
             elif ev.step is not None:
+                if ev.step in self.soft:  # the re-run asked for another act: the old rows are history
+                    self.superseded[ev.step] = self.steps.pop(ev.step, [])
+                    self.branch[ev.step] = self.soft.pop(ev.step)
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
                     self.id_owner[ev.step] = ev.run_id
@@ -304,8 +307,11 @@ class Execution:
         (the same arguments, or what `same_act` accepts); run again if not. `same_act` returning
         None means it must not run again (an irreversible act asked for differently): parked."""
         branch = self.soft.pop(step)
-        verdict = same_act(recs[0]) if same_act is not None else False
-        if recs[0].kind == kind and recs[0].name == name and (recs[0].fp == fp or verdict):
+        if recs[0].kind != kind or recs[0].name != name:
+            verdict: bool | None = False
+        else:
+            verdict = recs[0].fp == fp or (same_act(recs[0]) if same_act is not None else False)
+        if verdict:
             return recs  # the same act: replayed, never re-fired
         if verdict is None:
             raise Stop(
@@ -334,24 +340,6 @@ class Execution:
                 ),
                 True,
             )
-
-
-def current_rows(events: list[Event]) -> list[Event]:
-    """A journal without the rows a journal branch superseded (what `Execution` replays): for a
-    fork sharing a recovered run's prefix. A soft step keeps its rows unless the re-run wrote
-    new ones for it."""
-    branches = [
-        (at, ev) for at, ev in enumerate(events) if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede")
-    ]
-    dropped: set[tuple[int, int]] = set()  # (step, seq) pairs no longer current
-    for at, ev in branches:
-        later = {e.step for e in events[at + 1 :] if e.step is not None}
-        kept = {int(s) for s in ev.data.get("soft") or ()} - later
-        steps = {int(s) for s in ev.data["supersede"]} - kept
-        dropped.update((e.step, e.seq) for e in events[:at] if e.step in steps)
-    if not dropped:
-        return events
-    return [ev for ev in events if ev.step is None or (ev.step, ev.seq) not in dropped]
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, RunNotFound
-from ..journal.execution import current_rows
+from ..journal.execution import Execution
 from ..journal.tool import lookup as lookup_tool
 from ..records import JSON, Event, Kind, RunInfo, RunStatus, check_json, check_text, settles
 from ..store import Store
@@ -32,9 +32,10 @@ def expand(store: Store, events: list[Event]) -> list[Event]:
     if not events or events[0].kind != Kind.RUN_STARTED or FORK_OF not in events[0].data:
         return events
     parent, at = str(events[0].data[FORK_OF]), int(events[0].data["at"])
-    # The parent's current branch only: rows a semantic recovery superseded are history.
-    parent_rows = current_rows(expand(store, store.load(parent)))
-    shared = [ev for ev in parent_rows if ev.step is not None and ev.step <= at]
+    # The parent's current branch only, as its cursor reads it: rows a semantic recovery
+    # superseded are history.
+    current = Execution(store, parent, expand(store, store.load(parent)), None, read_only=True).steps
+    shared = [ev for step in sorted(current) if step <= at for ev in current[step]]
     return shared + events
 
 
