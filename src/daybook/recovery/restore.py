@@ -79,12 +79,28 @@ def plan_for(
             f"run {run_id!r} is {info.status}: only a failed or parked (needs_attention) run is "
             "recovered; `daybook show` says where it stands"
         )
-    own = store.load(run_id)
-    exe = Execution(store, run_id, expand(store, own), None, read_only=True)
     error = info.error if isinstance(info.error, dict) else {"message": str(info.error or "")}
-    plan = select(lift(exe.steps, error), policy, instance)
-    branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+    plan, branch = _planned(store, run_id, store.load(run_id), error, policy, instance)
     return info, plan, branch
+
+
+def _planned(
+    store: Store,
+    run_id: str,
+    own: list[Event],
+    error: dict[str, Any],
+    policy: RecoveryPolicy,
+    instance: str | None,
+) -> tuple[Plan, int]:
+    """The plan over the run's current branch, and the number the new branch takes."""
+    view = Execution(store, run_id, expand(store, own), None, read_only=True)
+    plan = select(lift(view.steps, error), policy, instance)
+    return plan, 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+
+
+def _branch_data(plan: Plan, branch: int, report: dict[str, Any]) -> dict[str, Any]:
+    """What the `run_retried` row of a journal branch carries (read by `Execution`)."""
+    return {"supersede": list(plan.supersede), "soft": list(plan.soft), "branch": branch, "recovery": report}
 
 
 def recover(
@@ -109,13 +125,7 @@ def recover(
         )
     undone = _compensate(store, info, plan, branch, context)
     report = dataclasses.replace(report, compensated=undone)
-    extra: dict[str, Any] = {
-        "supersede": list(plan.supersede),
-        "soft": list(plan.soft),
-        "branch": branch,
-        "recovery": report.as_dict(),
-    }
-    operator.retry(store, run_id, by, extra, RECOVERABLE)
+    operator.retry(store, run_id, by, _branch_data(plan, branch, report.as_dict()), RECOVERABLE)
     return report
 
 
@@ -132,17 +142,15 @@ def auto(
     if done >= limit:
         return False
     info = store.get_run(run_id)
-    view = Execution(store, run_id, expand(store, own), None, read_only=True)
     raw = getattr(exc, "error", None)
     error = raw if isinstance(raw, dict) else {"type": type(exc).__name__, "message": str(exc)}
-    plan = select(lift(view.steps, error), RecoveryPolicy(policy))
+    plan, branch = _planned(store, run_id, own, error, RecoveryPolicy(policy), None)
     if info is None or plan.failure is None or plan.instance is None or plan.unsettled:
         return False
-    branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
     undone = _compensate(store, info, plan, branch, context)
     report = {**_report(run_id, plan, branch, False).as_dict(), "compensated": undone, "auto": True}
-    data = {"by": "auto", "from": info.status, "supersede": list(plan.supersede), "soft": list(plan.soft)}
-    exe.append(Kind.RUN_RETRIED, None, "recover", data={**data, "branch": branch, "recovery": report})
+    data = {"by": "auto", "from": info.status, **_branch_data(plan, branch, report)}
+    exe.append(Kind.RUN_RETRIED, None, "recover", data=data)
     return True
 
 
@@ -189,8 +197,9 @@ def _compensate(
     rid = f"{info.run_id}~recover{branch}"
     if store.get_run(rid) is None:
         store.create_run(*_header(info, rid))
-    rows = {ev.key: ev for ev in store.load(info.run_id) if ev.key and ev.kind == Kind.INTENT}
-    results = _results(store.load(info.run_id))
+    events = store.load(info.run_id)
+    rows = {ev.key: ev for ev in events if ev.key and ev.kind == Kind.INTENT}
+    results = _results(events)
     exe = Execution(store, rid, store.load(rid), None)
     ctx = context(exe)
     done, stuck = [], []

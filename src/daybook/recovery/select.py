@@ -60,6 +60,7 @@ class Verdict:
     effect_allowed: bool
     consumers: tuple[str, ...] = ()
     blocking_effects: tuple[str, ...] = ()
+    supersede: tuple[int, ...] = ()  # the steps restoring it runs again
 
     @property
     def admissible(self) -> bool:
@@ -113,6 +114,7 @@ def select(trace: Trace, policy: RecoveryPolicy, instance: str | None = None) ->
         steps = [s for s in trace.steps if s >= u.entry]
         return _plan(trace, policy, u, ("entry", u.entry), steps, ELIGIBLE, ())
     if policy.name == "entry":
+        # No checks: only the instance's own steps run again, whatever read them (Comp-EntryOnly).
         verdict = judge(trace, u, "entry", u.entry, RecoveryPolicy("entry", blocking=False))
         steps = _after(trace, u, u.entry)
         return _plan(trace, policy, u, ("entry", u.entry), steps, ELIGIBLE, (verdict,), verdict.consumers)
@@ -125,9 +127,10 @@ def select(trace: Trace, policy: RecoveryPolicy, instance: str | None = None) ->
         return _rerun(trace, policy, u, NO_BOUNDARY)
     for v in verdicts:
         if v.admissible:
-            steps = _after(trace, u, v.step) + _closure_steps(trace, u, v.step, policy.joint)
             dropped = () if policy.joint else v.consumers
-            return _plan(trace, policy, u, (v.kind, v.step), steps, ELIGIBLE, tuple(verdicts), dropped)
+            return _plan(
+                trace, policy, u, (v.kind, v.step), list(v.supersede), ELIGIBLE, tuple(verdicts), dropped
+            )
     return _rerun(trace, policy, u, verdicts[0].reason, tuple(verdicts))
 
 
@@ -177,33 +180,34 @@ def consumers(trace: Trace, u: Instance, position: int) -> dict[str, int]:
 
 
 def judge(trace: Trace, u: Instance, kind: str, position: int, policy: RecoveryPolicy) -> Verdict:
-    """The three conditions for restoring checkpoint (`kind`, `position`) of `u`."""
+    """The three conditions for restoring checkpoint (`kind`, `position`) of `u`, and the steps
+    that restoring it would run again."""
     nested = any(v.parent == u.id and v.entry > position for v in trace.instances.values())
     readers = consumers(trace, u, position)
-    committed = tuple(sorted(v for v, at in readers.items() if trace.instances[v].committed_after(at)))
-    conflict_free = (
-        not committed or not policy.blocking or (policy.joint and _jointly_undoable(trace, u, position))
-    )
-    steps = _after(trace, u, position) + _closure_steps(trace, u, position, policy.joint)
+    committed = {v: at for v, at in readers.items() if trace.instances[v].committed_after(at)}
+    # Uncommitted readers are re-derived with `u`; committed ones only under joint rollback (else
+    # they block, or, with blocking off, are left standing on what was undone: `dropped`).
+    rederived = readers if policy.joint else {v: at for v, at in readers.items() if v not in committed}
+    closure = _from_read(trace, rederived)
+    joint_ok = policy.joint and not _blocking_effects(trace, u, _from_read(trace, committed))
+    conflict_free = not committed or not policy.blocking or joint_ok
+    steps = sorted({*_after(trace, u, position), *closure})
     blocking = tuple(_blocking_effects(trace, u, steps)) if policy.effects else ()
-    return Verdict(kind, position, not nested, conflict_free, not blocking, committed, blocking)
+    return Verdict(
+        kind,
+        position,
+        not nested,
+        conflict_free,
+        not blocking,
+        tuple(sorted(committed)),
+        blocking,
+        tuple(steps),
+    )
 
 
-def _jointly_undoable(trace: Trace, u: Instance, position: int) -> bool:
-    readers = consumers(trace, u, position)
-    steps = [s for v, at in readers.items() for s in trace.instances[v].steps if s >= at]
-    return not _blocking_effects(trace, u, steps)
-
-
-def _closure_steps(trace: Trace, u: Instance, position: int, committed_too: bool) -> list[int]:
-    """Steps of the instances that consumed what is rolled back and must be re-derived with it:
-    uncommitted readers always, committed ones only under joint rollback (else they block, or,
-    with blocking off, are left standing on what was undone: `dropped`)."""
-    readers = consumers(trace, u, position)
-    chosen = {
-        r: at for r, at in readers.items() if committed_too or not trace.instances[r].committed_after(at)
-    }
-    return sorted({s for r, at in chosen.items() for s in trace.instances[r].steps if s >= at})
+def _from_read(trace: Trace, readers: dict[str, int]) -> list[int]:
+    """The steps of each reader from its first read of what is rolled back."""
+    return [s for r, at in readers.items() for s in trace.instances[r].steps if s >= at]
 
 
 def _blocking_effects(trace: Trace, u: Instance, steps: list[int]) -> list[str]:
