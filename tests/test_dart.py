@@ -55,6 +55,12 @@ def _failed_run(book: Daybook, cal: str, sink: ds.Sink, run_id: str = "sched", *
     return run_id
 
 
+def _stale(cal: str) -> None:
+    """The stale cache: slot[0]'s 9:00 is gone by now, so re-deriving slot[0] gives 10:00."""
+    with ds.sqlite3.connect(cal) as db:
+        db.execute("DELETE FROM free WHERE slot = 0 AND hour = 9")
+
+
 def test_dart_restores_the_failed_producer_at_its_commit_checkpoint_replaying_one_step(
     book: Daybook, cal: str, sink: ds.Sink
 ) -> None:
@@ -98,8 +104,7 @@ def test_entry_only_restore_breaks_the_committed_schedule_and_is_stopped_by_the_
     book: Daybook, cal: str, sink: ds.Sink
 ) -> None:
     run = _failed_run(book, cal, sink)
-    with ds.sqlite3.connect(cal) as db:  # the stale cache: slot[0]'s 9:00 is gone by now
-        db.execute("DELETE FROM free WHERE slot = 0 AND hour = 9")
+    _stale(cal)
     with pytest.raises(NonDeterminismError, match="differ from the journal"):
         book.recover(run, policy="entry")
     # Re-entering slot[0] picked 10:00; slot[1] and the sent invitation stand on 9:00. The
@@ -317,8 +322,7 @@ def test_a_rerun_that_would_send_a_different_invitation_parks_instead(
     book: Daybook, cal: str, sink: ds.Sink
 ) -> None:
     run = _failed_run(book, cal, sink)
-    with ds.sqlite3.connect(cal) as db:  # the stale cache: slot[0]'s 9:00 is gone by now
-        db.execute("DELETE FROM free WHERE slot = 0 AND hour = 9")
+    _stale(cal)
     with pytest.raises(NeedsAttention, match="irreversible and was done"):
         book.recover(run, policy="retry")
     # The invitation that left stays the only one: not re-sent with new slots, not silently kept.
