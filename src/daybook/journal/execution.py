@@ -92,7 +92,6 @@ class Execution:
         # Journal branches (`daybook.recovery`): superseded steps run again under keys suffixed
         # `~r<branch>`; soft ones (confirmed effects) replay if asked for as the same act.
         self.branch: dict[int, int] = {}
-        self.superseded: dict[int, list[Event]] = {}
         self.soft: dict[int, int] = {}
         # The transaction the run left open on purpose, if its steps end there (a `tx_left`
         # row with no step after it): the next execution goes on with it rather than abort it.
@@ -149,7 +148,7 @@ class Execution:
                 self._supersede(ev)
             elif ev.step is not None:
                 if ev.step in self.soft:  # the re-run asked for another act: the old rows are history
-                    self.superseded[ev.step] = self.steps.pop(ev.step, [])
+                    self.steps.pop(ev.step, None)
                     self.branch[ev.step] = self.soft.pop(ev.step)
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
@@ -168,9 +167,7 @@ class Execution:
             if int(step) in soft and int(step) in self.steps:
                 self.soft[int(step)] = branch
                 continue
-            rows = self.steps.pop(int(step), None)
-            if rows:
-                self.superseded[int(step)] = rows
+            self.steps.pop(int(step), None)
             self.branch[int(step)] = branch
 
     # -- journal writes -----------------------------------------------------------------------
@@ -324,7 +321,6 @@ class Execution:
                 ),
                 True,
             )
-        self.superseded[step] = recs
         self.branch[step] = branch
         return None
 
