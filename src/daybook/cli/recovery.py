@@ -9,7 +9,17 @@ from .. import Daybook, Recovery, RecoveryPolicy
 from ..recovery import lint
 from ..recovery.select import POLICIES
 from . import render
-from .app import apps_option, by_option, db_option, import_apps, json_out, parked_exit, say, with_book
+from .app import (
+    apps_option,
+    by_option,
+    db_option,
+    import_apps,
+    json_option,
+    json_out,
+    parked_exit,
+    say,
+    with_book,
+)
 
 
 @click.command()
@@ -37,7 +47,7 @@ from .app import apps_option, by_option, db_option, import_apps, json_out, parke
 )
 @apps_option("The module or script defining the run's workflow and tools (or $DAYBOOK_APP).")
 @by_option("recovers")
-@click.option("--json", "as_json", is_flag=True, help="The recovery as JSON.")
+@json_option("The recovery as JSON.")
 @with_book
 def recover(
     book: Daybook,
@@ -109,7 +119,7 @@ def _yes(value: object) -> str:
 
 @click.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="The findings as JSON.")
+@json_option("The findings as JSON.")
 @db_option
 def boundaries(config: str, as_json: bool, db: str | None) -> None:
     """Lint a reviewed boundary config (JSON: transitions and skeletons): list the legal edges that
