@@ -44,7 +44,7 @@ def web(
     except ImportError as exc:
         fail(f"the web inspector needs its extra: pip install 'daybook-runtime[web]' ({exc})")
     try:
-        hosts_for(host, allowed_hosts)
+        hosts = hosts_for(host, allowed_hosts)
     except DaybookError as exc:
         raise click.UsageError(str(exc)) from None
     import_apps(apps)
@@ -52,7 +52,9 @@ def web(
         say(
             f"warning: listening on {host}, not loopback: anyone who can reach it reads every run "
             "(signing in is needed only to act), and signing in sends the approver's token, and "
-            "then the session cookie, over plain HTTP (put it behind TLS, or keep it on 127.0.0.1)",
+            "then the session cookie, over plain HTTP (put it behind TLS, or keep it on 127.0.0.1); "
+            f"it answers only requests whose Host is one of {', '.join(hosts)} (add others with "
+            "--allowed-host)",
             err=True,
         )
     say(f"daybook inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
