@@ -16,14 +16,32 @@ import httpx
 import pytest
 from conftest import HERE, wait_until
 from starlette.testclient import TestClient
-from test_web import echo, gated, state
 from webtools import csrf_of, free_port, web_server
 
-from daybook import Daybook, RunStatus
+import daybook
+from daybook import Daybook, RunStatus, Suspended
 from daybook.web import build
 from daybook.web.guard import HEADERS
 
 ATTACKER = "attacker.example"
+
+
+@daybook.workflow(name="guard_echo")
+def echo(ctx: daybook.Context, text: str) -> str:
+    return str(ctx.decide("echo", lambda: text).value)
+
+
+def gated(book: Daybook, bank_url: str, run_id: str = "sre") -> str:
+    """A run suspended on an approval gate for `oncall`; returns the oncall token (rotated)."""
+    token = book.add_approver("oncall")
+    with pytest.raises(Suspended):
+        book.run(agents.restart, bank_url, 3600.0, run_id=run_id)
+    return token
+
+
+def state(book: Daybook, run_id: str) -> tuple[int, str, int]:
+    """What a refused request must not change: the run's rows, its status, its inbox."""
+    return len(book.journal(run_id)), book.get_run(run_id).status, len(book.store.inbox(run_id))
 
 
 @contextmanager
@@ -212,8 +230,6 @@ def test_listening_off_loopback_warns_that_tokens_cross_the_network_in_clear(tmp
 def test_in_a_browser_the_pages_work_under_their_content_security_policy(tmp_path: Any, bank: Any) -> None:
     from selenium.webdriver.common.by import By
     from webtools import chromium
-
-    from daybook import Suspended
 
     db_url = f"sqlite:///{tmp_path / 'csp.db'}"
     with Daybook(db_url, inline_wait=0.1) as book:
