@@ -84,6 +84,9 @@ def worker(
     def echo(line: str) -> None:  # from the worker's threads: no click context there
         click.echo(render.safe(with_db(line, db), lines=True))
 
+    def warn(line: str) -> None:  # lost or regained capacity: on stderr, even with --quiet
+        click.echo(render.safe(line, lines=True), err=True)
+
     try:
         w = Worker(
             db,
@@ -95,6 +98,7 @@ def worker(
             version=pin,
             queues=queues,
             schedules=not no_schedules,
+            warn=warn,
         )
     except DaybookError as exc:
         fail(str(exc))
