@@ -362,8 +362,8 @@ def test_annotations_are_read_conservatively_and_a_policy_file_overrides_them(tm
     )
     bad = tmp_path / "bad.json"
     bad.write_text('{"tools": {"t": {"class": "sometimes"}}}')
-    with pytest.raises(ConfigError, match="class 'sometimes'"):
-        load_policy(bad).for_tool("t", None, {})
+    with pytest.raises(ConfigError, match=r"tools\.t\.class: Input should be 'read'"):
+        load_policy(bad)
     with pytest.raises(ConfigError, match="cannot read the tools policy"):
         load_policy(tmp_path / "missing.json")
 
