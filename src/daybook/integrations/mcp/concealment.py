@@ -11,6 +11,7 @@ the policy says `"default_secrets": false`, when its name says so: one of its wo
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -46,7 +47,7 @@ def words(name: str) -> list[str]:
 def says_secret(name: str) -> bool:
     """Whether an argument's name says it holds a secret (see the module docstring)."""
     parts = words(name)
-    pairs = (a + b for a, b in zip(parts, parts[1:], strict=False))
+    pairs = (a + b for a, b in itertools.pairwise(parts))
     return any(w in SECRET_WORDS for w in parts) or any(p in SECRET_WORDS for p in pairs)
 
 

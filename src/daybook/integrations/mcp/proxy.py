@@ -162,7 +162,8 @@ class McpProxy:
             return reply
         slot = (name, digest)
         n = self._ordinals.get(slot, 0)
-        reply, settled = await self._run(naming.positional_call(self.session, name, digest, n), name, stored, live)
+        run_id = naming.positional_call(self.session, name, digest, n)
+        reply, settled = await self._run(run_id, name, stored, live)
         if settled:
             self._ordinals[slot] = max(self._ordinals.get(slot, 0), n + 1)
         return reply

@@ -111,7 +111,7 @@ class Upstream:
                     if not first.done():
                         first.set_result(None)
                     await session.ended.wait()
-            except Exception as exc:  # noqa: BLE001 - any failure is a reason to reconnect
+            except Exception as exc:  # any failure is a reason to reconnect
                 if not first.done():
                     first.set_exception(exc)
                     return
