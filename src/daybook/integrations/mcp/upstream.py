@@ -62,7 +62,6 @@ class Upstream:
         self.max_backoff = max_backoff
         self.ready_wait = ready_wait
         self._session: WatchedSession | None = None
-        self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.restarts = 0
 
@@ -89,9 +88,16 @@ class Upstream:
 
     async def session(self) -> WatchedSession:
         """The live session, waiting up to `ready_wait` seconds for a restart to finish."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), self.ready_wait)
-        return self.current()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_wait
+        while True:
+            session = self._session
+            if session is not None and not session.ended.is_set():
+                return session
+            if loop.time() >= deadline:
+                return self.current()  # raises UpstreamDown
+            # A short poll: the session that just ended may not be replaced yet.
+            await asyncio.sleep(0.05)
 
     def lost(self) -> None:
         """A call saw the connection break: reconnect (the session may not have noticed yet)."""
@@ -106,7 +112,6 @@ class Upstream:
             try:
                 async with self._connect() as session:
                     self._session = session
-                    self._ready.set()
                     failures = 0
                     if not first.done():
                         first.set_result(None)
@@ -116,7 +121,6 @@ class Upstream:
                     first.set_exception(exc)
                     return
                 reason = _cause(exc)
-            self._ready.clear()
             self._session = None
             delay = min(self.max_backoff, self.backoff * 2**failures)
             failures += 1
