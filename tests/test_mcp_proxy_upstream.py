@@ -37,10 +37,12 @@ async def executed(ledger: Path, count: int = 1) -> list[dict[str, Any]]:
     return ledger_of(ledger)
 
 
-async def kill_upstream_mid_call(c: ClientSession, ledger: Path) -> types.CallToolResult:
+async def kill_upstream_mid_call(
+    c: ClientSession, ledger: Path, tool: str = "send", args: dict[str, Any] = CAROL
+) -> types.CallToolResult:
     """Call `send(carol)` and SIGKILL the upstream server after it executed it, before it replied
     (it sleeps `delay` seconds after recording). The proxy itself lives on."""
-    task = asyncio.ensure_future(c.call_tool("send", CAROL))
+    task = asyncio.ensure_future(c.call_tool(tool, args))
     (line,) = await executed(ledger)
     os.kill(line["pid"], signal.SIGKILL)
     return await asyncio.wait_for(task, 120)
@@ -107,6 +109,24 @@ def test_an_upstream_killed_mid_call_is_settled_by_the_status_query_and_executed
     assert len(ledger_of(ledger)) == 1  # the server acted once; the status query told the proxy
     with Daybook(db_url) as book:
         assert [e["status"] for e in book.effects()] == ["confirmed"]
+
+
+@pytest.mark.slow
+def test_an_idempotent_call_lost_with_the_upstream_is_re_sent_under_its_key_and_deduped(
+    db_url: str, ledger: Path
+) -> None:
+    put = {"name": "a", "value": "1", "delay": 5}
+
+    async def go() -> types.CallToolResult:
+        async with proxy_process(db_url, "idem") as c:
+            return await kill_upstream_mid_call(c, ledger, "put", put)
+
+    answer = run(go)
+    assert body(answer)["execution"] == 1  # the re-send met the server's own dedupe by key
+    (line,) = ledger_of(ledger)  # executed once
+    with Daybook(db_url) as book:
+        (effect,) = book.effects()
+        assert effect["status"] == "confirmed" and line["key"] == effect["key"]
 
 
 @pytest.mark.slow
