@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shlex
 import shutil
@@ -58,6 +59,7 @@ EXIT_USAGE = 2
     "--drain",
     default=30.0,
     type=click.FloatRange(0, 3600),
+    callback=lambda _ctx, _param, value: _seconds(value),
     show_default=True,
     metavar="SECONDS",
     help="When the client hangs up, wait this long for the calls in flight to be journaled.",
@@ -100,6 +102,12 @@ def proxy(
         if isinstance(cause, ConfigError):
             _usage(str(cause))
         fail(f"`daybook proxy` stopped: {type(cause).__name__}: {cause}")
+
+
+def _seconds(value: float) -> float:
+    if math.isnan(value):  # FloatRange lets NaN through (every comparison with it is false)
+        raise click.BadParameter("give seconds between 0 and 3600, not nan")
+    return value
 
 
 def _usage(message: str) -> NoReturn:

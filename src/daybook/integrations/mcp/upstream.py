@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp import ClientSession
 
-from ...errors import DaybookError
+from ...errors import ConfigError, DaybookError
 
 
 class UpstreamDown(DaybookError):
@@ -69,7 +69,16 @@ class Upstream:
         """Connect the first time (errors propagate: a wrong command, an unreachable URL)."""
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._supervise(first))
-        await first
+        try:
+            await first
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise UpstreamDown(
+                f"the upstream MCP server could not be started or reached, or did not complete the "
+                f"MCP handshake ({_cause(exc)}); check --upstream / --upstream-url, and run the "
+                "server by hand to see its own errors"
+            ) from None
         assert self._session is not None
         return self._session
 
