@@ -268,17 +268,22 @@ class McpProxy:
                 args[policy.key_argument] = idempotency_key
             try:
                 up = await upstream.session()
+            except (
+                UpstreamDown
+            ) as exc:  # never sent; unknown all the same (a re-send may follow one that was)
+                raise OutcomeUnknown(f"{exc}; {name!r} was not sent this time") from exc
+            try:
                 result = await up.call_tool(name, args, meta={naming.KEY_META: idempotency_key})
             except McpError as exc:
                 if exc.error.code not in _UNCERTAIN_CODES:
                     raise
                 if exc.error.code == CONNECTION_CLOSED:
-                    upstream.lost()
+                    upstream.lost(up)
                 raise OutcomeUnknown(f"no answer from the upstream for {name!r}: {exc}") from exc
             except TimeoutError as exc:
                 raise OutcomeUnknown(f"no answer from the upstream for {name!r} in time") from exc
-            except (*_LOST, UpstreamDown) as exc:
-                upstream.lost()
+            except _LOST as exc:
+                upstream.lost(up)
                 raise OutcomeUnknown(f"the upstream connection broke during {name!r}: {exc!r}") from exc
             return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -108,10 +108,10 @@ class Upstream:
             # A short poll: the session that just ended may not be replaced yet.
             await asyncio.sleep(0.05)
 
-    def lost(self) -> None:
-        """A call saw the connection break: reconnect (the session may not have noticed yet)."""
-        session = self._session
-        if session is not None:
+    def lost(self, session: WatchedSession) -> None:
+        """A call saw `session`'s connection break: reconnect (it may not have noticed yet). A
+        session that was already replaced is left alone (the new one is not broken)."""
+        if session is self._session:
             session.ended.set()
 
     async def _supervise(self, first: asyncio.Future[None]) -> None:
