@@ -70,6 +70,7 @@ def test_an_upstream_killed_mid_call_is_unknown_and_the_retry_does_not_execute_i
     errlog.close()
     assert first.isError and "unknown outcome" in text(first) and "failed:" not in text(first)
     assert retry.isError and "unknown outcome" in text(retry)
+    assert "daybook resolve" in text(first) and "daybook resume" not in text(first)  # it would park it
     assert body(fresh)["to"] == "dave"  # the upstream was restarted: the new call went through
     lines = ledger_of(ledger)
     assert [line["args"]["to"] for line in lines] == ["carol", "dave"]  # carol once, not twice

@@ -178,8 +178,10 @@ class McpProxy:
         except Suspended:
             return error(self._pending(run_id, name)), False
         except NeedsAttention as exc:
+            # Only the proxy continues an MCP call's run (`daybook resume` would park it).
+            said = str(exc).replace(f", then `daybook resume {run_id}`", "")
             return error(
-                f"daybook: call {run_id!r} ({name}) has an unknown outcome: {exc}. "
+                f"daybook: call {run_id!r} ({name}) has an unknown outcome: {said}. "
                 "Once resolved, make the same call again to get its outcome."
             ), False
         except RunConflict as exc:
