@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,10 +21,12 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp import ClientSession, types
-from mcp_support import SERVER, body, direct, ledger_of, proxy_process, run, text
+from mcp.shared.memory import create_connected_server_and_client_session as connect
+from mcp_support import HERE, SERVER, body, direct, ledger_of, proxy_process, run, text
 from mcp_support import ledger as ledger  # a fixture
 
 from daybook import Daybook
+from daybook.integrations.mcp import open_proxy
 
 CAROL = {"to": "carol", "amount": 100, "delay": 5}
 
@@ -221,7 +224,7 @@ def test_a_client_that_hangs_up_mid_call_still_gets_the_outcome_journaled(
     db_url: str, ledger: Path, drain: str
 ) -> None:
     """The client closes stdin 1 s into a 3 s call: the proxy waits for it before exiting. The
-    control (`--drain 0`: no wait) leaves the call in flight in the journal, the server done."""
+    control (`--drain 0`: no wait) leaves the call in flight or unknown, the server done."""
     delay = 3 if drain != "0" else 8  # the control's call outlasts a slow exit under load
     args = ["-m", "daybook", "proxy", "--db", db_url, "--run", "eof", "--upstream", SERVER, "--drain", drain]
     proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
@@ -247,4 +250,56 @@ def test_a_client_that_hangs_up_mid_call_still_gets_the_outcome_journaled(
     assert len(ledger_of(ledger)) == 1
     with Daybook(db_url) as book:
         (effect,) = book.effects()
-        assert effect["status"] == ("confirmed" if drain == "30" else "in flight")
+        if drain == "30":
+            assert effect["status"] == "confirmed"
+        else:  # abandoned: the server acted, the journal cannot say so
+            assert effect["status"] in ("in flight", "unknown")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_server(port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "mcp_http_server.py"), str(port)], stderr=subprocess.DEVNULL
+    )
+
+
+async def listening(port: int) -> None:
+    for _ in range(600):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_an_http_upstream_killed_mid_call_is_unknown_and_reconnected(book: Daybook, ledger: Path) -> None:
+    port = free_port()
+    servers = [http_server(port)]
+
+    async def go() -> list[types.CallToolResult]:
+        await listening(port)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with open_proxy(book, url=url, session="h") as proxy, connect(proxy.server()) as c:
+            task = asyncio.ensure_future(c.call_tool("send", {"to": "bob", "amount": 1, "delay": 30}))
+            await executed(ledger)
+            servers[0].kill()  # after it executed, before it replied
+            first = await asyncio.wait_for(task, 60)  # noticed by the proxy's ping, not the timeout
+            servers.append(http_server(port))
+            fresh = await asyncio.wait_for(c.call_tool("send", {"to": "carl", "amount": 2}), 120)
+            return [first, fresh]
+
+    try:
+        first, fresh = run(go)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+    assert first.isError and "unknown outcome" in text(first)
+    assert body(fresh)["to"] == "carl"  # reconnected to the server once it was back
+    assert [line["to"] for line in ledger_of(ledger)] == ["bob", "carl"]
+    assert sorted(e["status"] for e in book.effects()) == ["confirmed", "unknown"]

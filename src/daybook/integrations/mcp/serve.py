@@ -29,6 +29,7 @@ from .proxy import McpProxy
 from .upstream import WatchedSession, supervised
 
 DRAIN = 30.0  # seconds a proxy whose client hung up waits for the calls in flight
+PROBE = 2.0  # seconds between pings of an HTTP upstream
 
 
 @asynccontextmanager
@@ -86,7 +87,9 @@ async def open_proxy(
     def connect() -> Any:
         return upstream_session(command, url)
 
-    async with supervised(connect, on_restart=journal, backoff=backoff) as up:
+    # An HTTP upstream's death is noticed by pinging it (`upstream.py`); a stdio one's at once.
+    probe = PROBE if url is not None else None
+    async with supervised(connect, on_restart=journal, backoff=backoff, probe=probe) as up:
         tools = (await up.current().list_tools()).tools
         yield McpProxy(book, up, tools, policy or Policy(), session)
 

@@ -18,8 +18,11 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from mcp import ClientSession
+from mcp.types import CONNECTION_CLOSED, ErrorData, JSONRPCError
 
 from ...errors import ConfigError, DaybookError
+
+_CLOSED = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
 
 
 class UpstreamDown(DaybookError):
@@ -39,6 +42,16 @@ class WatchedSession(ClientSession):
         finally:
             self.ended.set()
 
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        # Closing a session cancels its reader before the SDK can tell the requests waiting on
+        # it that the connection closed (its own notice needs a checkpoint the cancel refuses):
+        # tell them now, so each ends (unknown) instead of waiting for its timeout.
+        self.ended.set()
+        for request_id, stream in list(self._response_streams.items()):
+            with contextlib.suppress(Exception):
+                stream.send_nowait(JSONRPCError(jsonrpc="2.0", id=request_id, error=_CLOSED))
+        return await super().__aexit__(*exc)
+
 
 Connect = Callable[[], AbstractAsyncContextManager[WatchedSession]]
 OnRestart = Callable[[dict[str, Any]], Awaitable[None]]
@@ -55,12 +68,14 @@ class Upstream:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         ready_wait: float = 60.0,
+        probe: float | None = None,
     ) -> None:
         self._connect = connect
         self._on_restart = on_restart
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.ready_wait = ready_wait
+        self.probe = probe
         self._session: WatchedSession | None = None
         self._task: asyncio.Task[None] | None = None
         self.restarts = 0
@@ -124,7 +139,7 @@ class Upstream:
                     failures = 0
                     if not first.done():
                         first.set_result(None)
-                    await session.ended.wait()
+                    await self._watch(session)
             except Exception as exc:  # any failure is a reason to reconnect
                 if not first.done():
                     first.set_exception(exc)
@@ -136,6 +151,23 @@ class Upstream:
             self.restarts += 1
             await self._say(reason, delay, failures)
             await asyncio.sleep(delay)
+
+    async def _watch(self, session: WatchedSession) -> None:
+        """Until the session ends. An HTTP upstream that dies does not close anything a client
+        sees (a reply stream just stops), so with `probe` it is pinged every `probe` seconds:
+        no answer ends the session (its calls in flight are then unknown, and it reconnects)."""
+        if self.probe is None:
+            await session.ended.wait()
+            return
+        while not session.ended.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.ended.wait(), self.probe)
+            if session.ended.is_set():
+                return
+            try:
+                await asyncio.wait_for(session.send_ping(), max(self.probe * 5, 10.0))
+            except Exception:  # the server is gone (or hung): leave, so the session closes
+                return
 
     async def _say(self, reason: str, delay: float, failures: int) -> None:
         print(
