@@ -32,7 +32,7 @@ class ToolEntry(BaseModel):
     """One tool's entry (or the `default` entry): every field optional, each overriding what the
     tool's annotations say."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     effect_class: Literal["read", "idempotent", "reversible", "irreversible"] | None = Field(
         default=None, alias="class"
     )
