@@ -161,6 +161,9 @@ class Store(Protocol):
         """The store-wide setting `key` (e.g. the default secret key), set to `default` first
         if it has none; a read-only handle only reads (`default` when unset)."""
 
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Every store-wide setting whose key starts with `prefix` (read only, never sets)."""
+
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
