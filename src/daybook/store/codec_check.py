@@ -65,7 +65,9 @@ def verify(store: Any, codec: PayloadCodec | None) -> None:
 
 
 def _which(keys: list[str]) -> str:
-    return f"the key with fingerprint {keys[0]}" if len(keys) == 1 else f"keys with fingerprints {', '.join(keys)}"
+    if len(keys) == 1:
+        return f"the key with fingerprint {keys[0]}"
+    return f"keys with fingerprints {', '.join(keys)}"
 
 
 def _keyless(url: str, name: str, keys: list[str]) -> str:

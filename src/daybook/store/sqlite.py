@@ -543,7 +543,8 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
         return str(row[0][0]) if row else default
 
     def meta_items(self, prefix: str) -> dict[str, str]:
-        rows = self._read("SELECT key, value FROM daybook_meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        sql = "SELECT key, value FROM daybook_meta WHERE substr(key, 1, ?) = ?"
+        rows = self._read(sql, (len(prefix), prefix))
         return {str(k): str(v) for k, v in rows}
 
     def close(self) -> None:
