@@ -92,17 +92,20 @@ def _side_features(book: Daybook, secret: str) -> None:
 
 def _web_text(book: Daybook, keyless: bool = False) -> str:
     """Every page and JSON answer of the web inspector over `book`'s store (`keyless`: a run's
-    page may answer 400, saying the codec it needs)."""
+    page may answer 400 or 404, saying the codec it needs)."""
     client = TestClient(build(book))
     out = []
     runs = [r.run_id for r in book.store.list_runs(limit=100)]
     assert "all" in runs
     pages = ["/", "/approvals", "/attention", "/api/runs"]
-    pages += [p for run in runs for p in (f"/runs/{run}", f"/api/runs/{run}")]
+    # A finished run's live stream (Server-Sent Events) sends every row, then ends.
+    pages += [p for run in runs for p in (f"/runs/{run}", f"/api/runs/{run}", f"/runs/{run}/events")]
     for page in pages:
         answer = client.get(page)
-        refused = keyless and "/runs/" in page and answer.status_code == 400 and "codec" in answer.text
+        refused = keyless and "/runs/" in page and answer.status_code in (400, 404) and "codec" in answer.text
         assert answer.status_code == 200 or refused, (page, answer.text[:300])
+        if page.endswith("/events") and not refused:
+            assert "event: row" in answer.text  # the stream sent the journal
         out.append(answer.text)
     return "\n".join(out)
 
