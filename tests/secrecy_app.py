@@ -103,3 +103,29 @@ def everything(ctx: daybook.Context, note: str) -> dict[str, Any]:
 @daybook.workflow
 def breaks(ctx: daybook.Context, text: str) -> None:
     raise RuntimeError(f"failed on {text}")  # parked, its error (and traceback) in the header
+
+
+SLOT = daybook.Skeleton("Slot", outputs=("{entity}",))
+
+
+@daybook.tool(secrets=("password",), idempotent=True, certain=(RuntimeError,))
+def confirm(password: str, slot: str, idempotency_key: str) -> str:
+    _received("confirm", password)
+    refused = os.environ["SECRECY_LOG"] + ".refused"
+    if not os.path.exists(refused):  # the calendar refuses once, quoting what it was sent
+        open(refused, "w").close()
+        raise RuntimeError(f"calendar refused {slot} for {password}")
+    return "confirmed"
+
+
+@daybook.workflow
+def recoverable(ctx: daybook.Context, note: str) -> dict[str, Any]:
+    # Semantic recovery (`book.recover`): the confirmation fails once, the run fails, and
+    # recovery restores slot[0]'s commit checkpoint and runs the confirmation again.
+    with ctx.subtask(SLOT, "slot[0]") as u:
+        pick = ctx.decide("pick", lambda: {"hour": 9, "note": note}).value
+        u.commit(**{"slot[0]": pick})
+    with ctx.subtask(SLOT, "slot[0]") as u:
+        done = ctx.effect(confirm, password=_planted(), slot="slot[0]")
+        u.exit()
+    return {"pick": pick, "confirmed": done}

@@ -3,11 +3,13 @@ clear in a transaction's `tx:stage` row, `tx:*` rows outside the codec).
 
 One run carries a planted secret through every feature that writes rows (tests/secrecy_app.py:
 decisions, effects, transactions with staged, held and aborted calls, speculation, a subtask,
-a child run, a release gate and a gate, the inbox, an update, steering), and the side features
-write it too (a parked run's error and its retry, a cancel, an entity log, a schedule, a
-record commit). Then the raw SQLite file with its WAL (or every PostgreSQL row of the schema),
-`daybook export` and the web inspector's pages and JSON are searched: 0 hits. Twice: with the
-secret marked and no codec (concealment), and with FernetCodec and nothing marked (encryption).
+a child run, a release gate and a gate, the inbox, an update, steering, and `book.recover` of a
+failed run), and the side features write it too (a parked run's error and a cancel, an entity
+log, a schedule, a record commit). Then the raw SQLite file with its WAL (or every PostgreSQL
+row of the schema), `daybook export` and the web inspector's pages, JSON and live stream are
+searched: 0 hits. Twice: with the secret marked and no codec (concealment), and with
+FernetCodec and nothing marked (encryption). The three agent-framework integrations run under a
+codec too. (The MCP proxy's arguments are tested with the proxy.)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from starlette.testclient import TestClient
 from store_bytes import store_text
 
 from daybook import Daybook, FernetCodec, RunStatus, Suspended, UpdateTimeout
-from daybook.errors import RunParked
+from daybook.errors import RunFailed, RunParked
 from daybook.store import Store
 from daybook.store.guarded import PASSTHROUGH, GuardedStore
 from daybook.web.app import build
@@ -75,6 +77,10 @@ def _drive(book: Daybook, note: str, payload: str) -> dict[str, Any]:
     book.steer("all", "add", f"also {payload}", wait=0)
     result: dict[str, Any] = book.resume("all", app=APP)
     assert book.get_run("all").status == RunStatus.COMPLETED
+    with pytest.raises(RunFailed):
+        book.run(app.recoverable, note, run_id="recovered")
+    recovered = book.recover("recovered")
+    assert recovered.result["confirmed"] == "confirmed", recovered
     return result
 
 
@@ -170,3 +176,30 @@ def test_the_guard_covers_every_store_method_with_no_side_door() -> None:
     assert not hasattr(GuardedStore, "__getattr__")
     payloads = {"tx_begin", "tx_mark", "transition", "signal", "stage", "entity_record", "put_schedule"}
     assert not payloads & set(PASSTHROUGH)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("example", "run_flag"),
+    [("pydantic_ai_agent.py", "--run"), ("openai_agents_refund.py", "--run"), ("langgraph_agent.py", "--thread")],
+)
+def test_an_integration_agent_under_a_codec_keeps_its_payloads_encrypted(
+    db_url: str, tmp_path: Path, example: str, run_flag: str
+) -> None:
+    refund_agent = pytest.importorskip("refund_agent")
+    order = f"ORDER-{uuid.uuid4().hex}"  # in the model's prompt, the tool's arguments, the answer
+    env = {
+        **os.environ,
+        "REFUNDS": str(tmp_path / "refunds.jsonl"),
+        "MODEL_CALLS": str(tmp_path / "model.txt"),
+        "CHECKPOINTS": str(tmp_path / "checkpoints.db"),  # LangGraph's own state, not daybook's
+        "DAYBOOK_CODEC_KEY": FernetCodec.new_key(),
+    }
+    done = refund_agent.agent(example, env, "--db", db_url, run_flag, "refund-1", "--order", order)
+    out, err = done.communicate(timeout=120)
+    if done.returncode != 0 and "No module named" in err:
+        pytest.skip(err.strip().splitlines()[-1])
+    assert done.returncode == 0, err
+    assert order in Path(env["REFUNDS"]).read_text()  # the counterparty got the order, live
+    kept = store_text(db_url)
+    assert "refund-1" in kept and order not in kept  # the store holds it only encrypted
