@@ -181,7 +181,11 @@ def test_the_guard_covers_every_store_method_with_no_side_door() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("example", "run_flag"),
-    [("pydantic_ai_agent.py", "--run"), ("openai_agents_refund.py", "--run"), ("langgraph_agent.py", "--thread")],
+    [
+        ("pydantic_ai_agent.py", "--run"),
+        ("openai_agents_refund.py", "--run"),
+        ("langgraph_agent.py", "--thread"),
+    ],
 )
 def test_an_integration_agent_under_a_codec_keeps_its_payloads_encrypted(
     db_url: str, tmp_path: Path, example: str, run_flag: str
@@ -200,6 +204,7 @@ def test_an_integration_agent_under_a_codec_keeps_its_payloads_encrypted(
     if done.returncode != 0 and "No module named" in err:
         pytest.skip(err.strip().splitlines()[-1])
     assert done.returncode == 0, err
+    assert order in out  # the agent's answer names the order
     assert order in Path(env["REFUNDS"]).read_text()  # the counterparty got the order, live
     kept = store_text(db_url)
     assert "refund-1" in kept and order not in kept  # the store holds it only encrypted
