@@ -7,7 +7,8 @@ header (status, lease) changes in place. Backends: `sqlite` (with `group` commit
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
 `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `wal` refuses
 a SQLite commit once the write-ahead log was deleted under the process. `secrets` and
-`keys` turn secret values into keyed digests, `codec` holds the payload codecs and `guarded` the
+`keys` turn secret values into keyed digests, `codec` holds the payload codecs, `codec_check`
+the codec a store records (a handle with another key is refused at open) and `guarded` the
 guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
 erases the payloads of old finished runs (`gc`).
 `open_store(url, read_only=True)` never creates, upgrades or writes a store.
