@@ -81,6 +81,7 @@ def test_a_worker_with_the_wrong_key_is_refused_at_start_and_writes_nothing(db_u
     _sleepers(db_url, k1)
     time.sleep(0.6)  # the timers are due: a worker would take the runs now
     before = _rows(db_url)
+    assert key_fingerprint(k1) in before and k1 not in before  # the store keeps a fingerprint
     wrong = _worker(db_url, k2)
     assert wrong.returncode != 0
     assert key_fingerprint(k1) in wrong.stderr and "nothing was written" in wrong.stderr
