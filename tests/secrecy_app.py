@@ -73,7 +73,8 @@ def everything(ctx: daybook.Context, note: str) -> dict[str, Any]:
     try:  # an abort whose error (and traceback) quotes the secret
         with ctx.transaction(scopes=["**"], retries=0):
             ctx.effect(reserve, password=pw)
-            raise ValueError(f"the bank declined {os.environ['PLANTED_SECRET']}")
+            # The secret is live here (scrubbed); `note` is not (only a codec hides it).
+            raise ValueError(f"the bank declined {os.environ['PLANTED_SECRET']} for {note}")
     except ValueError:
         pass
     ctx.speculate(  # speculation: each branch its own transaction

@@ -155,7 +155,9 @@ def test_with_an_encrypting_codec_no_payload_of_any_feature_is_in_clear(
         _side_features(book, clear)
         assert book.record("notes", "n1") == {"text": clear}
         assert book.entity("desk").view().log[-1].data == {"text": clear}
-        assert any(e.name == "tx:abort" for e in book.journal("all"))
+        aborts = [e.data["value"]["error"] for e in book.journal("all") if e.name == "tx:abort"]
+        (declined,) = [a["message"] for a in aborts if "declined" in a["message"]]
+        assert clear in declined and "[secret]" in declined  # decrypted; the live secret scrubbed
         assert clear in json.dumps(book.get_run("parked").error)
         kept = store_text(db_url)
     assert planted not in kept and clear not in kept
