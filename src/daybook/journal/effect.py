@@ -18,7 +18,7 @@ from ..records import JSON, Event, Kind, Status
 from ..store.secrets import concealer_for, reveal_all
 from .decision import Decision
 from .driver import drive, drive_async, ready
-from .execution import step_fingerprint
+from .execution import Execution, step_fingerprint
 from .facet import Facet
 from .lifecycle import EffectLifecycle, replayed_result
 from .stop import Stop
@@ -45,7 +45,7 @@ def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool
     return same
 
 
-def act_args(exe: Any, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict[str, JSON], bool]:
+def act_args(exe: Execution, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict[str, JSON], bool]:
     """A call's arguments as the journal holds them, the one concealment of every act (an
     effect's intent, a transaction's staged or held call, a release gate's question): each
     `Secret` and each argument the tool names in `secrets=` as its keyed digest; and whether
