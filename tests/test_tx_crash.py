@@ -290,3 +290,41 @@ def test_a_worker_that_takes_over_a_dead_owners_run_aborts_its_open_transaction_
         assert book.frontiers() == []
         rows = [(t["run_id"], t["status"], t["epoch"]) for t in book.transactions()]
     assert [(r, s) for r, s, _ in rows] == [("r1", "aborted"), ("w1", "committed"), ("r1", "committed")]
+
+
+# Kill points of a takeover's abort of an abandoned attempt (the owner died after booking the
+# leg, before its second staged write): the abort decided, the inverse's intent written, the
+# inverse confirmed, and just before the aborted row.
+UNWIND = [
+    ("--kill-tx", "after:tx_mark:1"),
+    ("--kill-after", "intent:1"),
+    ("--kill-after", "outcome:1"),
+    ("--kill-tx", "before:tx_mark:2"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("flag", "where"), UNWIND)
+def test_the_abort_of_an_abandoned_transaction_cut_by_a_sigkill_resumes_and_undoes_once(
+    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str
+) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first), first.stdout + first.stderr
+    taker = _child(db_url, "resume", "r1", flag, where)
+    assert killed(taker), taker.stdout + taker.stderr
+    with Daybook(db_url) as book:
+        assert [t["status"] for t in book.transactions("r1")] == ["aborting"]
+    third = _child(db_url, "resume", "r1")
+    assert third.returncode == 0, third.stdout + third.stderr
+    result = last_json(third.stdout.replace('{"done": true}', ""))
+    assert result["result"]["attempt"] == 2  # type: ignore[index]
+    # At the bank: the abandoned attempt's leg cancelled exactly once, the retry's leg stands,
+    # the irreversible notice sent once (by the committed attempt only).
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 2, "notices": 1, "cancels": 1}
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        assert [t["status"] for t in book.transactions("r1")] == ["aborted", "committed"]
+        assert book.frontiers() == []

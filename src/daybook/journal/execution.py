@@ -125,6 +125,9 @@ class Execution:
         # Called once, at the first step this execution takes live (past the journal's end): a
         # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
         self.on_live: Callable[[], None] | None = None
+        # Or at this step, if set, though the journal goes on past it: a transaction whose abort
+        # of an abandoned attempt was journaled there is cut at the same step on replay.
+        self.live_at: int | None = None
         # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
         # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
@@ -236,8 +239,8 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
-        if step > self.recorded_steps and self.on_live is not None:
-            hook, self.on_live = self.on_live, None
+        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
+            hook, self.on_live, self.live_at = self.on_live, None, None
             hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(

@@ -163,10 +163,23 @@ class EpochTransaction:
             exe.next_step = end[0] + 1
             attempt += 1
         self.status = "open"
-        if recs is not None and end is None and self._orphaned():
+        if recs is not None:
+            self._note_abandoned(end is None)
+        self._wait(end)
+
+    def _note_abandoned(self, undecided: bool) -> None:
+        """A replayed attempt that was abandoned aborts where it was aborted: at its first live
+        step if it is still undecided (its owner died), or at the very step where a takeover
+        journaled its abort (which may have been cut by a kill mid-unwind), so the replay reaches
+        the same abort and finishes its unwind instead of asking the journal for a body step."""
+        exe = self._exe
+        aborted = self._recorded(ABORT)
+        if aborted is not None and (aborted[1].get("error") or {}).get("type") == "TransactionAbandoned":
+            self._abandoned = True
+            exe.on_live, exe.live_at = self._abandon, aborted[0]
+        elif undecided and self._orphaned():
             self._abandoned = True
             exe.on_live = self._abandon
-        self._wait(end)
 
     def _orphaned(self) -> bool:
         """This replayed attempt was left undecided by an execution that did not stop on purpose
@@ -309,7 +322,7 @@ class EpochTransaction:
         """Commit, or abort (then retry, give up, or report stuck). Yields each flush or inverse
         call's return value (an awaitable for an async tool) and is sent its result."""
         if self._exe.on_live == self._abandon:
-            self._exe.on_live = None  # the block ends here, whatever it ran live
+            self._exe.on_live = self._exe.live_at = None  # the block ends here, whatever it ran live
         raised = exc
         if self._abandoned and exc is None:
             exc = self._abandon_error()  # the body replayed to its end: nothing live yet, abort
