@@ -59,6 +59,7 @@ from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
 from ..records import Event, Kind, Status
+from ..store.tx_rows import OPEN
 from .frontier import wait_until_clear
 from .scope import Scope, for_call, outside
 
@@ -140,6 +141,8 @@ class EpochTransaction:
         self._done: list[_Call] = []
         # The journal shows this attempt abandoned by a dead owner: it aborts, never commits.
         self._abandoned = False
+        # The header was released (it ended outside this run's journal): rows without it.
+        self._freed = False
 
     # -- entering -------------------------------------------------------------------------------
 
@@ -173,13 +176,24 @@ class EpochTransaction:
         journaled its abort (which may have been cut by a kill mid-unwind), so the replay reaches
         the same abort and finishes its unwind instead of asking the journal for a body step."""
         exe = self._exe
+        self._freed = self._released()
         aborted = self._recorded(ABORT)
         if aborted is not None and (aborted[1].get("error") or {}).get("type") == "TransactionAbandoned":
             self._abandoned = True
             exe.on_live, exe.live_at = self._abandon, aborted[0]
-        elif undecided and self._orphaned():
+        elif undecided and (self._freed or self._orphaned()):
             self._abandoned = True
             exe.on_live = self._abandon
+
+    def _released(self) -> bool:
+        """The header ended while the journal does not say so: the attempt was released (an
+        operator, or its run ended; store/tx_release.py). Its rows are then journaled without
+        the header, which stays `aborted`."""
+        exe = self._exe
+        if exe.read_only or self.group is not None or self._recorded(END) is not None:
+            return False
+        rows = [r for r in exe.store.tx_rows(run_id=exe.run_id) if r[0] == self.tx_id]
+        return bool(rows) and rows[0][4] not in OPEN
 
     def _orphaned(self) -> bool:
         """This replayed attempt was left undecided by an execution that did not stop on purpose
@@ -194,6 +208,13 @@ class EpochTransaction:
         raise self._abandon_error()
 
     def _abandon_error(self) -> TransactionAbandoned:
+        if self._freed:
+            return TransactionAbandoned(
+                f"transaction {self.tx_id} (epoch {self.epoch}, attempt {self.attempt}) was released "
+                f"(`daybook tx release`, or run {self._exe.run_id!r} ended) while it was open; it "
+                "is aborted and compensated here, then retried under a fresh epoch while its "
+                "retries last"
+            )
         return TransactionAbandoned(
             f"transaction {self.tx_id} (epoch {self.epoch}, attempt {self.attempt}) was left open "
             f"by a process that stopped without deciding it (killed, or its lease lapsed); run "
@@ -278,7 +299,13 @@ class EpochTransaction:
                 )
 
         exe.append(
-            Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data={"value": value}, write=write
+            Kind.DECISION,
+            step,
+            name,
+            status=Status.RECORDED.value,
+            fp=fp,
+            data={"value": value},
+            write=None if self._freed else write,
         )
         return value
 
