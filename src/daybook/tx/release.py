@@ -33,8 +33,7 @@ def release(store: Store, tx_id: str, by: str, reason: str) -> dict[str, Any]:
     rows = [r for r in store.tx_rows() if r[0] == tx_id]
     if not rows:
         raise TransactionNotFound(
-            f"no transaction attempt {tx_id!r} in {store.url}; `daybook tx` lists them (column "
-            "`transaction`)"
+            f"no transaction attempt {tx_id!r} in {store.url}; `daybook tx` lists them (column `transaction`)"
         )
     row = rows[0]
     if row[4] not in OPEN:
