@@ -125,7 +125,9 @@ def _kill_tx(book: daybook.Daybook, argv: list[str]) -> None:
 def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
-    book = daybook.Daybook(db, lease_ttl=2.0)
+    # The counters' runs wait for each other in the process (a loaded machine may take longer
+    # than the default spin before a frontier wait suspends the run).
+    book = daybook.Daybook(db, lease_ttl=2.0, inline_wait=120.0 if action == "count" else 2.0)
     kill_at_journal_write(book, rest)
     _kill_tx(book, rest)
     if action == "start":

@@ -65,6 +65,9 @@ from .scope import Scope, for_call, outside
 
 BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
 LEFT = "tx:left"  # the name of a `tx_left` row
+# How long a transaction waits for its frontier by default (`wait=`), across suspensions,
+# counted from when it took its epoch; then FrontierTimeout.
+DEFAULT_WAIT = 600.0
 
 # How a call inside a transaction is treated, by tool name, where its flags do not say it: the
 # adapters' own staging steps are invisible already (they run now), and their publish steps
@@ -121,6 +124,13 @@ class EpochTransaction:
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"ctx.transaction(retries={retries!r}): use an int >= 0")
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < float("inf")
+        ):
+            raise ConfigError(
+                f"ctx.transaction(wait={wait!r}): use seconds >= 0 (default {DEFAULT_WAIT:g}), or None "
+                "for no limit"
+            )
         self._exe = exe
         self._raw = raw
         self.scopes = scopes
@@ -143,6 +153,7 @@ class EpochTransaction:
         self._abandoned = False
         # The header was released (it ended outside this run's journal): rows without it.
         self._freed = False
+        self._begun_at = 0.0  # when the attempt took its epoch: its wait= counts from there
 
     # -- entering -------------------------------------------------------------------------------
 
@@ -158,6 +169,7 @@ class EpochTransaction:
             recs = exe.expect(step, Kind.DECISION, BEGIN, fp)
             ev = recs[0] if recs is not None else self._open(step, fp, value)
             self.tx_id, self.epoch, self.attempt = ev.data["value"]["tx_id"], int(ev.data["epoch"]), attempt
+            self._begun_at = ev.at
             end = self._recorded(END)
             if end is None or not end[1].get("retry"):
                 break
@@ -249,10 +261,14 @@ class EpochTransaction:
             raise FrontierTimeout(
                 str((recorded.get("error") or {}).get("message", "frontier wait timed out"))
             )
+        until = None if self.wait is None else self._begun_at + self.wait
         try:
-            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
+            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, until, self.group)
         except FrontierTimeout as exc:
             self._mark(END, "aborted", retry=False, error=error_info(exc))
+            raise
+        except Stop as stop:
+            self._leave(stop)  # a wait past the spin suspends the run with the attempt open
             raise
 
     def _open(self, step: int, fp: str, value: dict[str, Any]) -> Event:
