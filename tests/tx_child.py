@@ -105,12 +105,34 @@ def count_flow(ctx: daybook.Context, root: str, name: str, times: int, mode: str
 
 def _wait_for(where: str) -> bool:
     path = Path(where)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not path.exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.02)
     return True
+
+
+@daybook.workflow(name="tx_dead_waiter")
+def dead_waiter(ctx: daybook.Context, root: str, nap: float) -> int:
+    """Sleep (suspended: no slot held), then a read-then-write increment of `acct` in a
+    transaction: a lost update would show at the file."""
+    if nap:
+        ctx.sleep(nap)
+    with ctx.transaction(scopes=[f"fs:{root}/acct"]):
+        n = ctx.decide("read", _read, root, "acct").value
+        ctx.effect(put_file, root=root, name="acct", content=str(n + 1))
+    return n + 1
+
+
+@daybook.workflow(name="tx_dead_holder")
+def dead_holder(ctx: daybook.Context, root: str) -> int:
+    """The same increment, holding the transaction open until the file `hold.go` appears."""
+    with ctx.transaction(scopes=[f"fs:{root}/acct"]):
+        n = ctx.decide("read", _read, root, "acct").value
+        ctx.decide("hold", _wait_for, str(Path(root, "hold.go")))
+        ctx.effect(put_file, root=root, name="acct", content=str(n + 1))
+    return n + 1
 
 
 def _kill_tx(book: daybook.Daybook, argv: list[str]) -> None:
