@@ -5,6 +5,7 @@ with SIGKILL at a chosen protocol point; and read-then-write counter increments 
                                                    [--kill-tx before|after:METHOD:N]
     tx_child.py DB spec RUN_ID ROOT BANK [kill flags as for start]
     tx_child.py DB resume RUN_ID
+    tx_child.py DB cancel RUN_ID [--kill-tx ...]
     tx_child.py DB count RUN_ID ROOT NAME TIMES MODE [--ready-go]    MODE: tx | plain | hold
 
 KIND:N is the N-th journal row of that kind written through `store.append`; METHOD:N the N-th
@@ -161,6 +162,8 @@ def main() -> None:
         ready_then_go(rest)
         root, name, times, mode = rest[0], rest[1], int(rest[2]), rest[3]
         report(lambda: book.run(count_flow, root, name, times, mode, run_id=run_id))
+    elif action == "cancel":
+        report(lambda: book.cancel(run_id, by="test") and None)
     else:
         report(lambda: book.resume(run_id, wait=10))
     print(json.dumps({"done": True}))
