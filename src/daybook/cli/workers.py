@@ -49,6 +49,13 @@ queue_option = click.option(
     metavar="NAME",
     help="Take only runs of this queue (repeat for several). Default: any run.",
 )
+grace_option = click.option(
+    "--grace",
+    default=DEFAULT_GRACE,
+    show_default=True,
+    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_POLL)),
+    help="On SIGTERM/Ctrl-C, seconds the runs executing get to finish or suspend before it exits.",
+)
 
 
 @click.command()
@@ -66,13 +73,7 @@ queue_option = click.option(
 @pin_option
 @queue_option
 @click.option("--no-schedules", is_flag=True, help="Do not start the runs of schedule firings.")
-@click.option(
-    "--grace",
-    default=DEFAULT_GRACE,
-    show_default=True,
-    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_POLL)),
-    help="On SIGTERM/Ctrl-C, seconds the runs executing get to finish or suspend before it exits.",
-)
+@grace_option
 def worker(
     db: str | None,
     apps: tuple[str, ...],

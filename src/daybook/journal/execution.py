@@ -122,11 +122,9 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
-        # Called once, at the first step this execution takes live (past the journal's end): a
-        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
+        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
         self.on_live: Callable[[], None] | None = None
-        # Or at this step, if set, though the journal goes on past it: a transaction whose abort
-        # of an abandoned attempt was journaled there is cut at the same step on replay.
         self.live_at: int | None = None
         # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
         # approved here (an act under one was approved already: the loop's gate is not re-asked).

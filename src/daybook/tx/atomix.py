@@ -34,7 +34,12 @@ unknown, so its outcome is known), and at its first live step it aborts like any
 staged calls dropped, calls that ran undone newest first, held calls never released, the
 abort journaled, the frontier released, then a fresh epoch while `retries` last. A run that
 stopped on purpose inside the block (suspended at a gate or a long wait, paused, parked) is
-not abandoned: it journals `tx_left` on the way out and its next execution goes on with it.
+not abandoned: it journals `tx_left` on the way out and its next execution goes on with it
+(so does a wait for the frontier past its spin: the run suspends with the attempt open).
+The takeover's abort replays like any: the body is cut again at the step where the abort was
+journaled, and the unwind goes on from where a kill left it. An attempt released outside the
+run (an operator, or the run ended: store/tx_release.py) is aborted the same way by the run's
+next execution, its rows journaled without the header (already `aborted`).
 Speculation branches are not aborted this way: a replay settles them as it always did.
 """
 

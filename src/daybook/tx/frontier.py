@@ -14,10 +14,14 @@ handle's signal, which moves when a header ends, in this process at once and on 
 process (a NOTIFY sent by the database transaction that ends the header, heard by LISTEN); it
 looks at the headers again only then, or after a safety-net poll backing off from 5 ms to the
 store's `poll` (1 s on PostgreSQL; 0.1 s on SQLite, where that poll is how another process's end
-is seen). Between looks it checks the run's lease. The wait stays in the process (it is not a
-suspension: the transaction holds its epoch, and most waits are as short as the transaction
-ahead), and it is durable in that its state is the store's rows: a process that dies while
-waiting leaves an open header that whoever takes the run over aborts (atomix.py).
+is seen). Between looks it checks the run's lease.
+
+The wait stays in the process only for a short spin (`inline_wait`); past it, or at once when a
+blocker's owner is dead (a takeover is due and needs a slot), the run suspends with its attempt
+open and its epoch kept, due again after `SUSPENDED_POLL`: a waiting run never fills a worker's
+slots. Its `wait=` deadline is wall-clock time from its epoch, so it holds across suspensions.
+A blocker whose run has ended is released by the waiter (store/tx_release.py): a run that
+ended never holds a scope, even if a crash cut its own release.
 """
 
 from __future__ import annotations
