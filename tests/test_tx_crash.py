@@ -327,3 +327,31 @@ def test_the_abort_of_an_abandoned_transaction_cut_by_a_sigkill_resumes_and_undo
     with Daybook(db_url) as book:
         assert [t["status"] for t in book.transactions("r1")] == ["aborted", "committed"]
         assert book.frontiers() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cancel_compensate_of_a_run_whose_abort_was_cut_mid_inverse_undoes_the_leg_once(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    """The takeover's inverse was in flight (its intent written) when it was killed; the
+    operator cancels with --compensate instead of resuming: the leg is cancelled once at the
+    bank, and the run holds no scope."""
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first), first.stdout + first.stderr
+    taker = _child(db_url, "resume", "r1", "--kill-after", "intent:1")
+    assert killed(taker), taker.stdout + taker.stderr
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    done = cli(
+        "cancel", "r1", "--compensate", "--app", CHILD, db=db_url, env={**os.environ, "PYTHONPATH": path}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 1}
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []
+        assert book.get_run("r1").status == "cancelled"
