@@ -174,3 +174,40 @@ def test_a_bad_wait_is_refused_with_what_to_give(db_url: str, wait: Any) -> None
     with Daybook(db_url) as book, pytest.raises(daybook.DaybookError) as raised:
         book.run(waiter, wait, run_id="bad")
     assert "ctx.transaction(wait=" in str(raised.value) and "seconds >= 0" in str(raised.value)
+
+
+@daybook.workflow(name="tx_rel_timed", timeout=1.0)
+def timed(ctx: daybook.Context, bank: str) -> int:
+    """Suspended inside a transaction past its execution timeout: the run fails there."""
+    with ctx.transaction(scopes=["api:bank:**"]):
+        ctx.effect(book_leg, bank=bank, n=1, fail_inverse_of=-1)
+        ctx.sleep(30)
+    return 1
+
+
+def test_a_run_that_fails_inside_a_transaction_holds_no_scope(db_url: str, bank: Bank) -> None:
+    with Daybook(db_url) as book:
+        book.inline_wait = 0.0
+        with pytest.raises(daybook.Suspended):
+            book.run(timed, bank.url, run_id="t")
+        time.sleep(1.1)  # past its execution timeout: woken to fail
+        with pytest.raises(daybook.RunFailed):
+            book.resume("t")
+        assert book.get_run("t").status == "failed"
+        assert book.frontiers() == []
+        [row] = _released_rows(book, "t")
+        assert (row["by"], row["reason"]) == ("daybook", "run 't' failed")
+        assert isinstance(book.run(waiter, 5.0, run_id="w"), int)
+
+
+def test_a_paused_run_that_expires_holds_no_scope(db_url: str, bank: Bank) -> None:
+    with Daybook(db_url) as book:
+        _suspended_holder(book, bank)
+        assert book.pause("p", by="bob") == "paused"
+        time.sleep(0.05)
+        done = book.gc(0.0, by="ops")
+        assert [e["run_id"] for e in done["expired"]] == ["p"]  # type: ignore[index, union-attr]
+        assert book.get_run("p").status == "expired"
+        assert book.frontiers() == []
+        [row] = _released_rows(book, "p")
+        assert (row["by"], row["reason"]) == ("daybook", "run 'p' expired")
