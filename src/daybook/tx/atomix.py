@@ -65,7 +65,7 @@ from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
 from ..records import Event, Kind, Status
 from ..store.tx_rows import OPEN
-from .frontier import wait_until_clear
+from .frontier import RESUMED_SPIN, wait_until_clear
 from .scope import Scope, for_call, outside
 
 BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
@@ -267,8 +267,10 @@ class EpochTransaction:
                 str((recorded.get("error") or {}).get("message", "frontier wait timed out"))
             )
         until = None if self.wait is None else self._begun_at + self.wait
+        exe = self._exe
+        spin = min(exe.inline_wait, RESUMED_SPIN) if exe.left_tx == self.tx_id else None
         try:
-            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, until, self.group)
+            wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, until, self.group, spin)
         except FrontierTimeout as exc:
             self._mark(END, "aborted", retry=False, error=error_info(exc))
             raise

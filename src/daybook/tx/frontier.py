@@ -46,6 +46,9 @@ MAX_POLL = 1.0  # the longest sleep between two looks, whatever the store
 # How long a run suspended on a frontier sleeps before its next look (a worker, or `daybook
 # resume`, runs it again then); its wait= deadline wakes it earlier.
 SUSPENDED_POLL = 1.0
+# The spin of a wait resumed after such a suspension: short, so that runs still blocked hold a
+# worker slot for a look only, and the one that can go on is claimed within a poll.
+RESUMED_SPIN = 0.2
 
 
 def scopes_of(row: TxRow) -> tuple[Scope, ...]:
@@ -78,9 +81,10 @@ def wait_until_clear(
     tx_id: str,
     until: float | None,
     group: str | None = None,
+    spin: float | None = None,
 ) -> None:
     """Block until the commit rule holds for this transaction, woken by the store's signal
-    (poll as safety net). Past `exe.inline_wait` seconds (a short spin), or at once when what
+    (poll as safety net). Past `spin` seconds (default `exe.inline_wait`), or at once when what
     blocks it belongs to a run whose owner is dead, the run suspends instead (`Suspend`, woken
     after `SUSPENDED_POLL`): its process or worker slot is free, and the next execution looks
     again. FrontierTimeout once the wall clock passes `until` (None: no limit); Stop if the
@@ -89,7 +93,7 @@ def wait_until_clear(
         return  # a pure replay checks history, it does not wait for the present
     signal = exe.store.tx_signal()
     delay = FIRST_POLL
-    spin_until = time.monotonic() + exe.inline_wait
+    spin_until = time.monotonic() + (exe.inline_wait if spin is None else spin)
     while True:
         seen = signal.generation()  # read before looking: an end after the look wakes the wait
         found = _live_blockers(exe.store, scopes, epoch, tx_id, group)
