@@ -355,3 +355,26 @@ def test_cancel_compensate_of_a_run_whose_abort_was_cut_mid_inverse_undoes_the_l
     with Daybook(db_url) as book:
         assert book.frontiers() == []
         assert book.get_run("r1").status == "cancelled"
+
+
+def test_tx_release_refuses_an_attempt_whose_commit_was_decided(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    """Killed right after the commit decision: releasing would show others half a commit, so it
+    is refused; the resumed run finishes the flush and frees the scopes itself."""
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-tx", "after:tx_mark:1")
+    assert killed(first), first.stdout + first.stderr
+    with Daybook(db_url) as book:
+        [row] = book.transactions("r1")
+    assert row["status"] == "committing"
+    refused = cli("tx", "release", str(row["tx_id"]), "--as", "ops", "--reason", "r", db=db_url)
+    assert refused.returncode != 0 and "commit was decided" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert _child(db_url, "resume", "r1").returncode == 0
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 1, "notices": 1, "cancels": 0}
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []

@@ -4,7 +4,8 @@ it (its run parked, stuck, paused or cancelled before this release existed, or i
 TEXT`. The release is journaled in the run (`tx_released`: who, why, the status it left) with
 the header's change to `aborted`, in one database transaction (store/tx_release.py).
 
-Refused: an unknown attempt, one that has already ended, and one whose run a live process is
+Refused: an unknown attempt, one that has already ended, one whose commit was decided (its
+flush must finish first: others would see half of it), and one whose run a live process is
 executing (that process is still deciding it: pause or cancel the run first). A run that
 executes again later aborts the released attempt where it finds it (its inverses run once) and
 retries under a fresh epoch (atomix.py).
@@ -38,6 +39,13 @@ def release(store: Store, tx_id: str, by: str, reason: str) -> dict[str, Any]:
     row = rows[0]
     if row[4] not in OPEN:
         raise ConfigError(f"transaction {tx_id} has already ended ({row[4]}): it holds no scope")
+    if row[4] == "committing":
+        raise ConfigError(
+            f"transaction {tx_id}: its commit was decided and is being flushed; releasing it now "
+            f"would show others a half-done commit. `daybook resume {row[1]}` finishes the flush "
+            f"(settle a step it waits on with `daybook resolve` first), or `daybook cancel "
+            f"{row[1]}` ends the run and releases it"
+        )
     info = store.get_run(row[1])
     if info is not None and info.status == RunStatus.RUNNING and _live(info.lease_owner, info.lease_expires):
         raise ConfigError(
