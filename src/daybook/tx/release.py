@@ -31,7 +31,7 @@ def release(store: Store, tx_id: str, by: str, reason: str) -> dict[str, Any]:
         raise ConfigError("releasing a transaction needs who releases it (--as NAME)")
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError("releasing a transaction needs a reason (--reason TEXT); it is journaled")
-    rows = [r for r in store.tx_rows() if r[0] == tx_id]
+    rows = [r for r in store.tx_rows(run_id=_run_of(tx_id)) if r[0] == tx_id]
     if not rows:
         raise TransactionNotFound(
             f"no transaction attempt {tx_id!r} in {store.url}; `daybook tx` lists them (column `transaction`)"
@@ -60,3 +60,10 @@ def release(store: Store, tx_id: str, by: str, reason: str) -> dict[str, Any]:
 
 def _live(owner: str | None, expires: float | None) -> bool:
     return owner is not None and (expires or 0.0) > time.time() and not is_dead_here(owner)
+
+
+def _run_of(tx_id: str) -> str | None:
+    """The run an attempt id names (`RUN/tx/STEP`, or `RUN/spec/STEP/BRANCHSTEP` for a
+    speculation's branch), so one run's headers are read, not the whole table."""
+    at = max(tx_id.rfind("/tx/"), tx_id.rfind("/spec/"))
+    return tx_id[:at] if at > 0 else None
