@@ -51,6 +51,7 @@ from .errors import (
     Suspended,
     TimedOut,
     TransactionAbandoned,
+    TransactionNotFound,
     UpdateTimeout,
     WorkflowFailed,
 )
@@ -173,6 +174,7 @@ __all__ = [
     "Tool",
     "Transaction",
     "TransactionAbandoned",
+    "TransactionNotFound",
     "TransientError",
     "TxResult",
     "UpdateTimeout",

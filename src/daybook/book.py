@@ -51,9 +51,9 @@ from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
 from .tx import audit
-from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
+from .tx.methods import TxMethods
 
 # Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
 # wait longer than that is a mistake, and NaN or infinity would stall runs for good).
@@ -70,7 +70,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
-class Daybook(DispatchMethods, RecoveryMethods):
+class Daybook(DispatchMethods, RecoveryMethods, TxMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -481,18 +481,6 @@ class Daybook(DispatchMethods, RecoveryMethods):
         transactions were swept. (An open transaction younger than that is left alone.)"""
         older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
-
-    # -- Atomix transactions (ctx.transaction) ------------------------------------------------
-
-    def transactions(self, run_id: str | None = None) -> list[dict[str, JSON]]:
-        """Transaction attempts by epoch (all, or one run's): tx_id, run_id, epoch, scopes,
-        status (open, committing, aborting, committed, aborted, stuck), attempt, retries, times."""
-        return tx_frontier.listing(self.store, run_id)
-
-    def frontiers(self) -> list[dict[str, JSON]]:
-        """Each scope an open transaction holds: its frontier (the smallest open epoch on an
-        overlapping scope), the transaction holding it, and the later ones waiting on it."""
-        return tx_frontier.frontiers(self.store)
 
     # -- operator actions ---------------------------------------------------------------------
 

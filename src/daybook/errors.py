@@ -265,6 +265,10 @@ class TransactionAbandoned(DaybookError):
     while its `retries` last."""
 
 
+class TransactionNotFound(DaybookError):
+    """No transaction attempt has this id (`daybook tx` lists them, column `transaction`)."""
+
+
 class ReleaseDeclined(DaybookError):
     """A transaction's held irreversible call was not approved at its gate (declined, timed out,
     or stale); the transaction was aborted before its commit, without a retry."""

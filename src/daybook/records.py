@@ -43,6 +43,11 @@ class Kind(StrEnum):
     # transaction (data: tx_id). The next execution goes on with it; one that finds the run's
     # steps ending inside an open transaction without this row aborts it (its owner died).
     TX_LEFT = "tx_left"
+    # No step: an open transaction attempt was released (data: tx_id, by, reason, from): an
+    # operator (`daybook tx release`) or the end of its run (completed, failed, cancelled,
+    # expired). Its header is `aborted` in the same database transaction; the run's next
+    # execution, if any, aborts the attempt (its inverses run) and retries under a fresh epoch.
+    TX_RELEASED = "tx_released"
 
 
 class Status(StrEnum):

@@ -9,7 +9,7 @@ import click
 from .. import DaybookError
 from ..book import lease_ttl_of
 from ..records import bounded
-from ..worker import MAX_CONCURRENCY, MAX_POLL, Worker
+from ..worker import DEFAULT_GRACE, MAX_CONCURRENCY, MAX_POLL, Worker
 from . import render
 from .app import Bounded, apps_option, db_option, fail, import_apps, say, with_db
 
@@ -49,6 +49,13 @@ queue_option = click.option(
     metavar="NAME",
     help="Take only runs of this queue (repeat for several). Default: any run.",
 )
+grace_option = click.option(
+    "--grace",
+    default=DEFAULT_GRACE,
+    show_default=True,
+    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_POLL)),
+    help="On SIGTERM/Ctrl-C, seconds the runs executing get to finish or suspend before it exits.",
+)
 
 
 @click.command()
@@ -66,6 +73,7 @@ queue_option = click.option(
 @pin_option
 @queue_option
 @click.option("--no-schedules", is_flag=True, help="Do not start the runs of schedule firings.")
+@grace_option
 def worker(
     db: str | None,
     apps: tuple[str, ...],
@@ -77,6 +85,7 @@ def worker(
     pin: str | None,
     queues: tuple[str, ...],
     no_schedules: bool,
+    grace: float,
 ) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)
@@ -99,6 +108,7 @@ def worker(
             queues=queues,
             schedules=not no_schedules,
             warn=warn,
+            grace=grace,
         )
     except DaybookError as exc:
         fail(str(exc))

@@ -122,9 +122,10 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
-        # Called once, at the first step this execution takes live (past the journal's end): a
-        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
+        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
         self.on_live: Callable[[], None] | None = None
+        self.live_at: int | None = None
         # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
         # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
@@ -236,8 +237,8 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
-        if step > self.recorded_steps and self.on_live is not None:
-            hook, self.on_live = self.on_live, None
+        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
+            hook, self.on_live, self.live_at = self.on_live, None, None
             hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(

@@ -26,6 +26,7 @@ from ..journal.stop import Pause, Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
 from ..store.secrets import concealer_for
+from ..store.tx_release import release_run
 
 
 def stop_beat(exe: Execution) -> None:
@@ -59,6 +60,17 @@ def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> No
     )
     stop_beat(exe)
     store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+    release_ended(store, exe.run_id, "completed")
+
+
+def release_ended(store: Store, run_id: str, status: str) -> None:
+    """A run that ended holds no transaction scope: release its attempts still open (none,
+    unless it ended inside one). Not fatal if the store fails here: a transaction waiting on
+    them releases what an ended run holds (store/tx_release.py)."""
+    try:
+        release_run(store, run_id, "daybook", f"run {run_id!r} {status}")
+    except Exception:
+        return
 
 
 # What a workflow raises on purpose ends its run as `failed`: a refusal it decided, an act that
@@ -121,6 +133,7 @@ def fail(
         run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value, data={"error": info}, at=now
     )
     store.finish(exe.run_id, owner, RunStatus.FAILED.value, None, info, event, now)
+    release_ended(store, exe.run_id, "failed")
     return RunFailed(exe.run_id, info)
 
 

@@ -20,6 +20,7 @@ from ..journal.stop import Stop
 from ..records import Event, Kind, RunInfo, RunStatus, dumps
 from ..store import Store
 from .claim import PAUSE_SIGNAL
+from .finish import release_ended
 from .lease import is_dead_here
 
 RETRYABLE = (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION, RunStatus.STUCK, RunStatus.PAUSED)
@@ -102,6 +103,7 @@ def expire(store: Store, run_id: str, by: str, cutoff: float, environment: str |
         return _event(run_id, events, Kind.RUN_EXPIRED, "expire", data, now)
 
     _transition(store, run_id, (RunStatus.PAUSED,), RunStatus.EXPIRED, mark, "expired")
+    release_ended(store, run_id, "expired")
 
 
 def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, int]:
@@ -116,6 +118,7 @@ def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, i
         return _event(run_id, events, Kind.RUN_CANCELLED, "cancel", data, now)
 
     info = _transition(store, run_id, CANCELLABLE, RunStatus.CANCELLED, mark, "cancelled")
+    release_ended(store, run_id, "cancelled")
     return info.status, first
 
 

@@ -115,8 +115,13 @@ class Runner:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         info = self.claims.get_run(run_id)
         wf = load(info.workflow, info.ref, app)
-        if not self.claims.reserve(run_id):
-            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+        # The store let this handle claim it, so no thread of ours executes it: one that just
+        # suspended or stopped it may still be between giving the lease back and its reservation.
+        deadline = time.monotonic() + 2.0
+        while not self.claims.reserve(run_id):
+            if time.monotonic() >= deadline:
+                raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+            time.sleep(0.005)
         begun = self._load(run_id, wf)
         if isinstance(begun, Finished):
             return self._follow(begun.result)
