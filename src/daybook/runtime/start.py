@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, RunConflict
-from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text
+from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text, readable
 from ..store.secrets import has_secret
 from .workflow import Workflow
 
@@ -73,7 +73,9 @@ SECRET_INPUT = (
 
 
 def check_same(existing: RunInfo, wf: Workflow[Any], run_input: Any) -> None:
-    """Refuse to start a run whose id exists as another workflow or with other input."""
+    """Refuse to start a run whose id exists as another workflow or with other input (or whose
+    input gc erased: `RunErased`, since nobody can tell whether it is the same run)."""
+    readable(existing.run_id, existing.input, "its input and result")
     if existing.workflow != wf.name or existing.input != run_input:
         raise RunConflict(
             f"run {existing.run_id!r} already exists as {existing.workflow}"
