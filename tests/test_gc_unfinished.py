@@ -188,3 +188,19 @@ def test_a_fork_of_an_erased_run_refuses_to_replay_the_marks(db_url: str) -> Non
         fork_id, _ = book.fork("src", 1, new_run_id="late-fork", confirm=True)
         with pytest.raises(RunErased, match=r"late-fork.*of run 'src'"):
             book.resume(fork_id)
+
+
+@daybook.workflow(name="gcu_late_parent")
+def late_parent(ctx: daybook.Context) -> dict[str, object]:
+    return {"from_child": ctx.child(plain, 1, run_id="earlier")}
+
+
+def test_a_parent_naming_an_erased_earlier_run_as_its_child_parks_and_says_why(db_url: str) -> None:
+    with Daybook(db_url) as book:
+        book.run(plain, 1, run_id="earlier")  # not a child yet: gc cannot know a parent will come
+        _backdate(db_url, "", 2 * DAY)
+        book.gc(DAY, by="test")
+        with pytest.raises(daybook.RunParked, match="RunErased"):
+            book.run(late_parent, run_id="late")
+        assert book.get_run("late").status == daybook.RunStatus.NEEDS_ATTENTION
+        assert book.get_run("earlier").result == {"$erased": book.gc_log()[-1]["gc_id"]}

@@ -168,11 +168,18 @@ class DuplicateKey(DaybookError):
 
 
 class StepFailed(DaybookError):
-    """A recorded step (decision or effect) raised; the same error is raised again on replay."""
+    """A recorded step (decision or effect) raised; the same error is raised again on replay.
+    For a decision, `step` names it, and `bug` says its function raised an exception it did
+    not mean (not a `WorkflowFailed`, `StepFailed` or `BudgetExceeded`): left uncaught, such a
+    failure parks the run; either way `retry` runs that step again."""
 
-    def __init__(self, message: str, error: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, error: dict[str, str], step: int | None = None, bug: bool = False
+    ) -> None:
         super().__init__(message)
         self.error = error
+        self.step = step
+        self.bug = bug
 
 
 class EffectFailed(StepFailed):
