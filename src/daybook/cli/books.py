@@ -223,6 +223,19 @@ def resolve(
         if absent
         else f"resolved as {ev.status}"
     )
+    if ev.data.get("queued"):
+        say(
+            f"step {ev.step} of {ev.run_id} (key {ev.key}): the run is live in another process; the "
+            f"resolution ({ev.status}, by {ev.data.get('by')}) is in its inbox (message "
+            f"{ev.data.get('inbox_id')}), and the run journals it at its next status round"
+        )
+        return
+    if ev.data.get("inbox_id") is not None:
+        say(
+            f"step {ev.step} of {ev.run_id} (key {ev.key}) {what} (seq {ev.seq}, by "
+            f"{ev.data.get('by')}): the live run took it from its inbox and goes on"
+        )
+        return
     say(
         f"step {ev.step} of {ev.run_id} (key {ev.key}) {what} (seq {ev.seq}, by "
         f"{ev.data.get('by')}); continue it with {resume_hint(book, ev.run_id)}"
