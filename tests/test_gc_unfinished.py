@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
-from conftest import PG_URL
+from conftest import PG_URL, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -204,3 +204,13 @@ def test_a_parent_naming_an_erased_earlier_run_as_its_child_parks_and_says_why(d
             book.run(late_parent, run_id="late")
         assert book.get_run("late").status == daybook.RunStatus.NEEDS_ATTENTION
         assert book.get_run("earlier").result == {"$erased": book.gc_log()[-1]["gc_id"]}
+
+
+def test_daybook_gc_says_which_runs_it_kept(db_url: str) -> None:
+    with Daybook(db_url, inline_wait=0) as book:
+        with pytest.raises(Suspended):
+            book.run(chain, 0, 1, run_id="c")
+    _backdate(db_url, "", 2 * DAY)
+    done = cli("gc", "--older-than", "1d", db=db_url)
+    assert done.returncode == 0, done.stderr
+    assert "kept 1 finished run(s) an unfinished run still reads: c" in done.stdout
