@@ -207,9 +207,8 @@ def test_a_parent_naming_an_erased_earlier_run_as_its_child_parks_and_says_why(d
 
 
 def test_daybook_gc_says_which_runs_it_kept(db_url: str) -> None:
-    with Daybook(db_url, inline_wait=0) as book:
-        with pytest.raises(Suspended):
-            book.run(chain, 0, 1, run_id="c")
+    with Daybook(db_url, inline_wait=0) as book, pytest.raises(Suspended):
+        book.run(chain, 0, 1, run_id="c")
     _backdate(db_url, "", 2 * DAY)
     done = cli("gc", "--older-than", "1d", db=db_url)
     assert done.returncode == 0, done.stderr

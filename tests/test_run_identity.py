@@ -114,3 +114,12 @@ def test_a_run_of_moved_code_without_a_name_is_refused_with_how_to_resume_it(
 def test_a_bad_explicit_workflow_name_is_refused(bad: object) -> None:
     with pytest.raises(ConfigError, match="workflow name="):
         daybook.workflow(name=bad)  # type: ignore[call-overload]
+
+
+def test_naming_a_workflow_alone_when_two_share_the_name_says_to_name_them_apart(tmp_path: Path) -> None:
+    fn = f"twin_{uuid.uuid4().hex[:8]}"
+    _module(tmp_path, "twin_a", fn)
+    assert registry.load(fn, "").ref.startswith(str(tmp_path / "twin_a.py"))  # unique: found
+    _module(tmp_path, "twin_b", fn)
+    with pytest.raises(ConfigError, match=rf"several workflows are named {fn!r}.*own name"):
+        registry.load(fn, "")

@@ -232,12 +232,19 @@ def _registered(name: str, ref: str) -> Workflow[Any] | None:
     declares that name explicitly (`name=`: its code may have moved). Anything else of that
     name is another workflow: None."""
     candidates = _REGISTRY.get(name, {})
+    if not ref:  # asked by name alone (a schedule named on the command line): only if unique
+        return next(iter(candidates.values())) if len(candidates) == 1 else None
     exact = [wf for wf in candidates.values() if not wf.named and same_code(wf.ref, ref)]
     return exact[-1] if exact else candidates.get("")
 
 
 def _another_message(name: str, ref: str) -> str:
-    refs = ", ".join(sorted(_REGISTRY.get(name, {})))
+    refs = ", ".join(sorted(wf.ref for wf in _REGISTRY.get(name, {}).values()))
+    if not ref:
+        return (
+            f"several workflows are named {name!r} ({refs}): give each its own name "
+            "(@daybook.workflow(name=...)) so it can be named alone"
+        )
     return (
         f"the run belongs to workflow {name!r} at {ref!r}; this process has {refs} of that "
         f"name, which is another workflow. Import the code at {ref!r} (--app "
