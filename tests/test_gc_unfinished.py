@@ -213,3 +213,14 @@ def test_daybook_gc_says_which_runs_it_kept(db_url: str) -> None:
     done = cli("gc", "--older-than", "1d", db=db_url)
     assert done.returncode == 0, done.stderr
     assert "kept 1 finished run(s) an unfinished run still reads: c" in done.stdout
+
+
+def test_an_encrypted_store_keeps_the_source_of_a_pending_fork(db_url: str) -> None:
+    # The fork's first row is encrypted; its `fork_of` stays in clear (audit spine) for gc.
+    codec = daybook.FernetCodec(daybook.FernetCodec.new_key())
+    with Daybook(db_url, codec=codec) as book:
+        book.run(forked, 4, run_id="enc-src")
+        fork_id, _ = book.fork("enc-src", 1, new_run_id="enc-fork", confirm=True)
+        _backdate(db_url, "", 2 * DAY)
+        assert book.gc(DAY, by="test")["kept"] == ["enc-src"]
+        assert book.resume(fork_id) == {"a": {"paid": 4}, "b": 8}
