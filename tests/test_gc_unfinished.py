@@ -224,3 +224,11 @@ def test_an_encrypted_store_keeps_the_source_of_a_pending_fork(db_url: str) -> N
         _backdate(db_url, "", 2 * DAY)
         assert book.gc(DAY, by="test")["kept"] == ["enc-src"]
         assert book.resume(fork_id) == {"a": {"paid": 4}, "b": 8}
+
+
+def test_a_first_row_that_names_no_fork_source_keeps_nothing() -> None:
+    from daybook.store.retention import _fork_source
+
+    for data in ("not json", "[1, 2]", '{"fork_of": 5}', {"fork_of": None}, None, 7):
+        assert _fork_source(data) is None
+    assert _fork_source('{"fork_of": "src"}') == "src" and _fork_source({"fork_of": "src"}) == "src"

@@ -220,3 +220,17 @@ def test_on_error_fail_keeps_a_step_bug_terminal(db_url: str) -> None:
             book.run(uncaught, run_id="u")
         assert not isinstance(err.value, daybook.RunParked)
         assert book.get_run("u").status == RunStatus.FAILED
+
+
+def test_a_parked_row_that_names_no_step_opens_no_branch() -> None:
+    from daybook.records import Event, Kind
+    from daybook.runtime.operator import _rerun
+
+    def rows(rerun: object) -> list[Event]:
+        return [Event(run_id="r", seq=2, kind=Kind.RUN_ATTENTION.value, data={"rerun": rerun})]
+
+    for bad in (True, "2", None, 2.0, [2]):
+        assert _rerun(rows(bad)) == {}
+    assert _rerun(rows(2)) == {"supersede": [2], "branch": 1}
+    retried = [*rows(2), Event(run_id="r", seq=3, kind=Kind.RUN_RETRIED.value, data={"supersede": [2]})]
+    assert _rerun(retried) == {}  # already retried: nothing stopped since
