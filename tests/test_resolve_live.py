@@ -177,3 +177,40 @@ def test_a_payload_that_is_not_json_is_not_a_resolution() -> None:
 
     assert decode("not json") is None and decode("[1]") is None
     assert decode(json.dumps({"status": "confirmed", "data": {"result": 1}})) is not None
+
+
+BANK: dict[str, Any] = {}
+
+
+def _answers_once_told(key: str, args: dict[str, Any]) -> Any:
+    # The bank's own answer comes while the person's resolution is on its way: it wins.
+    BANK["asking"].set()
+    book = BANK["book"]
+    wait_until(lambda: any(name.startswith("resolve:") for _, name, *_ in book.store.inbox("race")))
+    return daybook.Confirmed("BANK-1", ref="BANK-1")
+
+
+@daybook.tool(status=_answers_once_told, retry=daybook.Retry(max_attempts=1))
+def rl_race_wire(amount: int, idempotency_key: str) -> str:
+    raise daybook.OutcomeUnknown("the acknowledgement was lost")
+
+
+@daybook.workflow(name="rl_race")
+def race(ctx: daybook.Context) -> str:
+    return str(ctx.effect(rl_race_wire, amount=1))
+
+
+def test_a_resolution_the_run_no_longer_needs_says_so(db_url: str) -> None:
+    out: dict[str, Any] = {}
+    with Daybook(db_url, lease_ttl=15.0) as book:
+        BANK.update(book=book, asking=threading.Event())
+        thread = threading.Thread(target=lambda: out.update(r=book.run(race, run_id="race")))
+        thread.start()
+        try:
+            assert BANK["asking"].wait(60)
+            with pytest.raises(ConfigError, match="settled by the run itself meanwhile"):
+                book.resolve("race", 1, confirmed="MINE-1", by="ops")
+        finally:
+            thread.join(60)
+        assert out["r"] == "BANK-1"
+        assert not [e for e in book.journal("race") if "inbox_id" in e.data]

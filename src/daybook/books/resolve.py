@@ -100,9 +100,16 @@ def _through_inbox(claims: Claims, run_id: str, step: int, status: Status, data:
         )
     deadline = time.monotonic() + claims.lease_ttl
     while time.monotonic() < deadline:
-        for ev in claims.store.load(run_id):
-            if ev.kind == Kind.OUTCOME and ev.step == step and ev.data.get("inbox_id") == inbox_id:
-                return ev
+        recs = [ev for ev in claims.store.load(run_id) if ev.step == step]
+        ours = [ev for ev in recs if ev.kind == Kind.OUTCOME and ev.data.get("inbox_id") == inbox_id]
+        if ours:
+            return ours[0]
+        if settles(recs[-1]):
+            raise ConfigError(
+                f"run {run_id!r} step {step} was settled by the run itself meanwhile "
+                f"({recs[-1].status}, seq {recs[-1].seq}); the resolution was not needed and is "
+                "not applied"
+            )
         time.sleep(POLL)
     queued = {**data, "inbox_id": inbox_id, "queued": True}
     return Event(
