@@ -7,6 +7,9 @@ module's function writes) shows which code ran."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -123,3 +126,39 @@ def test_naming_a_workflow_alone_when_two_share_the_name_says_to_name_them_apart
     _module(tmp_path, "twin_b", fn)
     with pytest.raises(ConfigError, match=rf"several workflows are named {fn!r}.*own name"):
         registry.load(fn, "")
+
+
+SCRIPT = """
+import json, pathlib, sys
+import daybook
+
+@daybook.workflow
+def refund_agent(ctx, order):
+    with pathlib.Path(__file__).with_suffix(".log").open("a") as f:
+        f.write("ran\\n")
+    return {{"by": "{who}", "order": order}}
+
+if __name__ == "__main__":
+    with daybook.Daybook(sys.argv[1]) as book:
+        try:
+            print(json.dumps(book.run(refund_agent, "A-1", run_id="refund-A-1")))
+        except daybook.RunConflict as exc:
+            print("CONFLICT", exc)
+"""
+
+
+def test_two_scripts_with_the_same_workflow_name_do_not_share_a_run(db_url: str, tmp_path: Path) -> None:
+    # The newcomer's case: two example scripts, each with a `refund_agent`, the same run id.
+    for who in ("openai_example", "pydantic_example"):
+        (tmp_path / f"{who}.py").write_text(SCRIPT.format(who=who))
+
+    def run(who: str) -> str:
+        args = [sys.executable, str(tmp_path / f"{who}.py"), db_url]
+        return subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+
+    assert json.loads(run("openai_example")) == {"by": "openai_example", "order": "A-1"}
+    said = run("pydantic_example")
+    assert said.startswith("CONFLICT") and "pydantic_example.py:refund_agent" in said
+    assert json.loads(run("openai_example"))["by"] == "openai_example"  # attaches: recorded result
+    assert (tmp_path / "openai_example.log").read_text().split() == ["ran"]
+    assert not (tmp_path / "pydantic_example.log").exists()  # never ran
