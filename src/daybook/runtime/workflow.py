@@ -4,6 +4,8 @@ A run stores its workflow's name and an import reference (`module:qualname`, or 
 qualname` for a script). Another process finds the code in its own registry (workflows already
 imported there) or in the modules the operator names (`--app`, `app=`, `$DAYBOOK_APP`); the
 stored reference is only shown in the error, never imported (a row must not run code).
+A workflow's identity is its reference, or the name given with `name=`: two functions of one
+bare name in two modules are two workflows, and a run resumes with its own (`same_code`).
 """
 
 from __future__ import annotations
