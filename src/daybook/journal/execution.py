@@ -141,6 +141,8 @@ class Execution:
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
+            elif ev.kind == Kind.OUTCOME and isinstance(ev.data.get("inbox_id"), int):
+                self.consumed.add(ev.data["inbox_id"])  # a resolution sent to the live run
 
     def _index(self, events: list[Event]) -> None:
         """Group the loaded rows by step, and note what the rows without a step say."""

@@ -20,7 +20,7 @@ from ..journal.stop import Stop
 from ..records import Event, Kind, RunInfo, RunStatus, dumps
 from ..store import Store
 from .claim import PAUSE_SIGNAL
-from .finish import release_ended
+from .finish import RERUN, release_ended
 from .lease import is_dead_here
 
 RETRYABLE = (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION, RunStatus.STUCK, RunStatus.PAUSED)
@@ -51,6 +51,8 @@ def retry(
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
         data = {"by": by, "from": info.status, "error": info.error, **(extra or {})}
+        if "supersede" not in data:
+            data.update(_rerun(events))
         return _event(run_id, events, Kind.RUN_RETRIED, "retry", data, now)
 
     found = store.get_run(run_id)
@@ -61,6 +63,20 @@ def retry(
         )
     info = _transition(store, run_id, allowed, RunStatus.PENDING, mark, "retried")
     return info.status
+
+
+def _rerun(events: list[Event]) -> dict[str, Any]:
+    """The journal branch a retry opens when the run stopped on a decision's failure it did not
+    catch (`finish.RERUN` on its last `run_attention` or `run_failed` row): that step is
+    superseded, so it runs again (with the fixed code) instead of replaying its recorded
+    failure. Nothing when the run stopped otherwise."""
+    ends = (Kind.RUN_ATTENTION, Kind.RUN_FAILED, Kind.RUN_RETRIED)
+    last = next((ev for ev in reversed(events) if ev.kind in ends), None)
+    step = None if last is None or last.kind == Kind.RUN_RETRIED else last.data.get(RERUN)
+    if isinstance(step, bool) or not isinstance(step, int):
+        return {}
+    branch = 1 + sum(1 for ev in events if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+    return {"supersede": [step], "branch": branch}
 
 
 PAUSABLE = (
