@@ -14,6 +14,7 @@ from conftest import cli
 
 import daybook
 from daybook import Daybook, Suspended
+from daybook.gates import seal
 
 
 @daybook.workflow
@@ -57,12 +58,20 @@ def test_a_plain_signal_cannot_approve_a_gate(book: Daybook) -> None:
 
 
 def test_a_verdict_for_another_act_does_not_release_the_gate(book: Daybook) -> None:
+    token = book.add_approver("alice")
     _suspend(book, wire_gate, "bound")
     # A verdict row that names this gate but carries the digest of another act (what a verdict
-    # written for a different action under the same gate id would carry) releases nothing.
-    payload = json.dumps({"outcome": "approve", "reason": "", "digest": "0" * 32})
-    book.store.signal("bound", "verdict:bound/1", payload, "alice", time.time())
-    assert book.resume("bound") == {"outcome": "declined", "approver": "alice"}
+    # written for a different action under the same gate id would carry) releases nothing, even
+    # signed by alice's own key: the gate reads it, sets it aside and waits on.
+    payload = {"outcome": "approve", "reason": "", "digest": "0" * 32}
+    sealed = seal.seal(token, "bound", "bound/1", payload, "alice")
+    book.store.signal("bound", "verdict:bound/1", json.dumps(sealed), "alice", time.time())
+    with pytest.raises(Suspended):
+        book.resume("bound")
+    refused = [v for v in book.verdicts("bound") if v["state"] == "refused"]
+    assert [v["reason"] for v in refused] == ["the verdict was given for another act"]
+    assert book.approve("bound", "bound/1", approver="alice", token=token) == "delivered"
+    assert book.resume("bound") == {"outcome": "approved", "approver": "alice"}
 
 
 def test_an_approval_is_consumed_once_and_never_releases_the_next_act(book: Daybook) -> None:
