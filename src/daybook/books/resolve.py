@@ -31,6 +31,7 @@ def resolve(
     absent: bool = False,
     by: str | None = None,
     evidence: str = "",
+    identity: dict[str, JSON] | None = None,
 ) -> Event:
     """Record the resolution of the effect at `step` of `run_id` (or, with `step=None`, of the
     effect whose key is `run_id`); returns the outcome row."""
@@ -38,6 +39,8 @@ def resolve(
         raise ConfigError("resolve needs exactly one of confirmed=..., failed=..., absent=True")
     run_id, step = find_effect(claims.store, run_id, step)
     base: dict[str, JSON] = {"resolved_by": "manual", "by": by or getpass.getuser(), "evidence": evidence}
+    if identity:
+        base["identity"] = identity  # how sure `by` is (gates.identity)
     claims.get_run(run_id)
     claims.take_now(run_id)
     try:
