@@ -69,8 +69,8 @@ def public_of(token: str) -> str:
     """The public key (`ed25519:<base64>`) of a token: what the approvers file keeps."""
     from cryptography.hazmat.primitives import serialization
 
-    raw = _private(token).public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    raw = (
+        _private(token).public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     )
     return PUBLIC + _b64(raw)
 
