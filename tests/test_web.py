@@ -31,8 +31,9 @@ def echo(ctx: daybook.Context, text: str) -> str:
 
 
 def gated(book: Daybook, bank_url: str, run_id: str = "sre") -> str:
-    """A run suspended on an approval gate for `oncall`; returns the oncall token."""
-    token = book.add_approver("oncall")
+    """A run suspended on an approval gate for `oncall` (who operates runs too); returns the
+    oncall token."""
+    token = book.add_approver("oncall", roles=["approver", "operator"])
     with pytest.raises(Suspended):
         book.run(agents.restart, bank_url, 3600.0, run_id=run_id)
     return token
@@ -238,7 +239,7 @@ def web_blind(ctx: daybook.Context, url: str) -> str:
 
 
 def _signed_in(book: Daybook) -> tuple[TestClient, str]:
-    token = book.add_approver("alice")
+    token = book.add_approver("alice", roles=["approver", "operator"])
     client = TestClient(build(book))
     client.post("/login", data={"name": "alice", "token": token})
     return client, csrf_of(client.get("/approvals").text)
