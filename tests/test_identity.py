@@ -128,10 +128,11 @@ def test_the_cli_takes_an_operators_key_from_a_key_file(db_url: str, tmp_path: A
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     done = cli("pause", "L6", "--by", "olga", "--key-file", str(key), db=db_url)
     assert done.returncode == 0, done.stderr
-    listed = cli("approvers", "list", "--json", db=db_url)
+    listed = cli("approvers", "list", "--roles", "--json", db=db_url)
     assert json.loads(listed.stdout) == {"olga": ["operator"]}
+    assert cli("approvers", "list", "--roles", db=db_url).stdout == "olga\toperator\n"
     assert cli("approvers", "remove", "olga", db=db_url).returncode == 0
-    assert json.loads(cli("approvers", "list", "--json", db=db_url).stdout) == {}
+    assert json.loads(cli("approvers", "list", "--json", db=db_url).stdout) == []
     with Daybook(db_url) as book:
         paused = next(ev for ev in book.journal("L6") if ev.kind == "run_paused")
         assert paused.data["by"] == "olga" and paused.data["identity"]["authenticated"] is True

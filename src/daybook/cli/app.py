@@ -344,7 +344,10 @@ def credential_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def with_token(*args: Any, key_file: str | None = None, **kwargs: Any) -> Any:
         if key_file:
-            kwargs["token"] = read_key_file(key_file)
+            try:
+                kwargs["token"] = read_key_file(key_file)
+            except DaybookError as exc:
+                fail(str(exc))
         return fn(*args, **kwargs)
 
     options = [

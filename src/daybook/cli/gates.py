@@ -65,7 +65,7 @@ def approvers_add(book: Daybook, name: str, roles: tuple[str, ...], key_file: st
 
 @approvers.command("remove")
 @click.argument("name")
-@with_book(read_only=True)
+@with_book
 def approvers_remove(book: Daybook, name: str) -> None:
     """Unregister NAME: its key stops working at once (verdicts, acts, web sessions)."""
     if not book.remove_approver(name):
@@ -74,17 +74,20 @@ def approvers_remove(book: Daybook, name: str) -> None:
 
 
 @approvers.command("list")
-@json_option("Names and roles as a JSON object.")
+@json_option("The names as a JSON list (with --roles: an object, name -> roles).")
+@click.option("--roles", "with_roles", is_flag=True, help="Show each name's roles.")
 @with_book(read_only=True)
-def approvers_list(book: Daybook, as_json: bool) -> None:
-    """List registered approvers and their roles."""
+def approvers_list(book: Daybook, as_json: bool, with_roles: bool) -> None:
+    """List registered approvers (from the approvers file), with --roles their roles."""
     found = book.approvers()
     if as_json:
-        json_out(found)
-    elif not found:
+        json_out(found if with_roles else sorted(found))
+        return
+    if not found:
         say("no approvers registered; add one with `daybook approvers add NAME`")
-    for name, roles in found.items() if not as_json else ():
-        say(f"{render.safe(name)}\t{','.join(roles)}")  # one line per name, whatever it holds
+    for name, roles in found.items():
+        # One line per name, whatever characters it holds.
+        say(f"{render.safe(name)}\t{','.join(roles)}" if with_roles else render.safe(name))
 
 
 @click.command()

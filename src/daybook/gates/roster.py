@@ -128,6 +128,7 @@ def add(store: Any, name: str, roles: tuple[str, ...] | None = None) -> str:
     if not name or ":" in name:
         raise ConfigError("an approver name must be non-empty and contain no ':'")
     check_text(name, "the approver name")
+    _writable(store)
     for role in roles or ():
         if role not in ROLES:
             raise ConfigError(f"a role is one of {', '.join(ROLES)}, not {role!r}")
@@ -142,11 +143,20 @@ def add(store: Any, name: str, roles: tuple[str, ...] | None = None) -> str:
 
 def remove(store: Any, name: str) -> bool:
     """Unregister `name`: its key stops working at once. False if it was not registered."""
+    _writable(store)
     everyone = members(store)
     if everyone.pop(name, None) is None:
         return False
     _write(path_for(store), everyone)
     return True
+
+
+def _writable(store: Any) -> None:
+    if getattr(store, "read_only", False):
+        raise ConfigError(
+            f"the store {store.url} is open read-only, so its approvers cannot change; open it "
+            "without read_only (the approvers file is written, not the store)"
+        )
 
 
 def _write(path: Path, everyone: dict[str, Member]) -> None:

@@ -106,6 +106,8 @@ def read_key_file(path: str | os.PathLike[str]) -> str:
         return Path(path).read_text().strip()
     except OSError as exc:
         raise ConfigError(f"cannot read the approver key file {os.fspath(path)!r}: {exc.strerror}") from None
+    except ValueError:  # not text: not a key file
+        raise ConfigError(f"the approver key file {os.fspath(path)!r} does not hold a key") from None
 
 
 def write_key_file(path: str | os.PathLike[str], token: str) -> None:
