@@ -279,3 +279,26 @@ def test_the_readme_agents_role_cannot_forge_a_verdict_or_pick_an_approvers_key(
             assert [v["state"] for v in agent.verdicts("wire1")] == ["refused", "refused"]
             assert agent.approve("wire1", "wire1/1", approver="alice", token=token) == "delivered"
             assert agent.resume("wire1") == {"outcome": "approved", "approver": "alice"}
+
+
+def test_a_history_from_before_signed_verdicts_replays_as_it_happened_and_a_queued_old_verdict_is_refused(
+    book: Daybook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The migration: a run that read its (unsigned) verdict under the old code keeps that
+    history on replay; an old verdict still unread is refused and the gate waits for a new one."""
+    token = book.add_approver("alice")
+    _suspend(book, wire_gate, "old")
+    _suspend(book, wire_gate, "queued")
+    digests = {g["run_id"]: g["digest"] for g in book.approvals()}
+    old_verdict = {"outcome": "approve", "reason": "", "digest": digests["old"]}
+    _forge_row(book, "old", "old/1", old_verdict)  # what the old `approve` wrote: no signature
+    with monkeypatch.context() as old_code:  # the code before signed verdicts: no check step
+        old_code.setattr(daybook.gates.gate.Gates, "_check", lambda *args: None)
+        assert book.resume("old") == {"outcome": "approved", "approver": "alice"}
+    assert not any(ev.name.startswith("verdict-check:") for ev in book.journal("old"))
+    assert book.replay("old") == {"outcome": "approved", "approver": "alice"}  # history stands
+    _forge_row(book, "queued", "queued/1", {**old_verdict, "digest": digests["queued"]})
+    with pytest.raises(Suspended):
+        book.resume("queued")  # read after the upgrade: refused, and the gate waits on
+    assert book.approve("queued", "queued/1", approver="alice", token=token) == "delivered"
+    assert book.resume("queued") == {"outcome": "approved", "approver": "alice"}

@@ -125,8 +125,8 @@ class Gates(Steps):
         label = f"verdict-check:{gate_id}"
         ahead = exe.steps.get(exe.next_step)
         recorded = ahead is not None and ahead[0].kind == Kind.DECISION and ahead[0].name == label
-        if not recorded and exe.next_step <= exe.recorded_steps:
-            return None
+        if not recorded and (exe.next_step <= exe.recorded_steps or exe.read_only):
+            return None  # the journal goes on (or, replaying, ends) without a check: old history
         opened = float(proposal.value.get("opened") or time.time())
         digest = action_digest(self.run_id, gate_id, proposal.value)
 
