@@ -50,6 +50,8 @@ def approvers_add(book: Daybook, name: str, roles: tuple[str, ...], key_file: st
     """Register NAME with a new key pair (or rotate its key: the old one stops working, web
     sessions included). The public key goes to the approvers file; the private key is printed
     once (or written to --key-file) and kept nowhere else."""
+    if key_file:
+        write_key_file(key_file, "")  # writable? else stop before the new key replaces the old
     token = book.add_approver(name, roles=roles or None)
     where = roster.path_for(book.store)
     if key_file:

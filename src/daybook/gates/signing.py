@@ -106,15 +106,19 @@ def read_key_file(path: str | os.PathLike[str]) -> str:
         return Path(path).read_text().strip()
     except OSError as exc:
         raise ConfigError(f"cannot read the approver key file {os.fspath(path)!r}: {exc.strerror}") from None
-    except ValueError:  # not text: not a key file
-        raise ConfigError(f"the approver key file {os.fspath(path)!r} does not hold a key") from None
+    except ValueError as exc:  # not text, or a path with a NUL byte
+        raise ConfigError(f"cannot read the approver key file {os.fspath(path)!r}: {exc}") from None
 
 
 def write_key_file(path: str | os.PathLike[str], token: str) -> None:
     """Write a token to a new file only its owner can read (0600)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
-    os.chmod(target, 0o600)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(token + "\n")
+        os.chmod(target, 0o600)
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"cannot write the approver key file {os.fspath(path)!r}: {why}") from None
