@@ -12,7 +12,7 @@ import agents
 import psycopg
 import pytest
 from conftest import cli
-from test_append_only import readme_roles
+from test_append_only import _sql, readme_roles
 
 import daybook
 from daybook import Daybook, Suspended
@@ -158,8 +158,14 @@ def test_the_approver_token_is_read_from_DAYBOOK_TOKEN(db_url: str) -> None:
 
 
 def _forge_row(book: Daybook, run_id: str, gate_id: str, payload: dict[str, Any]) -> None:
-    """What an INSERT into daybook_inbox writes: a verdict row in alice's name, no key needed."""
-    book.store.signal(run_id, f"verdict:{gate_id}", json.dumps(payload), "alice", time.time())
+    """The audit's forgery, a plain SQL INSERT into daybook_inbox: a verdict row in alice's
+    name, written with the store's own credentials and no key."""
+    text = json.dumps(payload).replace("'", "''")
+    _sql(
+        book.url,
+        "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
+        f"VALUES ('{run_id}', 'verdict:{gate_id}', '{text}', 'alice', {time.time()})",
+    )
 
 
 def test_a_verdict_row_inserted_into_the_store_does_not_open_the_gate(book: Daybook) -> None:
