@@ -51,7 +51,7 @@ class RecoveryMethods:
         `Recovery.result` holds its result; `submit=True` leaves it `pending` for a worker.
         `by`: who recovers it, under the identity rule of every operator's act (a registered
         approver's name needs its `token` and the operator role; README, "Who acts")."""
-        by, _ = identity.actor(self.store, by, token, "recover", run_id)
+        by, who = identity.actor(self.store, by, token, "recover", run_id)
         chosen = policy if isinstance(policy, RecoveryPolicy) else RecoveryPolicy(policy)
         info = self.store.get_run(run_id)
         if info is not None and not dry_run:
@@ -64,6 +64,7 @@ class RecoveryMethods:
             dry_run=dry_run,
             by=by,
             context=self._runner.context,
+            identity=who,
         )
         if dry_run or submit:
             return report
