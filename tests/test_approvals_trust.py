@@ -240,6 +240,8 @@ def test_rotating_a_key_in_the_store_is_impossible_the_keys_live_in_the_approver
     with Daybook(db_url, inline_wait=0.05, approvers_file=str(keys)) as book:
         assert book.approve("rot", "rot/1", approver="alice", token=token) == "delivered"
         assert book.resume("rot") == {"outcome": "approved", "approver": "alice"}
+        book.add_approver("alice")  # rotated afterwards: the verdict the gate read stays history
+        assert [v["state"] for v in book.verdicts("rot")][-1] == "delivered"
 
 
 def test_a_signed_approval_from_a_key_file_goes_through_the_cli(db_url: str, tmp_path: Any) -> None:
@@ -303,6 +305,7 @@ def test_a_history_from_before_signed_verdicts_replays_as_it_happened_and_a_queu
         assert book.resume("old") == {"outcome": "approved", "approver": "alice"}
     assert not any(ev.name.startswith("verdict-check:") for ev in book.journal("old"))
     assert book.replay("old") == {"outcome": "approved", "approver": "alice"}  # history stands
+    assert [v["state"] for v in book.verdicts("old")] == ["delivered"]
     _forge_row(book, "queued", "queued/1", {**old_verdict, "digest": digests["queued"]})
     with pytest.raises(Suspended):
         book.resume("queued")  # read after the upgrade: refused, and the gate waits on

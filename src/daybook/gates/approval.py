@@ -145,7 +145,7 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     for rid in ids:
         events = load_listed(store, rid)
         digests = {g["gate_id"]: str(g["digest"]) for g in gates(rid, events or [])}
-        rows.extend(_attempts(store, rid, digests))
+        rows.extend(_attempts(store, rid, digests, _checked(events or [])))
         if events is None:
             continue
         rows.extend(
@@ -167,19 +167,41 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
 _ATTEMPTS = {"": "delivered", "late-": "late", "refused-": "refused"}
 
 
-def _attempts(store: Store, run_id: str, digests: dict[str, str]) -> list[dict[str, JSON]]:
+def _checked(events: list[Event]) -> dict[int, JSON]:
+    """What the gate found when it read each verdict (inbox id -> the recorded check, or None
+    for a verdict read before signed verdicts): history, whatever the approvers file says now."""
+    reading: dict[str, int] = {}
+    found: dict[int, JSON] = {}
+    for ev in events:
+        if ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:") and ev.status == "received":
+            inbox_id = ev.data.get("inbox_id")
+            if isinstance(inbox_id, int):
+                reading[ev.name.removeprefix("signal:verdict:")] = inbox_id
+                found[inbox_id] = None
+        elif ev.kind == Kind.DECISION and ev.name.startswith("verdict-check:") and ev.status == "recorded":
+            inbox_id = reading.pop(ev.name.removeprefix("verdict-check:"), None)
+            if inbox_id is not None:
+                found[inbox_id] = ev.data.get("value")
+    return found
+
+
+def _attempts(
+    store: Store, run_id: str, digests: dict[str, str], checked: dict[int, JSON]
+) -> list[dict[str, JSON]]:
     """The verdict rows of a run's inbox; one that does not carry its approver's signature (a
-    row written into the store by hand) is shown `refused`, with why: it decides nothing."""
+    row written into the store by hand) is shown `refused`, with why: it decides nothing. A
+    verdict the gate has read shows what the gate's check found then (`checked`); one not read
+    yet, or late, is checked now."""
     rows: list[dict[str, JSON]] = []
-    for _, name, payload_text, sender, at in store.inbox(run_id):
+    for inbox_id, name, payload_text, sender, at in store.inbox(run_id):
         kind, _, gate_id = name.partition("verdict:")
         state = _ATTEMPTS.get(kind)
         if state is None or not gate_id:
             continue
         payload = json.loads(payload_text)
-        reason = payload.get("why") or payload.get("reason", "")
+        reason = payload.get("why") or payload.get("reason", "") if isinstance(payload, dict) else ""
         if state != "refused":
-            why = seal.refusal(store, run_id, gate_id, digests.get(gate_id, ""), payload, sender)
+            why = _why_refused(store, run_id, gate_id, digests, payload, sender, checked.get(inbox_id, ""))
             state, reason = ("refused", why) if why else (state, reason)
         rows.append(
             {
@@ -193,6 +215,16 @@ def _attempts(store: Store, run_id: str, digests: dict[str, str]) -> list[dict[s
             }
         )
     return rows
+
+
+def _why_refused(
+    store: Store, run_id: str, gate_id: str, digests: dict[str, str], payload: Any, sender: str, check: JSON
+) -> str:
+    if check is None:
+        return ""  # read before signed verdicts: history
+    if isinstance(check, dict):
+        return "" if check.get("ok") else str(check.get("why") or "refused by the gate")
+    return seal.refusal(store, run_id, gate_id, digests.get(gate_id, ""), payload, sender)
 
 
 def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bool, why: str) -> None:
