@@ -18,12 +18,15 @@ Keep it writable by the owner only (the agent's OS user must not be able to chan
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,23 +135,43 @@ def add(store: Any, name: str, roles: tuple[str, ...] | None = None) -> str:
     for role in roles or ():
         if role not in ROLES:
             raise ConfigError(f"a role is one of {', '.join(ROLES)}, not {role!r}")
-    everyone = members(store)
-    before = everyone.get(name)
-    kept = roles or (before.roles if before else ("approver",))
-    token = signing.new_token()
-    everyone[name] = Member(name, signing.public_of(token), tuple(dict.fromkeys(kept)), time.time())
-    _write(path_for(store), everyone)
+    with _locked(path_for(store)):
+        everyone = members(store)
+        before = everyone.get(name)
+        kept = roles or (before.roles if before else ("approver",))
+        token = signing.new_token()
+        everyone[name] = Member(name, signing.public_of(token), tuple(dict.fromkeys(kept)), time.time())
+        _write(path_for(store), everyone)
     return token
 
 
 def remove(store: Any, name: str) -> bool:
     """Unregister `name`: its key stops working at once. False if it was not registered."""
     _writable(store)
-    everyone = members(store)
-    if everyone.pop(name, None) is None:
-        return False
-    _write(path_for(store), everyone)
+    with _locked(path_for(store)):
+        everyone = members(store)
+        if everyone.pop(name, None) is None:
+            return False
+        _write(path_for(store), everyone)
     return True
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One writer at a time (two `approvers add` at once would lose one of the keys)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(f"{path}.lock", "a")  # noqa: SIM115 - held across the yield
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot write the approvers file {path}: {exc}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        except OSError as exc:
+            raise ConfigError(f"cannot write the approvers file {path}: {exc}") from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _writable(store: Any) -> None:
