@@ -34,6 +34,7 @@ def resolve(
     absent: bool = False,
     by: str | None = None,
     evidence: str = "",
+    identity: dict[str, JSON] | None = None,
 ) -> Event:
     """Record the resolution of the effect at `step` of `run_id` (or, with `step=None`, of the
     effect whose key is `run_id`); returns the outcome row. A run a live process holds gets it
@@ -47,6 +48,8 @@ def resolve(
         raise ConfigError(f"resolve's by= and evidence= are text, not {by!r} and {evidence!r}")
     check_text(who, "resolve's `by`")
     base: dict[str, JSON] = {"resolved_by": "manual", "by": who, "evidence": evidence}
+    if identity:
+        base["identity"] = identity  # how sure `by` is (gates.identity)
     status, data = _resolution(step, ref, confirmed, failed, base)
     claims.get_run(run_id)
     try:

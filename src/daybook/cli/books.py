@@ -17,6 +17,7 @@ from .app import (
     EXIT_ERROR,
     apps_option,
     by_option,
+    credential_option,
     import_apps,
     json_option,
     json_out,
@@ -195,6 +196,7 @@ def _unknown_row(u: dict[str, Any]) -> list[str]:
 )
 @by_option("resolves")
 @click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
+@credential_option
 @with_book
 def resolve(
     book: Daybook,
@@ -206,6 +208,7 @@ def resolve(
     absent: bool,
     by: str | None,
     evidence: str,
+    token: str | None,
 ) -> None:
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
     EFFECT is its idempotency key, or RUN_ID STEP."""
@@ -217,7 +220,9 @@ def resolve(
             kwargs["confirmed"] = json.loads(confirmed)
         except ValueError:
             kwargs["confirmed"] = confirmed  # a bare reference, e.g. a wire id
-    ev = book.resolve(effect, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
+    ev = book.resolve(
+        effect, step, failed=failed, absent=absent, by=by, evidence=evidence, token=token, **kwargs
+    )
     say(_resolved(book, ev, absent))
 
 

@@ -88,10 +88,12 @@ PAUSABLE = (
 )
 
 
-def pause(store: Store, run_id: str, by: str) -> str:
-    """Pause a run: at once if no live process executes it (`paused`, journaled with who asked);
-    else ask its owner, through its inbox, to stop at its next step boundary (an act in flight
-    finishes and is journaled first). Returns "paused", "requested" or "already"."""
+def pause(store: Store, run_id: str, by: str, identity: dict[str, Any] | None = None) -> str:
+    """Pause a run: at once if no live process executes it (`paused`, journaled with who asked
+    and `identity`, how sure that is: `gates.identity`); else ask its owner, through its inbox,
+    to stop at its next step boundary (an act in flight finishes and is journaled first).
+    Returns "paused", "requested" or "already"."""
+    who = {"by": by, **({"identity": identity} if identity else {})}
     info = store.get_run(run_id)
     if info is None:
         raise RunNotFound(run_id, store.url)
@@ -99,12 +101,12 @@ def pause(store: Store, run_id: str, by: str) -> str:
         return "already"
     executing = info.status == RunStatus.RUNNING and info.lease_owner is not None
     if executing and (info.lease_expires or 0.0) > time.time() and not is_dead_here(info.lease_owner or ""):
-        sent = store.signal(run_id, PAUSE_SIGNAL, dumps({"by": by}, "pause"), by, time.time(), wake=False)
+        sent = store.signal(run_id, PAUSE_SIGNAL, dumps(who, "pause"), by, time.time(), wake=False)
         if sent is not None:
             return "requested"
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
-        return _event(run_id, events, Kind.RUN_PAUSED, "pause", {"by": by, "from": info.status}, now)
+        return _event(run_id, events, Kind.RUN_PAUSED, "pause", {**who, "from": info.status}, now)
 
     _transition(store, run_id, PAUSABLE, RunStatus.PAUSED, mark, "paused")
     return "paused"
@@ -122,15 +124,19 @@ def expire(store: Store, run_id: str, by: str, cutoff: float, environment: str |
     release_ended(store, run_id, "expired")
 
 
-def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, int]:
-    """Set the run `cancelled` (terminal), journaled with who asked and whether its effects are
-    to be unwound. Returns the status it left and the step an unwind starts at."""
+def cancel(
+    store: Store, run_id: str, by: str, compensate: bool, identity: dict[str, Any] | None = None
+) -> tuple[str, int]:
+    """Set the run `cancelled` (terminal), journaled with who asked (and `identity`) and whether
+    its effects are to be unwound. Returns the status it left and the step an unwind starts at."""
     first = 1
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
         nonlocal first
         first = max((ev.step for ev in events if ev.step is not None), default=0) + 1
         data = {"by": by, "from": info.status, "compensate": compensate, "from_step": first}
+        if identity:
+            data["identity"] = identity
         return _event(run_id, events, Kind.RUN_CANCELLED, "cancel", data, now)
 
     info = _transition(store, run_id, CANCELLABLE, RunStatus.CANCELLED, mark, "cancelled")
