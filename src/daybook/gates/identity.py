@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import NotAuthorized
 from ..records import JSON
+from ..store import Store
 from . import roster, signing
 
 ROLE = "operator"
@@ -73,8 +74,7 @@ def _public(token: str) -> str:
         return ""
 
 
-def _db_role(store: Any) -> str | None:
+def _db_role(store: Store) -> str | None:
     """The database role this handle connects as (PostgreSQL); None for SQLite, whose only
     access control is the file's."""
-    ask = getattr(store, "current_role", None)
-    return str(ask()) if callable(ask) else None
+    return store.current_role()

@@ -369,7 +369,7 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         rows = self._db.execute("SELECT name, token_hash FROM daybook_approvers").fetchall()
         return {r[0]: r[1] for r in rows}
 
-    def current_role(self) -> str:
+    def current_role(self) -> str | None:
         """The database role this handle connects as (journaled beside a claimed name)."""
         row = self._db.execute("SELECT current_user").fetchone()
         return str(row[0]) if row else ""
