@@ -101,7 +101,8 @@ def test_retracting_a_running_step_stops_it_undoes_what_it_wrote_and_never_start
     runner = threading.Thread(target=lambda: done.update(quick.run(job, run_id="job")))
     runner.start()
     wait_until(lambda: len(list(folder.iterdir())) >= 3)  # it is mid-call, writing chunks
-    quick.steer("job", "retract", "skip the translation", author="ana", target="translate", wait=0)
+    key = quick.add_approver("ana", roles=["operator"])  # only an operator's retraction undoes
+    quick.steer("job", "retract", "skip the translation", author="ana", target="translate", wait=0, token=key)
     runner.join(60)
     assert STOP.is_set()  # the call was asked to stop; without it, 200 chunks would be written
     assert done["outcome"] == "ok"
@@ -138,7 +139,8 @@ def test_a_call_stopped_by_a_retraction_that_applied_nothing_fails_once_and_is_n
     runner = threading.Thread(target=lambda: done.append(quick.run(send, run_id="send")))
     runner.start()
     wait_until(lambda: STARTS)
-    quick.steer("send", "retract", "do not upload", author="bo", target="upload", wait=0)
+    key = quick.add_approver("bo", roles=["operator"])
+    quick.steer("send", "retract", "do not upload", author="bo", target="upload", wait=0, token=key)
     runner.join(60)
     assert done[0].startswith("skipped:") and "retraction" in done[0] and "bo" in done[0]
     assert len(STARTS) == 1  # an idempotent tool would be retried on failure; a retracted one is not
@@ -157,6 +159,7 @@ def test_a_retraction_of_another_tool_does_not_stop_a_running_call(quick: Dayboo
     runner = threading.Thread(target=lambda: done.append(quick.run(send, run_id="other")))
     runner.start()
     wait_until(lambda: STARTS)
-    quick.steer("other", "retract", "not that", author="bo", target="translate", wait=0)
+    key = quick.add_approver("bo", roles=["operator"])
+    quick.steer("other", "retract", "not that", author="bo", target="translate", wait=0, token=key)
     runner.join(60)
     assert done == ["sent"] and not STOP.is_set()

@@ -226,8 +226,9 @@ def test_a_retraction_undoes_what_was_done_for_the_steps_it_names(
     runner.start()
     wait_until(lambda: len(prompts) >= 2)
     assert note.read_text() == "20% off"
-    book.steer("offer", "retract", "no written offer", author="ana", target="write_note", wait=0)
-    book.steer("offer", "retract", "no hold either", author="ana", target="book_leg", wait=0)
+    key = book.add_approver("ana", roles=["operator"])  # only an operator's retraction undoes
+    book.steer("offer", "retract", "no written offer", author="ana", target="write_note", wait=0, token=key)
+    book.steer("offer", "retract", "no hold either", author="ana", target="book_leg", wait=0, token=key)
     gate.set()
     runner.join(60)
     assert done["outcome"] == "ok"

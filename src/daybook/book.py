@@ -9,6 +9,7 @@ given the factory for a run's `ctx` (`daybook.context.Context`).
 
 from __future__ import annotations
 
+import functools
 import getpass
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.expiry import expire as expire_paused
+from .steering.revision import signed as revision_signed
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
 from .store import Store, integrity, open_store, retention
@@ -129,6 +131,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
             gate_irreversible=policy,
         )
         self._runner.recover = self._auto_recover
+        self._runner.claims.trusted = functools.partial(revision_signed, self._store)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.

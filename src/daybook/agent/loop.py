@@ -187,7 +187,11 @@ class AgentLoop:
             if rev.kind == "revise":
                 entry["redo"] = self._reevaluate(ctx, rev, list(history))
             elif rev.kind == "retract" and rev.target is not None:
-                entry.update(_retract(ctx, rev.target, history))
+                # Undoing confirmed effects needs an operator's key: a name taken on trust is
+                # read (the model sees it) but undoes nothing, and says what it left standing.
+                entry["authenticated"] = rev.authenticated
+                undo = _retract if rev.authenticated else _held
+                entry.update(undo(ctx, rev.target, history))
             history.append(entry)
 
     def _reevaluate(self, ctx: Context, rev: Revision, history: list[JSONDict]) -> Any:
@@ -255,12 +259,24 @@ def _act(ctx: Context, tool: Tool[Any], decision: Decision[Any], action: Action,
         entry["error"] = str(exc)
 
 
+def _named(target: str, history: list[JSONDict]) -> list[JSONDict]:
+    return [h for h in history if "revision" not in h and target in (h.get("decision"), h.get("tool"))]
+
+
+def _held(_ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:
+    """An unauthenticated retraction: nothing is marked or undone; `held` lists the confirmed
+    effects it named, which stay as they are until an operator retracts them with its key (or
+    cancels the run with compensation)."""
+    keys = [f"{h['decision']}/{h['tool']}/0" for h in _named(target, history) if h.get("state") == "done"]
+    return {"retracted": [], "undone": [], "not_undone": [], "held": keys}
+
+
 def _retract(ctx: Context, target: str, history: list[JSONDict]) -> JSONDict:
     """Take back what was done for the steps a retraction names (`target`: a decision id or a
     tool name): each is marked `retracted`, and its confirmed effects are undone by their
     inverses, newest first, once; what cannot be undone (irreversible, or no inverse) is listed
     in `not_undone`, never passed off as undone."""
-    hit = [h for h in history if "revision" not in h and target in (h.get("decision"), h.get("tool"))]
+    hit = _named(target, history)
     keys = [f"{h['decision']}/{h['tool']}/0" for h in hit if h.get("state") == "done"]
     for h in hit:
         h["state"] = "retracted"

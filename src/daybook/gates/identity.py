@@ -1,9 +1,10 @@
 """Who did it: the one identity rule for every act a person takes on a run from outside.
 
-Pause, cancel, retry, resolve and steer name who acts (`by=`, `author=`, `--by`, `--as`). A
-name in the approvers file (`gates.roster`) is a claim that needs its credential: the token
-(private key) given with it must be that person's, and the person must hold the `operator`
-role, else `NotAuthorized` and nothing is written. Any other name is taken as given but
+Pause, cancel, retry, resolve, recover, steer, fork, gc, budget raises, updates and signals name
+who acts (`by=`, `author=`, `sender=`, `--by`, `--as`). A name in the approvers file
+(`gates.roster`) is a claim that needs its credential: the token (private key) given with it
+must be that person's, and the person must hold the act's role (`operator`; a signal's sender
+any role), else `NotAuthorized` and nothing is written. Any other name is taken as given but
 journaled as unauthenticated, beside what the process can tell for sure: the OS user and, on
 PostgreSQL, the database role (`current_user`). An authenticated act also carries a signature
 over (act, run, name, time), which `verify` checks against the approvers file.
@@ -15,7 +16,7 @@ import getpass
 import time
 from typing import Any
 
-from ..errors import NotAuthorized
+from ..errors import ConfigError, NotAuthorized
 from ..records import JSON
 from ..store import Store
 from . import roster, signing
@@ -24,9 +25,16 @@ ROLE = "operator"
 
 
 def actor(
-    store: Any, name: str | None, token: str | None, act: str, run_id: str
+    store: Any, name: str | None, token: str | None, act: str, run_id: str, role: str | None = ROLE
 ) -> tuple[str, dict[str, JSON]]:
-    """(the name to journal, the identity record beside it) for `act` on `run_id`."""
+    """(the name to journal, the identity record beside it) for `act` on `run_id`; `role` the
+    role a registered name needs (None: any, as for a signal's sender)."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError(f"who acts must be a non-empty name (or None: the OS user), not {name!r}")
+    if token is not None and not isinstance(token, str):
+        raise ConfigError(
+            f"a key (token=) is the text `daybook approvers add` printed, not {type(token).__name__}"
+        )
     os_user = getpass.getuser()
     record: dict[str, JSON] = {"authenticated": False, "os_user": os_user, "db_role": _db_role(store)}
     if name is None:
@@ -42,9 +50,9 @@ def actor(
         )
     if _public(token) != member.public_key:
         raise NotAuthorized(f"the key given is not {name!r}'s; nothing was done")
-    if not member.may(ROLE):
+    if role is not None and not member.may(role):
         raise NotAuthorized(
-            f"{name!r} is an approver of gates, not an operator of runs ({act} needs the "
+            f"{name!r} is an approver of gates, not an operator of runs ({_what(act)} needs the "
             f"operator role): `daybook approvers add {name} --role approver --role operator`"
         )
     at = time.time()
@@ -52,15 +60,20 @@ def actor(
     return name, {**record, "authenticated": True, "at": at, "signature": signed}
 
 
-def verify(store: Any, act: str, run_id: str, name: str, record: Any) -> bool:
-    """Whether an identity record says, verifiably, that `name` did `act` on `run_id`."""
+def verify(store: Any, act: str, run_id: str, name: str, record: Any, role: str | None = ROLE) -> bool:
+    """Whether an identity record says, verifiably, that `name` did `act` on `run_id` (and
+    still holds `role`; None: any)."""
     if not isinstance(record, dict) or not record.get("authenticated"):
         return False
     member = roster.member(store, name)
-    if member is None or not member.may(ROLE):
+    if member is None or (role is not None and not member.may(role)):
         return False
     fields = _fields(act, run_id, name, record.get("at"))
     return signing.verify(member.public_key, fields, record.get("signature"))
+
+
+def _what(act: str) -> str:
+    return act.split(":", 1)[0]  # "steer:<digest>" reads as "steer"
 
 
 def _fields(act: str, run_id: str, name: str, at: object) -> dict[str, Any]:

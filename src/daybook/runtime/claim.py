@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,17 @@ PAUSE_SIGNAL = "pause:"
 STEER_SIGNAL = "steer:"
 
 
-def retractions(inbox: list[tuple[int, str, str, str, float]]) -> list[tuple[int, str, str]]:
-    """The retractions in a run's inbox that name a target: (inbox id, target, who sent it)."""
+# Whether a revision (run id, sender, body) is signed by a registered operator: set by the
+# facade (`steering.revision.signed`, which this layer cannot import); None trusts no one.
+Trusted = Callable[[str, str, Any], bool]
+
+
+def retractions(
+    inbox: list[tuple[int, str, str, str, float]], run_id: str = "", trusted: Trusted | None = None
+) -> list[tuple[int, str, str]]:
+    """The retractions in a run's inbox that name a target and whose author is authenticated
+    (`trusted`): (inbox id, target, who sent it). A name taken on trust stops no running call:
+    the run reads it as a revision like any other, and only an operator's key undoes an act."""
     found = []
     for inbox_id, name, payload, sender, _at in inbox:
         if name != STEER_SIGNAL:
@@ -39,7 +49,9 @@ def retractions(inbox: list[tuple[int, str, str, str, float]]) -> list[tuple[int
             body = json.loads(payload)
         except ValueError:
             continue  # not ours to judge here: the run reads it and reports it
-        if isinstance(body, dict) and body.get("kind") == "retract" and isinstance(body.get("target"), str):
+        if not isinstance(body, dict) or body.get("kind") != "retract":
+            continue
+        if isinstance(body.get("target"), str) and trusted is not None and trusted(run_id, sender, body):
             found.append((inbox_id, body["target"], sender))
     return found
 
@@ -58,6 +70,7 @@ class Claims:
         self.store = store
         self.owner = owner
         self.lease_ttl = lease_ttl
+        self.trusted: Trusted | None = None
         self._beat_store: Store | None = None
         self._beat_lock = threading.Lock()
         self._running: set[str] = set()
@@ -155,6 +168,6 @@ class Claims:
                 assert self._beat_store is not None
                 inbox = self._beat_store.inbox(run_id)
             asked = [(row[0], row[3]) for row in inbox if row[1] == PAUSE_SIGNAL]
-            return (asked[-1] if asked else None), retractions(inbox)
+            return (asked[-1] if asked else None), retractions(inbox, run_id, self.trusted)
 
         return Heartbeat(renew, self.lease_ttl / 3, watch=watch)

@@ -121,10 +121,20 @@ def _unread(store: Any, run_id: str, consumed: set[int]) -> list[Revision]:
             continue
         body = json.loads(payload)
         kind, text, target = str(body["kind"]), str(body["text"]), body.get("target")
-        act = _act(kind, text, target)
-        sure = identity.verify(store, act, run_id, sender, body.get("identity"))
+        sure = signed(store, run_id, sender, body)
         new.append(Revision(inbox_id, kind, text, sender, at, target, sure))
     return new
+
+
+def signed(store: Any, run_id: str, sender: str, body: Any) -> bool:
+    """Whether a revision's body carries its sender's signature over its content, and the sender
+    is a registered operator: only such a retraction stops a running call or undoes confirmed
+    effects (the heartbeat asks through `Claims.trusted`; `AgentLoop` reads `.authenticated`)."""
+    if not isinstance(body, dict):
+        return False
+    target = body.get("target")
+    act = _act(str(body.get("kind")), str(body.get("text")), target if isinstance(target, str) else None)
+    return identity.verify(store, act, run_id, sender, body.get("identity"))
 
 
 def _act(kind: str, text: str, target: str | None) -> str:
