@@ -35,7 +35,7 @@ from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
-from .runtime import inbox, operator
+from .runtime import operator
 from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
 from .runtime.replay import replay as replay_run
@@ -45,9 +45,9 @@ from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.expiry import expire as expire_paused
+from .steering.methods import MessageMethods
 from .steering.revision import signed as revision_signed
 from .steering.revision import steer as steer_run
-from .steering.update import update as send_update
 from .store import Store, integrity, open_store, retention
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
@@ -73,7 +73,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
-class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
+class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -272,11 +272,13 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
         new_run_id: str | None = None,
         confirm: bool = False,
         by: str | None = None,
+        token: str | None = None,
     ) -> tuple[str, list[dict[str, JSON]]]:
         """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
         (replayed, never re-fired), then going on with the same or the edited input. Returns
         its id and the effects the original made after `at`, by class; those that cannot be
         undone need `confirm=True` (`runtime/fork.py`)."""
+        by, who = self._actor(by, token, "fork", run_id)
         run_input = None
         if args is not None or kwargs is not None:
             run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
@@ -287,7 +289,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
             new_id=new_run_id,
             run_input=run_input,
             confirm=confirm,
-            by=by or getpass.getuser(),
+            by=by,
+            identity=who,
         )
 
     def pause(self, run_id: str, *, by: str | None = None, token: str | None = None) -> str:
@@ -516,40 +519,12 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
         older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
 
-    # -- operator actions ---------------------------------------------------------------------
-
-    def signal(self, run_id: str, name: str, payload: JSON = None, *, sender: str | None = None) -> int:
-        """Send signal `name` to a run: it is kept in the run's inbox (durable, in order) until a
-        `ctx.wait_for(name)` consumes it, and wakes the run if it is suspended. Returns its id."""
-        return inbox.send(self._runner.claims, run_id, name, payload, sender)
-
-    def update(
-        self,
-        run_id: str,
-        name: str,
-        args: JSON = None,
-        *,
-        timeout: float = 30.0,
-        sender: str | None = None,
-    ) -> JSON:
-        """Send update `name` to a run and wait for its answer (the run serves it with
-        `ctx.handle_update`). The request is durable and applied once; if no answer comes within
-        `timeout` seconds, `UpdateTimeout` is raised and the request stays queued for the run."""
-        return send_update(self._runner.claims, run_id, name, args, timeout=timeout, sender=sender)
-
     # -- budgets and coordination -------------------------------------------------------------
 
     def budget(self, run_id: str) -> dict[str, dict[str, float]]:
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""
         self.get_run(run_id)
         return budget_summary(self.store.load(run_id))
-
-    def raise_budget(self, run_id: str, *, by: str | None = None, **amounts: float) -> int:
-        """Raise caps of a run (e.g. `usd=10`): a journaled act, applied when the run next needs
-        it; returns the signal id."""
-        if not amounts or any(v <= 0 for v in amounts.values()):
-            raise ConfigError("raise_budget needs positive amounts, e.g. usd=10")
-        return inbox.send(self._runner.claims, run_id, "budget:raise", dict(amounts), by, internal=True)
 
     def budget_pool(self, name: str) -> BudgetPool:
         """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""
@@ -566,14 +541,17 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
 
     # -- retention (issue 11 part 2) --------------------------------------------------------
 
-    def gc(self, older_than: float, *, dry_run: bool = False, by: str | None = None) -> dict[str, JSON]:
+    def gc(
+        self, older_than: float, *, dry_run: bool = False, by: str | None = None, token: str | None = None
+    ) -> dict[str, JSON]:
         """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
         the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
         when; cutoff; counts). Runs paused since before the cutoff are `expired` (`expired` in
         the result; `steering/expiry.py`). `dry_run` only counts. Returns the pass."""
-        who = by or getpass.getuser()
+        who, done_by = self._actor(by, token, "gc", "*")
         done = retention.run(self.store, older_than, dry_run, who, key_for(self.store))
         done["expired"] = expire_paused(self.store, float(done["cutoff"]), who, dry_run)
+        done["identity"] = done_by
         return done
 
     def gc_log(self) -> list[dict[str, JSON]]:

@@ -10,7 +10,7 @@ entities (`daybook.coordination`), search attributes (`daybook.dispatch`), compe
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .books.obligation import Obligations
 from .books.unknowns import Barriers
@@ -18,6 +18,7 @@ from .coordination.budget import Budget
 from .coordination.child import Children
 from .coordination.entity import Entity
 from .dispatch.attributes import Attributes
+from .gates import identity
 from .gates.gate import Gates
 from .journal.execution import Execution
 from .journal.stop import ContinueAsNew
@@ -57,6 +58,10 @@ class Context(
         the next segment needs as its arguments."""
         check_json({"args": list(args), "kwargs": kwargs}, "continue_as_new input")
         raise ContinueAsNew(self.run_id, args, kwargs)
+
+    def _proved(self, act: str, sender: str, record: Any) -> bool:
+        """A signal's sender is proved by a signature the approvers file checks (any role)."""
+        return identity.verify(self._exe.store, act, self._exe.run_id, sender, record, role=None)
 
     def entity(self, name: str) -> Entity:
         """The coordination entity `name` on this run's store. Its operations act on shared

@@ -10,7 +10,7 @@ import click
 from .. import Daybook
 from ..store.retention import MAX_RETENTION
 from . import render
-from .app import _ParamType, json_option, json_out, say, with_book
+from .app import _ParamType, credential_option, json_option, json_out, say, with_book
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 7 * 86_400.0}
 
@@ -36,15 +36,18 @@ class Age(_ParamType):
 @click.option("--older-than", "older_than", required=True, type=Age(), help="Age, e.g. 30d, 12h, 90m.")
 @click.option("--dry-run", is_flag=True, help="Count what would be erased; erase nothing.")
 @click.option("--by", default=None, help="Who runs it, for the gc log (default: the OS user).")
+@credential_option
 @json_option("The pass as JSON.")
 @with_book(read_only=lambda options: bool(options["dry_run"]))
-def gc(book: Daybook, older_than: float, dry_run: bool, by: str | None, as_json: bool) -> None:
+def gc(
+    book: Daybook, older_than: float, dry_run: bool, by: str | None, token: str | None, as_json: bool
+) -> None:
     """Erase the payloads of finished runs older than --older-than; keep the audit spine. Runs
     paused for longer than that are expired.
 
     Kinds, keys, statuses, fingerprints and times stay, with a keyed digest of each payload;
     the pass is logged (who, when, cutoff, counts) in an append-only gc log."""
-    done = book.gc(older_than, dry_run=dry_run, by=by)
+    done = book.gc(older_than, dry_run=dry_run, by=by, token=token)
     if as_json:
         json_out(done)
         return

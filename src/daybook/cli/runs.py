@@ -18,6 +18,7 @@ from .app import (
     Bounded,
     apps_option,
     by_option,
+    credential_option,
     fail,
     import_apps,
     json_option,
@@ -206,14 +207,16 @@ def resume(book: Daybook, run_id: str, wait: float, apps: tuple[str, ...]) -> No
     "--payload", metavar="JSON", default="null", show_default=True, help="What the signal carries, as JSON."
 )
 @by_option("sends")
+@credential_option
 @with_book
-def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) -> None:
-    """Send signal NAME to a run; it wakes the run if it is suspended waiting for it."""
+def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None, token: str | None) -> None:
+    """Send signal NAME to a run; it wakes the run if it is suspended waiting for it. A
+    registered approver's name as --by needs its key; any other is journaled unauthenticated."""
     try:
         value = json.loads(payload)
     except ValueError as exc:
         raise click.BadParameter(f"is not JSON: {exc}", param_hint="'--payload'") from None
-    inbox_id = book.signal(run_id, name, value, sender=by)
+    inbox_id = book.signal(run_id, name, value, sender=by, token=token)
     say(f"signal {name!r} #{inbox_id} sent to {run_id}")
 
 
@@ -227,13 +230,17 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None) 
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
 @by_option("raises")
+@credential_option
 @json_option("JSON instead of a table: {caps, spent, ...} (with --raise: {signal, raised}).")
 @with_book(read_only=lambda options: not options["raise_"])
-def budget(book: Daybook, run_id: str, raise_: str | None, by: str | None, as_json: bool) -> None:
-    """Show a run's budget (spent against caps), or raise a cap."""
+def budget(
+    book: Daybook, run_id: str, raise_: str | None, by: str | None, token: str | None, as_json: bool
+) -> None:
+    """Show a run's budget (spent against caps), or raise a cap (a registered approver's name as
+    --by needs its key and the operator role)."""
     if raise_:
         amounts = _amounts(raise_)
-        signal_id = book.raise_budget(run_id, by=by, **amounts)
+        signal_id = book.raise_budget(run_id, by=by, token=token, **amounts)
         if as_json:
             json_out({"signal": signal_id, "raised": amounts})
         else:

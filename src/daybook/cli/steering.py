@@ -97,6 +97,7 @@ def steer(
     "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
 )
 @click.option("--by", default=None, help="Who forks it (default: the OS user).")
+@credential_option
 @apps_option("The module or script defining RUN's tools, so their classes can be told.")
 @json_option("The fork's id and the later effects as JSON.")
 @with_book
@@ -108,6 +109,7 @@ def fork(
     new_run_id: str | None,
     confirm: bool,
     by: str | None,
+    token: str | None,
     apps: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -117,7 +119,7 @@ def fork(
     args, kwargs = _edited(input_)
     import_apps(apps)  # the tools it registers say which later effects can be undone
     fork_id, later = book.fork(
-        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by
+        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by, token=token
     )
     if as_json:
         json_out({"run_id": fork_id, "later_effects": later})

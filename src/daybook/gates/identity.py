@@ -29,12 +29,7 @@ def actor(
 ) -> tuple[str, dict[str, JSON]]:
     """(the name to journal, the identity record beside it) for `act` on `run_id`; `role` the
     role a registered name needs (None: any, as for a signal's sender)."""
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ConfigError(f"who acts must be a non-empty name (or None: the OS user), not {name!r}")
-    if token is not None and not isinstance(token, str):
-        raise ConfigError(
-            f"a key (token=) is the text `daybook approvers add` printed, not {type(token).__name__}"
-        )
+    check(name, token)
     os_user = getpass.getuser()
     record: dict[str, JSON] = {"authenticated": False, "os_user": os_user, "db_role": _db_role(store)}
     if name is None:
@@ -58,6 +53,17 @@ def actor(
     at = time.time()
     signed = signing.sign(token, _fields(act, run_id, name, at))
     return name, {**record, "authenticated": True, "at": at, "signature": signed}
+
+
+def check(name: object, token: object) -> None:
+    """Refuse, before anything is written, a name that is empty or not text, or a key that is
+    not text (`ConfigError`)."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError(f"who acts must be a non-empty name (or None: the OS user), not {name!r}")
+    if token is not None and not isinstance(token, str):
+        raise ConfigError(
+            f"a key (token=) is the text `daybook approvers add` printed, not {type(token).__name__}"
+        )
 
 
 def verify(store: Any, act: str, run_id: str, name: str, record: Any, role: str | None = ROLE) -> bool:

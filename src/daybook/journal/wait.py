@@ -8,6 +8,7 @@ fires once. Waits up to `inline_wait` seconds happen in this process; longer one
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -31,9 +32,39 @@ class Signal:
     payload: Any
     sender: str
     at: float
+    # True only when the signal carries its sender's signature over its name and payload and the
+    # sender is registered in the approvers file (`gates.identity`); else a name taken on trust.
+    authenticated: bool = False
 
 
 _PENDING = _Pending()
+
+# How a signal sent through the identity rule is stored in the inbox: its payload beside who sent
+# it (`identity`: authenticated or not, the OS user, the database role, a signature if any).
+ENVELOPE = "daybook.signal"
+
+
+def signal_act(name: str, payload: Any) -> str:
+    """What a sender's signature on a signal covers: its name and payload, so it cannot be moved."""
+    body = json.dumps([name, payload], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"signal:{hashlib.sha256(body.encode()).hexdigest()[:32]}"
+
+
+def envelope(payload: Any, identity: Any) -> dict[str, Any]:
+    return {"format": ENVELOPE, "payload": payload, "identity": identity}
+
+
+def opened(text: str) -> tuple[Any, Any]:
+    """(payload, identity record or None) of a signal's inbox text; a row written without the
+    envelope (an older store, or by hand) has no identity."""
+    value = json.loads(text)
+    if (
+        isinstance(value, dict)
+        and value.get("format") == ENVELOPE
+        and set(value) == {"format", "payload", "identity"}
+    ):
+        return value["payload"], value["identity"]
+    return value, None
 
 
 class Waits(Facet):
@@ -161,11 +192,17 @@ class Waits(Facet):
         last = recs[-1]
         if last.status == "received":
             d = last.data
-            return step, None, Signal(name, d.get("payload"), str(d.get("sender")), float(d["at"]))
+            sure = bool(d.get("authenticated"))
+            return step, None, Signal(name, d.get("payload"), str(d.get("sender")), float(d["at"]), sure)
         if last.status == "timeout":
             return step, None, None
         deadline = recs[0].data.get("deadline")
         return step, None if deadline is None else float(deadline), _PENDING
+
+    def _proved(self, act: str, sender: str, record: Any) -> bool:
+        """Whether `record` proves `sender` sent `act` to this run: the identity check lives in a
+        higher layer (`daybook.gates.identity`), which `Context` plugs in; here nothing is."""
+        return False
 
     def _take(self, step: int, name: str, deadline: float | None) -> Signal | _Pending | None:
         """The next unconsumed signal (journaled as consumed); None on timeout; else _PENDING."""
@@ -175,16 +212,17 @@ class Waits(Facet):
                 continue
             if deadline is not None and at > deadline:
                 continue  # arrived after the deadline: late, and it does nothing
-            payload = json.loads(payload_text)
-            exe.append(
-                Kind.SIGNAL,
-                step,
-                f"signal:{name}",
-                status="received",
-                data={"inbox_id": inbox_id, "payload": payload, "sender": sender, "at": at},
-            )
+            payload, who = opened(payload_text)
+            data: dict[str, Any] = {"inbox_id": inbox_id, "payload": payload, "sender": sender, "at": at}
+            sure = False
+            if who is not None:
+                sure = self._proved(signal_act(name, payload), sender, who)
+                # As checked now: a record that claims more than its signature proves says so.
+                data.update(identity={**who, "authenticated": sure} if isinstance(who, dict) else who)
+                data["authenticated"] = sure
+            exe.append(Kind.SIGNAL, step, f"signal:{name}", status="received", data=data)
             exe.consumed.add(inbox_id)
-            return Signal(name, payload, sender, at)
+            return Signal(name, payload, sender, at, sure)
         if deadline is not None and exe.clock() >= deadline:
             exe.append(Kind.SIGNAL, step, f"signal:{name}", status="timeout", data={})
             return None

@@ -48,6 +48,7 @@ def fork(
     run_input: dict[str, Any] | None,
     confirm: bool,
     by: str,
+    identity: JSON = None,
 ) -> tuple[str, list[dict[str, JSON]]]:
     """Create the fork of `run_id` at step `at` (a `pending` run; `resume` or a worker runs it)
     with the same input or `run_input` ({"args": [...], "kwargs": {...}}). Returns its id and the
@@ -72,7 +73,7 @@ def fork(
     check_text(fork_id, "the fork's run id")
     new_input = run_input if run_input is not None else info.input
     check_json(new_input, f"fork {fork_id!r} input")
-    header, first = _header(info, fork_id, new_input, at, by)
+    header, first = _header(info, fork_id, new_input, at, by, identity)
     if not store.create_run(header, first):
         raise ConfigError(f"run {fork_id!r} exists already: give the fork another id")
     return fork_id, later
@@ -141,10 +142,12 @@ def derived_header(
 
 
 def _header(
-    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str
+    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str, identity: JSON
 ) -> tuple[RunInfo, Event]:
     now = time.time()
     header = derived_header(info, fork_id, RunStatus.PENDING, run_input, now)
     data: dict[str, JSON] = {"input": run_input, "ref": info.ref, "by": by, FORK_OF: info.run_id, "at": at}
+    if identity is not None:  # who forked it, as `gates.identity` could tell
+        data["identity"] = identity
     first = Event(run_id=fork_id, seq=1, kind=Kind.RUN_STARTED.value, name=info.workflow, data=data, at=now)
     return header, first

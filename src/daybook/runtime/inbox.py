@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import getpass
 import time
+from collections.abc import Callable
 
 from ..errors import ConfigError
 from ..journal.resolution import RESOLVE_SIGNAL
+from ..journal.wait import envelope, signal_act
 from ..records import JSON, RunInfo, RunStatus, check_json, check_text, dumps
 from ..store import Store
 from .chain import live
 from .claim import Claims
+
+# (the run the signal reaches, the act) -> (the sender to store, its identity record).
+Identify = Callable[[str, str], tuple[str, JSON]]
 
 # Names daybook gives its own signals. A plain signal may not take them: a verdict is written only
 # by `approve` after the token check, an update by `update`, a budget raise by `raise_budget`.
@@ -55,9 +60,12 @@ def send(
     sender: str | None = None,
     *,
     internal: bool = False,
+    identify: Identify | None = None,
 ) -> int:
     """Put signal `name` in the live segment's inbox; returns its inbox id. `internal`: one of
-    daybook's own (reserved) names, sent by the API that owns it."""
+    daybook's own (reserved) names, sent by the API that owns it. `identify(run, act)`: who
+    sends it and the identity record (`gates.identity.actor`, which this layer cannot import),
+    stored beside the payload (`journal.wait.envelope`) once the signal is known to be valid."""
     if not name:
         raise ConfigError("a signal needs a name")
     sender = sender or getpass.getuser()
@@ -74,6 +82,9 @@ def send(
     check_json(payload, what)
     text = dumps(payload, what)
     target = live(claims, run_id)
+    if identify is not None:
+        sender, who = identify(target, signal_act(name, payload))
+        text = dumps(envelope(payload, who), what)
     while True:
         inbox_id = claims.store.signal(target, name, text, sender, time.time())
         if inbox_id is not None:

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import StepFailed, UpdateTimeout
+from ..gates import identity
 from ..journal.steps import Steps
 from ..records import JSON, Kind
 from ..runtime.chain import chain_events, live
 from ..runtime.claim import Claims
 from ..runtime.inbox import send
+from .acts import identify
 
 
 class Updates(Steps):
@@ -39,12 +41,25 @@ class Updates(Steps):
         return args, answer
 
 
-def update(claims: Claims, run_id: str, name: str, args: JSON, *, timeout: float, sender: str | None) -> JSON:
+def update(
+    claims: Claims,
+    run_id: str,
+    name: str,
+    args: JSON,
+    *,
+    timeout: float,
+    sender: str | None,
+    token: str | None = None,
+) -> JSON:
     """Send update `name` to a run and wait for its answer; `UpdateTimeout` if none comes within
-    `timeout` seconds (the request stays queued for the run)."""
+    `timeout` seconds (the request stays queued for the run). A registered approver's name as
+    `sender` needs its `token` and the operator role (`gates.identity`)."""
     update_id = uuid.uuid4().hex
     run_id = live(claims, run_id)
-    send(claims, run_id, f"update:{name}", {"id": update_id, "args": args}, sender, internal=True)
+    who = identify(claims, sender, token, identity.ROLE)
+    send(
+        claims, run_id, f"update:{name}", {"id": update_id, "args": args}, sender, internal=True, identify=who
+    )
     label = f"answer:{update_id}"
     deadline = time.monotonic() + timeout
     while True:
