@@ -6,34 +6,56 @@ the wheel (package data listed only `py.typed`), and CI, installing in editable 
 
 from __future__ import annotations
 
+import email
+import email.message
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+
+import daybook
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "daybook"
+# What a clean checkout's build reads besides src/ (pyproject.toml's readme, license-files, MANIFEST.in).
+BUILD_FILES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "constraints.txt")
 
 
-@pytest.mark.slow
-# pip builds the wheel in an isolated environment, as `pip install .` does for a user.
-def test_the_wheel_holds_every_non_python_file_of_the_package(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel `pip install .` builds from a clean checkout (in pip's isolated build
+    environment, as for a user)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # From a copy without the editable install's egg-info: its file list would smuggle data files
     # into the wheel that a clean checkout's `pip install .` leaves out.
     source = tmp_path / "source"
     ignore = shutil.ignore_patterns("*.egg-info", "__pycache__")
     shutil.copytree(ROOT / "src", source / "src", ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in BUILD_FILES:
         shutil.copy(ROOT / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("daybook_runtime-*.whl")
+    (built,) = tmp_path.glob("daybook_runtime-*.whl")
+    return built
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(archive.read(name))
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_every_non_python_file_of_the_package(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     wanted = {
         "daybook/" + path.relative_to(PACKAGE).as_posix()
@@ -42,3 +64,41 @@ def test_the_wheel_holds_every_non_python_file_of_the_package(tmp_path: Path) ->
     }
     assert wanted, "the package has data files to check"
     assert wanted <= names, f"missing from the wheel: {sorted(wanted - names)}"
+
+
+@pytest.mark.slow
+def test_the_wheel_says_its_licence_and_the_version_daybook_reports(wheel: Path) -> None:
+    meta = _metadata(wheel)
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["License-File"] == "LICENSE"
+    assert meta["Version"] == daybook.__version__  # one place: daybook.__version__
+    assert wheel.name.startswith(f"daybook_runtime-{daybook.__version__}-")
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in zipfile.ZipFile(wheel).namelist())
+    assert "Typing :: Typed" in meta.get_all("Classifier", [])
+    # The README's wheel file name is the one a build makes today.
+    assert f"dist/{wheel.name}" in (ROOT / "README.md").read_text()
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.slow
+def test_every_dependency_takes_a_range_that_holds_the_tested_version(wheel: Path) -> None:
+    """An extra pinned with `==` downgrades or conflicts in an existing project; the exact
+    versions tested are in constraints.txt, each inside the range the wheel declares."""
+    tested = {
+        Requirement(line).name: Requirement(line).specifier
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    requires = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist", [])]
+    assert requires, "the wheel declares its dependencies"
+    for req in requires:
+        assert not any(spec.operator in {"==", "==="} for spec in req.specifier), str(req)
+        assert req.name in tested, f"{req.name} has no tested version in constraints.txt"
+        (pin,) = tested[req.name]
+        assert req.specifier.contains(pin.version), f"{req} does not admit the tested {pin.version}"
+
+
+def test_the_dev_extra_and_the_bench_extra_take_ranges_too() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pinned = [r for reqs in extras.values() for r in reqs if re.search(r"===?", r)]
+    assert pinned == []
