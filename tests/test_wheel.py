@@ -1,4 +1,5 @@
-"""The built wheel is what a user installs: it must hold every file the package reads at run time.
+"""The built wheel is what a user installs: it must hold every file the package reads at run time,
+say its licence and version, and take dependency ranges that hold the versions tested.
 
 `daybook web` once crashed after any non-editable install because `web/static/live.js` was not in
 the wheel (package data listed only `py.typed`), and CI, installing in editable mode, never saw it.
@@ -102,3 +103,19 @@ def test_the_dev_extra_and_the_bench_extra_take_ranges_too() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     pinned = [r for reqs in extras.values() for r in reqs if re.search(r"===?", r)]
     assert pinned == []
+
+
+@pytest.mark.slow
+def test_the_wheel_smoke_script_passes_against_the_checkout(tmp_path: Path) -> None:
+    """`.ci/smoke-wheel` runs tests/wheel_smoke.py from an installed wheel; here the same script
+    runs against this checkout, so a broken smoke test shows in the suite, not only in CI.
+    (The demo and the extras' imports have tests of their own.)"""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "wheel_smoke.py"), "--only", "worker,web,proxy"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "proxy ok" in proc.stdout and "web ok" in proc.stdout
