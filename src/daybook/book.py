@@ -29,6 +29,7 @@ from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import approval
+from .hints import name_the_store
 from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
@@ -45,7 +46,7 @@ from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.expiry import expire as expire_paused
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
-from .store import Store, integrity, open_store, retention
+from .store import Store, integrity, open_store, resolve_url, retention
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -55,8 +56,7 @@ from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
 
-# Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
-# wait longer than that is a mistake, and NaN or infinity would stall runs for good).
+# A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
@@ -70,6 +70,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
+@name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
 class Daybook(DispatchMethods, RecoveryMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
