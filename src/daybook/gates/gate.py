@@ -18,6 +18,7 @@ from ..journal.steps import Steps
 from ..journal.stop import Stop
 from ..journal.wait import Signal
 from ..records import JSON
+from ..store.secrets import MARK, Secret
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,16 @@ def action_digest(run_id: str, gate_id: str, proposal: Any) -> str:
         "action": proposal.get("action"),
         "about": proposal.get("about"),
     }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # A Secret in `about` as the mark the journal holds (its digest): live, replayed and as
+    # `approve` reads it from the journal, the same digest.
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_as_mark)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _as_mark(value: Any) -> JSON:
+    if isinstance(value, Secret) and value.digest is not None:
+        return {MARK: value.digest}
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class Gates(Steps):

@@ -144,7 +144,10 @@ class Claims:
             with self._beat_lock:
                 if self._beat_store is None:
                     # `dsn`: the URL that connects (`url` may have its password masked).
-                    self._beat_store = open_store(getattr(self.store, "dsn", self.store.url))
+                    raw = open_store(getattr(self.store, "dsn", self.store.url))
+                    # Behind the same guard: the inbox it watches holds encoded payloads.
+                    twin = getattr(self.store, "twin", None)
+                    self._beat_store = twin(raw) if twin is not None else raw
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
         def watch() -> Requests:

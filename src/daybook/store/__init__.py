@@ -7,7 +7,8 @@ header (status, lease) changes in place. Backends: `sqlite` (with `group` commit
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
 `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `wal` refuses
 a SQLite commit once the write-ahead log was deleted under the process. `secrets` and
-`keys` turn secret values into keyed digests, `codec` holds the payload codecs and `guarded` the
+`keys` turn secret values into keyed digests, `codec` holds the payload codecs, `codec_check`
+the codec a store records (a handle with another key is refused at open) and `guarded` the
 guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
 erases the payloads of old finished runs (`gc`).
 `open_store(url, read_only=True)` never creates, upgrades or writes a store.
@@ -160,6 +161,9 @@ class Store(Protocol):
     def meta_value(self, key: str, default: str) -> str:
         """The store-wide setting `key` (e.g. the default secret key), set to `default` first
         if it has none; a read-only handle only reads (`default` when unset)."""
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Every store-wide setting whose key starts with `prefix` (read only, never sets)."""
 
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 

@@ -544,6 +544,10 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         row = self._db.execute("SELECT value FROM daybook_meta WHERE key = %s", (key,)).fetchone()
         return str(row[0]) if row else default
 
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        sql = "SELECT key, value FROM daybook_meta WHERE left(key, %s) = %s"
+        return {str(k): str(v) for k, v in self._db.execute(sql, (len(prefix), prefix)).fetchall()}
+
     def close(self) -> None:
         self._tx_signal.close()
         self._db.close()

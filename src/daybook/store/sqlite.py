@@ -542,6 +542,11 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
         row = self._read("SELECT value FROM daybook_meta WHERE key = ?", (key,))
         return str(row[0][0]) if row else default
 
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        sql = "SELECT key, value FROM daybook_meta WHERE substr(key, 1, ?) = ?"
+        rows = self._read(sql, (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
     def close(self) -> None:
         self._db.close()
         if self._reader is not self._db:

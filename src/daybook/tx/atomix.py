@@ -55,6 +55,7 @@ from ..errors import (
     ScopeViolation,
     TransactionAbandoned,
 )
+from ..journal.effect import act_args
 from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
@@ -95,8 +96,9 @@ def treatment(tool: Tool[Any]) -> str:
 class _Call:
     tool: Tool[Any]
     key: str | None
-    args: dict[str, Any]
+    args: dict[str, Any]  # live: what the tool receives at the flush
     step: int
+    stored: dict[str, Any] | None = None  # as journaled: secrets as digests (`act_args`)
 
 
 Raw = Callable[..., Any]  # the effect path under the transaction layer: (tool, key=, **args)
@@ -293,12 +295,14 @@ class EpochTransaction:
         exe = self._exe
         step = exe.alloc()
         key = key or f"{exe.run_id}/{step}"
-        fp = step_fingerprint({"tool": tool.name, "key": key, "args": args}, step, STAGE)
+        # Concealed as ctx.effect conceals its intent: the staged row never holds a secret.
+        stored, _ = act_args(exe, tool, args)
+        fp = step_fingerprint({"tool": tool.name, "key": key, "args": stored}, step, STAGE)
         if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
             value = {"tx_id": self.tx_id, "tool": tool.name, "key": key, "treatment": how}
-            data = {"value": value, "args": args}
+            data = {"value": value, "args": stored}
             exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
-        self._staged.append(_Call(tool, key, args, step))
+        self._staged.append(_Call(tool, key, args, step, stored))
         if tool.is_async:
             return _ready(None)
         return None
@@ -337,7 +341,7 @@ class EpochTransaction:
         for c in self._staged:
             if treatment(c.tool) != "held":
                 continue
-            about = {"tool": c.tool.name, "key": c.key, "args": c.args, "tx_id": self.tx_id}
+            about = {"tool": c.tool.name, "key": c.key, "args": c.stored, "tx_id": self.tx_id}
             verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
             if not verdict.approved:
                 declined = ReleaseDeclined(
