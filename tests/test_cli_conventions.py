@@ -289,3 +289,24 @@ def test_mcp_proxy_without_a_command_or_with_a_missing_program_says_what_to_give
     assert "no program 'no-such-mcp-server'" in missing.stderr and "Traceback" not in missing.stderr
     # `--db` goes before `--` in the example it prints, never into the upstream's command line.
     assert f"mcp-proxy --db {shlex.quote(db_url)} -- python server.py" in missing.stderr
+
+
+@daybook.workflow
+def conv_waits(ctx: daybook.Context) -> str:
+    signal = ctx.wait_for("go")
+    return "went" if signal is not None else "timed out"
+
+
+def test_a_suspended_run_names_the_resume_that_continues_it_with_app_and_db(db_url: str) -> None:
+    with daybook.Daybook(db_url, inline_wait=0.05) as book, pytest.raises(daybook.Suspended) as suspended:
+        book.run(conv_waits, run_id="w1")
+    # In Python: the hint names the store.
+    assert db_of(str(suspended.value), "resume w1") == db_url
+    # In the CLI: the same hint, given the --app the run's stored reference suggests as well.
+    result = CliRunner().invoke(main, ["resume", "w1", "--db", db_url], env={"DAYBOOK_DB": None})  # type: ignore[dict-item]
+    assert result.exit_code == 5, result.output
+    hint = re.search(r"`(daybook resume w1[^`]*)`", result.output)
+    assert hint is not None, result.output
+    words = shlex.split(hint.group(1))
+    assert words[words.index("--app") + 1] == __name__  # this module, where conv_waits is
+    assert words[words.index("--db") + 1] == db_url
