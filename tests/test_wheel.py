@@ -119,3 +119,24 @@ def test_the_wheel_smoke_script_passes_against_the_checkout(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "proxy ok" in proc.stdout and "web ok" in proc.stdout
+
+
+def test_ci_runs_the_readme_command_the_checks_and_then_the_wheel_as_a_user_installs_it() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text().splitlines()
+    test_command = "pip install -e '.[dev]' && pytest"
+    assert readme[2].endswith("`pip install . && python -m daybook demo`")  # the two commands first
+    assert readme[4].endswith(f"`{test_command}`")
+    steps = [
+        'export PIP_CONSTRAINT="$PWD/constraints.txt"',
+        test_command,
+        "ruff check src tests",
+        "mypy --strict src",
+        "lint-imports",
+        "python -m build",
+        "twine check --strict dist/*",
+        ".ci/smoke-wheel dist",
+    ]
+    at = [ci.index(step) for step in steps]
+    assert at == sorted(at), "CI runs these in this order"
+    assert "--installed" in (ROOT / ".ci" / "smoke-wheel").read_text()
