@@ -125,6 +125,20 @@ class RunExpired(DaybookError):
         self.run_id = run_id
 
 
+class RunErased(DaybookError):
+    """What a run needs was erased by retention (`daybook gc`): only its audit spine is left, and
+    an erasure mark is never handed to code as data."""
+
+    def __init__(self, run_id: str, gc_id: object, what: str = "its payloads") -> None:
+        super().__init__(
+            f"run {run_id!r}: {what} were erased by `daybook gc` ({gc_id}), so they cannot be "
+            f"read or replayed; `daybook show {run_id}` shows the audit spine that is left. Start "
+            "a new run (with a new run id)"
+        )
+        self.run_id = run_id
+        self.gc_id = gc_id
+
+
 class RunCancelled(DaybookError):
     """The run was cancelled (`daybook cancel`); it never runs again."""
 
@@ -154,11 +168,18 @@ class DuplicateKey(DaybookError):
 
 
 class StepFailed(DaybookError):
-    """A recorded step (decision or effect) raised; the same error is raised again on replay."""
+    """A recorded step (decision or effect) raised; the same error is raised again on replay.
+    For a decision, `step` names it, and `bug` says its function raised an exception it did
+    not mean (not a `WorkflowFailed`, `StepFailed` or `BudgetExceeded`): left uncaught, such a
+    failure parks the run; either way `retry` runs that step again."""
 
-    def __init__(self, message: str, error: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, error: dict[str, str], step: int | None = None, bug: bool = False
+    ) -> None:
         super().__init__(message)
         self.error = error
+        self.step = step
+        self.bug = bug
 
 
 class EffectFailed(StepFailed):
@@ -263,6 +284,10 @@ class TransactionAbandoned(DaybookError):
     lease lapsed); the process that took the run over aborted it (staged calls dropped, what ran
     undone, held irreversible calls never released), and it runs again under a fresh epoch
     while its `retries` last."""
+
+
+class TransactionNotFound(DaybookError):
+    """No transaction attempt has this id (`daybook tx` lists them, column `transaction`)."""
 
 
 class ReleaseDeclined(DaybookError):

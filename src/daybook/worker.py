@@ -35,6 +35,9 @@ MAX_POLL = 3600.0
 # Seconds a work thread waits before trying again to open its store connection: the first
 # wait, doubled after each refusal up to the second.
 OPEN_RETRY = (0.5, 30.0)
+# Once asked to stop, how long a worker lets the runs it executes reach a stopping point
+# (finish, suspend: a frontier wait suspends within `inline_wait`) before it exits anyway.
+DEFAULT_GRACE = 30.0
 
 
 @dataclass
@@ -65,10 +68,12 @@ class Worker:
         queues: Sequence[str] = (),
         schedules: bool = True,
         warn: Callable[[str], None] | None = None,
+        grace: float = DEFAULT_GRACE,
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
         lease_ttl = lease_ttl_of(lease_ttl)
+        self.grace = bounded(grace, "grace (seconds)", low=0.0, high=MAX_POLL)
         # The only code this worker imports (with $DAYBOOK_APP): a run's stored reference never.
         apps = [apps] if isinstance(apps, str) else list(apps)
         for app in apps:
@@ -168,11 +173,26 @@ class Worker:
             threads.append(threading.Thread(target=self._fire, args=(shared, done), daemon=True))
         for t in threads:
             t.start()
-        for t in threads[: self.concurrency]:
-            t.join()
+        self._wait_for(threads[: self.concurrency])
         done.set()
         for t in threads[self.concurrency :]:
-            t.join()
+            t.join(max(1.0, self.grace))
+
+    def _wait_for(self, threads: list[threading.Thread]) -> None:
+        """Until the work threads end; once `stop` is set, `grace` seconds at most. A run still
+        executing then is left as a crash would leave it (its lease lapses and a worker takes it
+        over; nothing journaled is lost): the threads are daemons, the process exits."""
+        while any(t.is_alive() for t in threads) and not self.stop.is_set():
+            self.stop.wait(0.2)  # set by a signal (or `until_idle`: the threads end themselves)
+        deadline = time.monotonic() + self.grace
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        busy = sum(t.is_alive() for t in threads)
+        if busy:
+            self.echo(
+                f"worker: {busy} run(s) still executing {self.grace:g}s after the stop; exiting "
+                "anyway: their leases lapse and another worker takes them over"
+            )
 
     def _fire(self, book: Daybook, done: threading.Event) -> None:
         """Start the runs of schedule firings that have come, every poll (at most a second), on

@@ -29,6 +29,7 @@ import click
 
 from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended, __version__
 from ..errors import redact_url
+from ..gates.signing import read_key_file
 from ..hints import with_db as hinted
 from ..runtime.workflow import app_of, load_app
 from . import render
@@ -360,3 +361,39 @@ def import_apps(apps: Sequence[str]) -> None:
 def by_option(verb: str) -> Decorator:
     """`--by`: who does it, journaled with the act (Daybook takes the OS user for None)."""
     return click.option("--by", default=None, help=f"Who {verb} it (default: the OS user).")
+
+
+def credential_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--token` / `--key-file`: the key that proves a registered approver's name (`--as`,
+    `--by`); given to the command as `token` (the key file's text when a file is named)."""
+
+    @functools.wraps(fn)
+    def with_token(*args: Any, key_file: str | None = None, **kwargs: Any) -> Any:
+        if key_file:
+            try:
+                kwargs["token"] = read_key_file(key_file)
+            except DaybookError as exc:
+                fail(str(exc))
+        return fn(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--token",
+            envvar=["DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN"],
+            default=None,
+            help="A registered approver's key (token); prefer $DAYBOOK_TOKEN or --key-file "
+            "(a flag is visible in `ps`).",
+        ),
+        click.option(
+            "--key-file",
+            envvar="DAYBOOK_KEY_FILE",
+            default=None,
+            metavar="PATH",
+            help="The file holding the key (`daybook approvers add NAME --key-file PATH`); "
+            "also $DAYBOOK_KEY_FILE.",
+        ),
+    ]
+    wrapped: Callable[..., Any] = with_token
+    for option in options:
+        wrapped = option(wrapped)
+    return wrapped

@@ -12,6 +12,7 @@ from . import render
 from .app import (
     apps_option,
     by_option,
+    credential_option,
     db_option,
     import_apps,
     json_option,
@@ -48,6 +49,7 @@ from .app import (
 @apps_option("The module or script defining the run's workflow and tools (or $DAYBOOK_APP).")
 @by_option("recovers")
 @json_option("The recovery as JSON.")
+@credential_option
 @with_book
 def recover(
     book: Daybook,
@@ -63,6 +65,7 @@ def recover(
     apps: tuple[str, ...],
     by: str | None,
     as_json: bool,
+    token: str | None,
 ) -> None:
     """Recover a failed run by rolling back only its failed subtask instance (`ctx.subtask`) to
     the latest checkpoint no committed consumer depends on and no irreversible effect lies after;
@@ -71,7 +74,14 @@ def recover(
     chosen = RecoveryPolicy(policy, blocking=not no_blocking, exits=exits, joint=joint)
     with parked_exit(book, run_id):
         rec = book.recover(
-            run_id, policy=chosen, instance=instance, dry_run=dry_run, submit=submit, by=by, app=apps
+            run_id,
+            policy=chosen,
+            instance=instance,
+            dry_run=dry_run,
+            submit=submit,
+            by=by,
+            app=apps,
+            token=token,
         )
     if as_json:
         json_out({**rec.as_dict(), "result": rec.result})

@@ -12,14 +12,30 @@ from .. import Daybook
 from ..book import MAX_SECONDS
 from ..records import bounded
 from . import render
-from .app import Bounded, apps_option, import_apps, json_option, json_out, resume_hint, say, with_book
+from .app import (
+    Bounded,
+    apps_option,
+    credential_option,
+    import_apps,
+    json_option,
+    json_out,
+    resume_hint,
+    say,
+    with_book,
+)
 
 
 @click.command()
 @click.argument("run_id")
 @click.argument("kind", type=click.Choice(["add", "revise", "retract"]))
 @click.argument("text")
-@click.option("--as", "author", default=None, metavar="NAME", help="Who steers (default: the OS user).")
+@click.option(
+    "--as",
+    "author",
+    default=None,
+    metavar="NAME",
+    help="Who steers (default: the OS user); a registered approver's name needs its key.",
+)
 @click.option(
     "--target",
     default=None,
@@ -34,6 +50,7 @@ from .app import Bounded, apps_option, import_apps, json_option, json_out, resum
     help="How long to wait for the run to acknowledge it.",
 )
 @json_option("The acknowledgement as JSON.")
+@credential_option
 @with_book
 def steer(
     book: Daybook,
@@ -44,11 +61,12 @@ def steer(
     target: str | None,
     wait: float,
     as_json: bool,
+    token: str | None,
 ) -> None:
     """Steer a live run: add ("also include X"), revise ("8000 words, not 6000") or retract
     ("skip the translation"). The revision is journaled in order with its author; the run reads
     it at its next step boundary and acknowledges it, which this command waits for."""
-    ack = book.steer(run_id, kind, text, author=author, target=target, wait=wait)
+    ack = book.steer(run_id, kind, text, author=author, target=target, wait=wait, token=token)
     if as_json:
         json_out(ack)
         return

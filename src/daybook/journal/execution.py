@@ -122,9 +122,10 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
-        # Called once, at the first step this execution takes live (past the journal's end): a
-        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
+        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
         self.on_live: Callable[[], None] | None = None
+        self.live_at: int | None = None
         # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
         # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
@@ -140,6 +141,8 @@ class Execution:
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
+            elif ev.kind == Kind.OUTCOME and isinstance(ev.data.get("inbox_id"), int):
+                self.consumed.add(ev.data["inbox_id"])  # a resolution sent to the live run
 
     def _index(self, events: list[Event]) -> None:
         """Group the loaded rows by step, and note what the rows without a step say."""
@@ -236,8 +239,8 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
-        if step > self.recorded_steps and self.on_live is not None:
-            hook, self.on_live = self.on_live, None
+        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
+            hook, self.on_live, self.live_at = self.on_live, None, None
             hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(

@@ -5,9 +5,9 @@ A mixin of `Daybook`, so the facade stays one flat object while recovery lives w
 
 from __future__ import annotations
 
-import getpass
 from typing import TYPE_CHECKING, Any
 
+from ..gates import identity
 from ..journal.execution import Execution
 from ..runtime.workflow import Apps, Workflow, load
 from .restore import Recovery, auto, recover
@@ -37,6 +37,7 @@ class RecoveryMethods:
         submit: bool = False,
         by: str | None = None,
         app: Apps = None,
+        token: str | None = None,
     ) -> Recovery:
         """Recover a failed run by rolling back only its failed subtask instance (`ctx.subtask`)
         to that instance's latest admissible checkpoint: one no committed consumer depends on and
@@ -47,7 +48,10 @@ class RecoveryMethods:
         `blocking=False`, `exits=True`, `joint=True`). `instance`: name the failed instance
         when the journal cannot (a full `Skeleton::entity::n`; an alias matching several
         abstains). `dry_run`: decide and explain, change nothing. The run then re-runs here and
-        `Recovery.result` holds its result; `submit=True` leaves it `pending` for a worker."""
+        `Recovery.result` holds its result; `submit=True` leaves it `pending` for a worker.
+        `by`: who recovers it, under the identity rule of every operator's act (a registered
+        approver's name needs its `token` and the operator role; README, "Who acts")."""
+        by, who = identity.actor(self.store, by, token, "recover", run_id)
         chosen = policy if isinstance(policy, RecoveryPolicy) else RecoveryPolicy(policy)
         info = self.store.get_run(run_id)
         if info is not None and not dry_run:
@@ -58,8 +62,9 @@ class RecoveryMethods:
             chosen,
             instance=instance,
             dry_run=dry_run,
-            by=by or getpass.getuser(),
+            by=by,
             context=self._runner.context,
+            identity=who,
         )
         if dry_run or submit:
             return report

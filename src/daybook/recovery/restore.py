@@ -112,8 +112,10 @@ def recover(
     dry_run: bool,
     by: str,
     context: Callable[[Execution], Any],
+    identity: dict[str, Any] | None = None,
 ) -> Recovery:
-    """Select and, unless `dry_run`, carry out the recovery of a failed run (see the module)."""
+    """Select and, unless `dry_run`, carry out the recovery of a failed run (see the module);
+    `identity` (how sure `by` is, `gates.identity`) goes into the `run_retried` row."""
     info, plan, branch = plan_for(store, run_id, policy, instance)
     report = _report(run_id, plan, branch, dry_run)
     if dry_run:
@@ -125,7 +127,8 @@ def recover(
         )
     undone = _compensate(store, info, plan, branch, context)
     report = dataclasses.replace(report, compensated=undone)
-    operator.retry(store, run_id, by, _branch_data(plan, branch, report.as_dict()), RECOVERABLE)
+    data = {**_branch_data(plan, branch, report.as_dict()), **({"identity": identity} if identity else {})}
+    operator.retry(store, run_id, by, data, RECOVERABLE)
     return report
 
 

@@ -4,6 +4,8 @@ A run stores its workflow's name and an import reference (`module:qualname`, or 
 qualname` for a script). Another process finds the code in its own registry (workflows already
 imported there) or in the modules the operator names (`--app`, `app=`, `$DAYBOOK_APP`); the
 stored reference is only shown in the error, never imported (a row must not run code).
+A workflow's identity is its reference, or the name given with `name=`: two functions of one
+bare name in two modules are two workflows, and a run resumes with its own (`same_code`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class Workflow(Generic[R]):
     # ("dart", "entry", "coarse", "retry"; None: off) and how many times per run.
     recover: str | None = None
     recoveries: int = 3
+    # `name=` was given: the user's stable name is the workflow's identity, wherever its code
+    # lives; otherwise its identity is its code reference (`ref`), so two functions of one bare
+    # name in two modules are two workflows.
+    named: bool = False
 
     @property
     def is_async(self) -> bool:
@@ -47,7 +53,26 @@ class Workflow(Generic[R]):
         return self.fn(*args, **kwargs)
 
 
-_REGISTRY: dict[str, Workflow[Any]] = {}
+# Name -> code reference ("" for the one that declares the name) -> workflow: two modules may
+# each define a `refund`.
+_REGISTRY: dict[str, dict[str, Workflow[Any]]] = {}
+
+
+def same_code(a: str, b: str) -> bool:
+    """Whether two stored references name the same function: equal, or one by module
+    (`billing.refund:fn`) and one by the path of that module's file (`/src/billing/refund.py:fn`,
+    a script loaded by path or run as `__main__`)."""
+    if a == b:
+        return True
+    (mod_a, _, fn_a), (mod_b, _, fn_b) = a.rpartition(":"), b.rpartition(":")
+    if fn_a != fn_b or not mod_a or not mod_b:
+        return False
+    path, module = (mod_a, mod_b) if mod_a.endswith(".py") else (mod_b, mod_a)
+    if not path.endswith(".py") or module.endswith(".py"):
+        return False
+    tail = module.replace(".", "/")
+    norm = path.replace(os.sep, "/")
+    return norm.endswith(f"/{tail}.py") or norm.endswith(f"/{tail}/__init__.py")
 
 
 def _ref_of(fn: Callable[..., Any]) -> str:
@@ -132,9 +157,13 @@ def workflow(
     ):
         raise ConfigError(f"fail_on must be a tuple of exception classes, not {fail_on!r}")
 
+    if name is not None:
+        _check_name(name)
+
     def wrap(f: Callable[..., R]) -> Workflow[R]:
         wf = Workflow(
             fn=f,
+            named=name is not None,
             name=name or f.__name__,
             ref=_ref_of(f),
             version=version,
@@ -143,7 +172,8 @@ def workflow(
             recover=recover,
             recoveries=recoveries,
         )
-        _REGISTRY[wf.name] = wf
+        # A named workflow is its name: a later definition of it replaces the earlier (new code).
+        _REGISTRY.setdefault(wf.name, {})["" if wf.named else wf.ref] = wf
         return wf
 
     return wrap(fn) if fn is not None else wrap
@@ -153,9 +183,9 @@ def as_workflow(obj: Any) -> Workflow[Any]:
     if isinstance(obj, Workflow):
         return obj
     if callable(obj):
-        found = _REGISTRY.get(getattr(obj, "__name__", ""))
-        if found is not None and found.fn is obj:
-            return found
+        for found in _REGISTRY.get(getattr(obj, "__name__", ""), {}).values():
+            if found.fn is obj:
+                return found
         wf: Workflow[Any] = workflow(obj)
         return wf
     raise ConfigError(f"{obj!r} is not a workflow: pass a function decorated with @daybook.workflow")
@@ -181,13 +211,56 @@ def load(name: str, ref: str, app: Apps = None) -> Workflow[Any]:
     """Find the workflow a stored run names: in this process's registry, else in the code the
     operator named (`app`, then $DAYBOOK_APP). The stored `ref` is only a hint for the error: it
     is never imported, so a row in the store cannot make this process run code (D5)."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    found = _registered(name, ref)
     for target in allowed_apps(app):
+        if found is not None:
+            break
         _import(target.rsplit(":", 1)[0] if _is_ref(target) else target)
-        if name in _REGISTRY:
-            return _REGISTRY[name]
-    raise ConfigError(missing_message(name, ref, allowed_apps(app)))
+        found = _registered(name, ref)
+    if found is None and _REGISTRY.get(name):
+        raise ConfigError(_another_message(name, ref))
+    if found is None:
+        raise ConfigError(missing_message(name, ref, allowed_apps(app)))
+    return found
+
+
+def registered(name: str) -> list[Workflow[Any]]:
+    """Every workflow this process registered under `name` (one per code reference)."""
+    return list(_REGISTRY.get(name, {}).values())
+
+
+def _registered(name: str, ref: str) -> Workflow[Any] | None:
+    """The registered workflow a run names: the one of its code reference; else the one that
+    declares that name explicitly (`name=`: its code may have moved). Anything else of that
+    name is another workflow: None."""
+    candidates = _REGISTRY.get(name, {})
+    if not ref:  # asked by name alone (a schedule named on the command line): only if unique
+        return next(iter(candidates.values())) if len(candidates) == 1 else None
+    exact = [wf for wf in candidates.values() if not wf.named and same_code(wf.ref, ref)]
+    return exact[-1] if exact else candidates.get("")
+
+
+def _another_message(name: str, ref: str) -> str:
+    refs = ", ".join(sorted(wf.ref for wf in _REGISTRY.get(name, {}).values()))
+    if not ref:
+        return (
+            f"several workflows are named {name!r} ({refs}): give each its own name "
+            "(@daybook.workflow(name=...)) so it can be named alone"
+        )
+    return (
+        f"the run belongs to workflow {name!r} at {ref!r}; this process has {refs} of that "
+        f"name, which is another workflow. Import the code at {ref!r} (--app "
+        f"{shlex.quote(app_of(ref))}); if that code moved, declare its name where it now is "
+        f"(@daybook.workflow(name={name!r})) so the run resumes with it"
+    )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable():
+        raise ConfigError(
+            f"workflow name={name!r}: use a non-empty, printable string of at most 200 characters "
+            "(a stable name for the workflow, kept by its runs whatever module it moves to)"
+        )
 
 
 def _is_ref(target: str) -> bool:

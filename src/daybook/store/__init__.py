@@ -165,6 +165,10 @@ class Store(Protocol):
     def meta_items(self, prefix: str) -> dict[str, str]:
         """Every store-wide setting whose key starts with `prefix` (read only, never sets)."""
 
+    def current_role(self) -> str | None:
+        """The database role this handle connects as, journaled beside a name an actor claims;
+        None for SQLite, whose only access control is the file's."""
+
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 
     def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:

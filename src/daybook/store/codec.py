@@ -26,7 +26,8 @@ from .keys import as_key, digest
 
 ENVELOPE = "$codec"
 # Kept in clear beside an opaque payload: the decision an intent links to (the store indexes it).
-SPINE = ("decision",)
+# `fork_of`: the run a fork shares rows with, which retention must see to keep it.
+SPINE = ("decision", "fork_of")
 ENV = "DAYBOOK_CODEC_KEY"
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 

@@ -36,7 +36,7 @@ PASSTHROUGH = (
     "meta_items", "raw_rows", "journal_run_ids", "quick_check", "entity_claim",
     "entity_release", "entity_list", "tx_rows", "tx_signal", "ensure_queue", "declare_queue",
     "queue_rows", "queue_names", "claim_queued", "attributes", "drop_schedule",
-    "pause_schedule", "advance_schedule",
+    "pause_schedule", "advance_schedule", "current_role",
 )  # fmt: skip
 _TAG = f'"{ENVELOPE}"'  # an encoded payload's text holds it; a plain one (almost never) does
 

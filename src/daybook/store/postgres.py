@@ -369,6 +369,11 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         rows = self._db.execute("SELECT name, token_hash FROM daybook_approvers").fetchall()
         return {r[0]: r[1] for r in rows}
 
+    def current_role(self) -> str | None:
+        """The database role this handle connects as (journaled beside a claimed name)."""
+        row = self._db.execute("SELECT current_user").fetchone()
+        return str(row[0]) if row else ""
+
     def load(self, run_id: str) -> list[Event]:
         rows = self._db.execute(
             f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq",

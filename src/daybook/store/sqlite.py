@@ -547,6 +547,9 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
         rows = self._read(sql, (len(prefix), prefix))
         return {str(k): str(v) for k, v in rows}
 
+    def current_role(self) -> str | None:
+        return None  # no roles: whoever can write the file is the owner
+
     def close(self) -> None:
         self._db.close()
         if self._reader is not self._db:

@@ -16,7 +16,7 @@ from ..journal.execution import Execution
 from ..journal.steps import Steps
 from ..journal.tool import Tool
 from ..records import JSON
-from .atomix import EpochTransaction, drive_async, drive_sync
+from .atomix import DEFAULT_WAIT, EpochTransaction, drive_async, drive_sync
 from .scope import parse_all
 from .speculate import speculate
 
@@ -96,14 +96,17 @@ class Transactions(Steps):
         scopes: Iterable[str],
         *,
         retries: int = 3,
-        wait: float | None = None,
+        wait: float | None = DEFAULT_WAIT,
         gate: bool | Sequence[str] = False,
     ) -> Block:
         """A transaction over the resources `scopes` (`<type>:<path>[:<id>]`, `*` one segment,
         `**` any suffix), as `with` or `async with`.
 
         Entering takes a fresh epoch from the store and waits until no transaction with a smaller
-        epoch on an overlapping scope is open (`wait` seconds at most, else FrontierTimeout).
+        epoch on an overlapping scope is open: in the process for a short spin (`inline_wait`),
+        then suspended (the run holds no process or worker slot; it looks again every second).
+        `wait` (seconds, default 600; None: no limit) bounds the whole wait, across
+        suspensions, from when the epoch was taken; past it FrontierTimeout is raised.
         Inside, `ctx.effect` calls are checked against the scopes (a tool's `scopes=`; outside:
         ScopeViolation, refused before it runs), then: a `bufferable` tool is staged and runs at
         commit; an irreversible one is held and runs at commit, once; any other runs now and its
@@ -129,7 +132,7 @@ class Transactions(Steps):
         *,
         choose: Callable[[dict[str, Any]], str],
         scopes: Iterable[str] | None = None,
-        wait: float | None = None,
+        wait: float | None = DEFAULT_WAIT,
         deadline: float | None = None,
     ) -> Any:
         """Best-of-K: run every branch `fn(ctx)` concurrently (threads), each in its own
