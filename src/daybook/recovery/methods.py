@@ -5,9 +5,11 @@ A mixin of `Daybook`, so the facade stays one flat object while recovery lives w
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import DaybookError
 from ..journal.execution import Execution
 from ..runtime.workflow import Apps, Workflow, load
 from .restore import Recovery, auto, recover
@@ -46,14 +48,18 @@ class RecoveryMethods:
         `policy`: "dart" (default), "entry", "coarse", "retry", or a `RecoveryPolicy` (ablations:
         `blocking=False`, `exits=True`, `joint=True`). `instance`: name the failed instance
         when the journal cannot (a full `Skeleton::entity::n`; an alias matching several
-        abstains). `dry_run`: decide and explain, change nothing. The run then re-runs here and
-        `Recovery.result` holds its result; `submit=True` leaves it `pending` for a worker."""
+        abstains). `dry_run`: decide and explain under the same checks, change nothing
+        (`Recovery.refused` says why the real call would refuse). The run then re-runs here and
+        `Recovery.result` holds its result; `submit=True` leaves it `pending` for a worker. If
+        the re-run stops (parked, failed again, waiting), its error carries the `Recovery` as
+        `exc.recovery`. Raises `RecoveryInProgress` while another process recovers the run."""
         chosen = policy if isinstance(policy, RecoveryPolicy) else RecoveryPolicy(policy)
         info = self.store.get_run(run_id)
         if info is not None and not dry_run:
             load(info.workflow, info.ref, app)  # registers the tools whose inverses may run
         report = recover(
             self.store,
+            self._runner.claims,
             run_id,
             chosen,
             instance=instance,
@@ -63,9 +69,13 @@ class RecoveryMethods:
         )
         if dry_run or submit:
             return report
-        result = self._runner.resume(run_id, 0.0, app)
-        return Recovery(**{**report.__dict__, "result": result})
+        try:
+            result = self._runner.resume(run_id, 0.0, app)
+        except DaybookError as exc:
+            exc.recovery = report  # what was undone and branched, although the re-run stopped
+            raise
+        return dataclasses.replace(report, result=result)
 
     def _auto_recover(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
         """The runner's hook for `@workflow(recover=...)` (see `restore.auto`)."""
-        return auto(exe, str(wf.recover), wf.recoveries, exc, self._runner.context)
+        return auto(exe, self._runner.claims, str(wf.recover), wf.recoveries, exc, self._runner.context)

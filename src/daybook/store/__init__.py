@@ -53,6 +53,13 @@ class Store(Protocol):
         """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
         past now; suspended and due)."""
 
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        """Take the lease as `claim` does, but only while the run's status is one of `allowed`,
+        and without changing it: an operator's action on a stopped run (a recovery) that no
+        other process may run at the same time, and no worker may mistake for a run to execute."""
+
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
     def release(self, run_id: str, owner: str) -> None: ...

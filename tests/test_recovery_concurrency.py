@@ -1,0 +1,120 @@
+"""One recoverer at a time (issue 25 item 1, audit R3): `daybook recover` of one run from several
+processes at once undoes each effect once, the others are told who is recovering, and a recovery
+SIGKILLed in the middle is finished by the next `recover` without repeats. Real CLI processes on
+SQLite and PostgreSQL, asserted at the counterparty's own ledger (`recovery_app.py`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import recovery_app as app
+from conftest import wait_until
+
+from daybook import Daybook
+
+APP = Path(__file__).parent / "recovery_app.py"
+
+
+def _env(cpty: str) -> dict[str, str]:
+    return {**os.environ, "REC_CPTY": cpty}
+
+
+def _failed_run(db_url: str, cpty: str) -> None:
+    started = subprocess.run(
+        [sys.executable, str(APP), db_url, "start", "m1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(cpty),
+    )
+    assert "failed:" in started.stdout, started.stdout + started.stderr
+    assert app.executions(cpty) == [("invite", "m1/8"), ("reserve", "m1/10")]
+
+
+def _recover(db_url: str, cpty: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "daybook", "recover", "m1", "--db", db_url, "--app", str(APP)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(cpty),
+    )
+
+
+def _open(cpty: str, *gates: str) -> None:
+    for gate in gates:
+        Path(f"{cpty}.{gate}").touch()
+
+
+def _releases(cpty: str) -> list[tuple[str, str]]:
+    return [row for row in app.executions(cpty) if row[0] == "release"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_concurrent_recovers_undo_once_and_the_others_are_told_who_is_recovering(
+    db_url: str, tmp_path: Path
+) -> None:
+    cpty = str(tmp_path / "cpty.db")
+    _failed_run(db_url, cpty)
+    procs = [_recover(db_url, cpty) for _ in range(3)]
+    # One of them is inside the undo (held at the counterparty's gate, its lease taken); every
+    # other one must give up at once, saying who recovers the run.
+    wait_until(lambda: Path(f"{cpty}.started").exists(), timeout=120)
+    wait_until(lambda: sum(p.poll() is not None for p in procs) == 2, timeout=120)
+    _open(cpty, "go", "go2")
+    outs = [(p.wait(timeout=120), *p.communicate(timeout=120)) for p in procs]
+    winners = [o for o in outs if o[0] == 0]
+    losers = [o for o in outs if o[0] != 0]
+    assert len(winners) == 1 and len(losers) == 2, outs
+    for _code, out, err in losers:
+        assert "is being recovered by" in err and "one recovery at a time" in err, err
+        assert "Traceback" not in out + err and "Stop" not in err
+    assert "Traceback" not in winners[0][1] + winners[0][2]
+    # At the counterparty: the hold was released exactly once, then made once more on the branch.
+    assert _releases(cpty) == [("release", "comp/m1/10")]
+    assert [k for op, k in app.executions(cpty) if op in ("reserve", "confirm")] == [
+        "m1/10",
+        "m1/10~r1",
+        "m1/11~r1",
+    ]
+    with Daybook(db_url) as book:
+        assert book.get_run("m1").status == "completed"
+        assert book.get_run("m1~recover1").status == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("where", ["started", "logged"])
+def test_a_recovery_sigkilled_inside_its_undo_is_finished_by_the_next_recover_undoing_once(
+    db_url: str, tmp_path: Path, where: str
+) -> None:
+    cpty = str(tmp_path / "cpty.db")
+    _failed_run(db_url, cpty)
+    if where == "logged":
+        _open(cpty, "go")  # the counterparty executes the release; the kill comes after
+    first = _recover(db_url, cpty)
+    wait_until(lambda: Path(f"{cpty}.{where}").exists(), timeout=120)
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(timeout=60) == -signal.SIGKILL
+    with Daybook(db_url) as book:
+        assert book.get_run("m1").status == "failed"  # the recovery did not get to its branch
+    _open(cpty, "go", "go2")
+    second = _recover(db_url, cpty)
+    code = second.wait(timeout=120)
+    out, err = second.communicate(timeout=60)
+    assert code == 0, out + err
+    assert "Traceback" not in out + err
+    assert _releases(cpty) == [("release", "comp/m1/10")]  # asked about, never sent twice
+    assert [k for op, k in app.executions(cpty) if op in ("reserve", "confirm")] == [
+        "m1/10",
+        "m1/10~r1",
+        "m1/11~r1",
+    ]
+    with Daybook(db_url) as book:
+        assert book.get_run("m1").status == "completed"
