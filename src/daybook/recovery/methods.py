@@ -1,17 +1,22 @@
-"""The `Daybook` method of semantic recovery: `recover`.
+"""The `Daybook` methods of semantic recovery, `recover`, and of editing a past turn, `fork`.
 
 A mixin of `Daybook`, so the facade stays one flat object while recovery lives with its noun.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DaybookError
 from ..journal.execution import Execution
+from ..records import JSON
+from ..runtime.fork import fork as fork_run
 from ..runtime.workflow import Apps, Workflow, load
+from .forking import undoer
 from .restore import Recovery, auto, recover
 from .select import RecoveryPolicy
 
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class RecoveryMethods:
-    """`recover`."""
+    """`recover` and `fork`."""
 
     if TYPE_CHECKING:  # given by Daybook
         _runner: Runner
@@ -75,6 +80,50 @@ class RecoveryMethods:
             exc.recovery = report  # what was undone and branched, although the re-run stopped
             raise
         return dataclasses.replace(report, result=result)
+
+    def fork(
+        self,
+        run_id: str,
+        at: int,
+        *,
+        args: Sequence[JSON] | None = None,
+        kwargs: dict[str, JSON] | None = None,
+        new_run_id: str | None = None,
+        confirm: bool = False,
+        by: str | None = None,
+        undo: bool = True,
+        app: Apps = None,
+    ) -> tuple[str, list[dict[str, JSON]]]:
+        """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
+        (replayed, never re-fired), then going on with the same or the edited input. Returns
+        its id and the effects the original made after `at`, each with its class and whether
+        it was `undone`. Those that cannot be undone (irreversible, no inverse, outcome unknown)
+        need `confirm=True`; the fork never repeats them (see the README). With `undo` (the
+        default) the original's later confirmed compensable acts are undone first, by their
+        inverses, once, and the fork takes over the original's later steps; `undo=False` leaves
+        them standing. `app`: the module that registers the tools (their inverses)."""
+        run_input = None
+        if args is not None or kwargs is not None:
+            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
+        undoer_ = None
+        if undo:
+            info = self.store.get_run(run_id)
+            if info is not None:
+                # Registers the tools whose inverses may run; a tool still unknown is listed as
+                # such, and blocks the fork until confirmed (nobody can say it is undoable).
+                with contextlib.suppress(DaybookError):
+                    load(info.workflow, info.ref, app)
+            undoer_ = undoer(self.store, self._runner.claims, at, self._runner.context)
+        return fork_run(
+            self.store,
+            run_id,
+            at,
+            new_id=new_run_id,
+            run_input=run_input,
+            confirm=confirm,
+            by=by or getpass.getuser(),
+            undo=undoer_,
+        )
 
     def _auto_recover(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
         """The runner's hook for `@workflow(recover=...)` (see `restore.auto`)."""

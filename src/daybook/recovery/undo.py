@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import DaybookError, EffectFailed, NeedsAttention, RecoveryInProgress, RunLeased, RunStuck
@@ -26,9 +26,10 @@ from ..journal.tool import lookup as lookup_tool
 from ..records import JSON, Event, Kind, RunInfo, RunStatus
 from ..runtime import finish
 from ..runtime.claim import Claims
-from ..runtime.fork import derived_header
+from ..runtime.fork import current_branch, derived_header
 from ..store import Store
 from .select import Plan
+from .trace import Effect
 
 WORKFLOW = "daybook.recover"
 # How a new recovery may find the recovery run of an earlier one that a crash cut short.
@@ -53,14 +54,26 @@ def undo(
 ) -> list[str]:
     """Undo the plan's compensable effects in the recovery run; the keys undone. Raises
     `RunStuck` when an inverse failed, `NeedsAttention` when an undo's outcome is unknown."""
-    if not plan.compensate:
+    return undo_effects(store, claims, info, plan.compensate, run_id_of(info.run_id, branch), context)
+
+
+def undo_effects(
+    store: Store,
+    claims: Claims,
+    info: RunInfo,
+    effects: Sequence[Effect],
+    rid: str,
+    context: Callable[[Execution], Any],
+) -> list[str]:
+    """Undo `effects` of run `info` (confirmed, compensable; in this order) in the recovery run
+    `rid`, each once; the keys undone (see `undo`)."""
+    if not effects:
         return []
-    rid = run_id_of(info.run_id, branch)
     _lease(store, claims, info, rid)
     try:
         exe = Execution(store, rid, store.load(rid), claims.heartbeat(rid))
         try:
-            done, stuck = _inverses(store, info, plan, context(exe))
+            done, stuck = _inverses(store, info, effects, context(exe))
         except Stop as stop:
             raise _stopped(info, rid, finish.fail(store, claims.owner, exe, stop)) from None
         except BaseException:
@@ -68,8 +81,9 @@ def undo(
             raise
         if stuck:
             message = (
-                f"run {info.run_id!r}: recovery could not undo {stuck} (undone: {done or 'nothing'}); "
-                f"the run stays {info.status}. Undo them by hand (`daybook resolve`), then recover again"
+                f"run {info.run_id!r}: recovery run {rid!r} could not undo {stuck} (undone: "
+                f"{done or 'nothing'}); the run stays {info.status}. Undo them by hand (`daybook "
+                "resolve`), then recover again"
             )
             finish.stop_beat(exe)
             error = {"type": "RunStuck", "message": message}
@@ -99,13 +113,15 @@ def _lease(store: Store, claims: Claims, info: RunInfo, rid: str) -> None:
         )
 
 
-def _inverses(store: Store, info: RunInfo, plan: Plan, ctx: Any) -> tuple[list[str], list[str]]:
+def _inverses(
+    store: Store, info: RunInfo, effects: Sequence[Effect], ctx: Any
+) -> tuple[list[str], list[str]]:
     """Run each inverse under `comp/<key>`: (keys undone, keys that could not be)."""
-    events = store.load(info.run_id)
+    events = current_branch(store, info.run_id)
     rows = {ev.key: ev for ev in events if ev.key and ev.kind == Kind.INTENT}
     results = _results(events)
     done, stuck = [], []
-    for eff in plan.compensate:
+    for eff in effects:
         tool = lookup_tool(eff.tool)
         if tool is None or tool.inverse is None:
             stuck.append(eff.key)  # the plan said compensable; the code here has no inverse
