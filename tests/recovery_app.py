@@ -5,12 +5,15 @@ The release has a status query (did an execution with this key happen?) and wait
 the test opens by creating files next to the ledger: `go` before it executes (having written
 `started`), `go2` after (having written `logged`), so a test can hold a recovery inside its undo,
 race other recoveries against it, or SIGKILL it on either side of the counterparty's execution.
+With `lost` the release's reply is lost after it executed; with `status_down` its status query
+cannot say: the undo's outcome is then unknown.
 
     recovery_app.py DB start RUN_ID     the first run (its confirmation fails once)
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import sqlite3
 import sys
@@ -50,6 +53,8 @@ def _mark(name: str) -> None:
 
 
 def rec_release_status(key: str, args: dict[str, Any]) -> Any:
+    if Path(os.environ["REC_CPTY"] + ".status_down").exists():
+        return daybook.StillUnknown()
     found = ledger().execute("SELECT 1 FROM ex WHERE key = ?", (key,)).fetchone()
     return daybook.Confirmed("released") if found else daybook.NotFound()
 
@@ -61,6 +66,8 @@ def rec_release(original: dict[str, Any], result: str, idempotency_key: str) -> 
     _log("release", idempotency_key)
     _mark("logged")
     _gate("go2")
+    if Path(os.environ["REC_CPTY"] + ".lost").exists():  # executed, but the reply is lost
+        raise http.client.RemoteDisconnected("release taken, reply lost")
     return "released"
 
 

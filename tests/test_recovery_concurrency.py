@@ -118,3 +118,31 @@ def test_a_recovery_sigkilled_inside_its_undo_is_finished_by_the_next_recover_un
     ]
     with Daybook(db_url) as book:
         assert book.get_run("m1").status == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_once_settled(
+    db_url: str, tmp_path: Path
+) -> None:
+    cpty = str(tmp_path / "cpty.db")
+    _failed_run(db_url, cpty)
+    _open(cpty, "go", "go2", "lost", "status_down")
+    first = _recover(db_url, cpty)
+    code = first.wait(timeout=240)
+    out, err = first.communicate(timeout=60)
+    # A clean stop for a person: no traceback, no internal Stop; the run stays failed.
+    assert code == 3, out + err
+    assert "its recovery stopped in recovery run 'm1~recover1'" in err and "Traceback" not in err
+    with Daybook(db_url) as book:
+        assert book.get_run("m1").status == "failed"
+        assert book.get_run("m1~recover1").status == "needs_attention"
+    # Once the counterparty can say again, the same command goes on: asked, not re-sent.
+    Path(f"{cpty}.status_down").unlink()
+    second = _recover(db_url, cpty)
+    code = second.wait(timeout=240)
+    out, err = second.communicate(timeout=60)
+    assert code == 0, out + err
+    assert _releases(cpty) == [("release", "comp/m1/10")]
+    with Daybook(db_url) as book:
+        assert book.get_run("m1").status == "completed"
