@@ -9,6 +9,7 @@ With `lost` the release's reply is lost after it executed; with `status_down` it
 cannot say: the undo's outcome is then unknown.
 
     recovery_app.py DB start RUN_ID     the first run (its confirmation fails once)
+    recovery_app.py DB complete RUN_ID  a run that completes
 """
 
 from __future__ import annotations
@@ -111,10 +112,12 @@ def rec_schedule(ctx: daybook.Context) -> dict[str, Any]:
 
 if __name__ == "__main__":
     db, action, run_id = sys.argv[1:4]
-    assert action == "start"
-    Path(os.environ["REC_CPTY"] + ".refuse").touch()
+    if action == "start":  # "complete": a run that does not fail
+        Path(os.environ["REC_CPTY"] + ".refuse").touch()
     with daybook.Daybook(db) as book:
         try:
             book.run(rec_schedule, run_id=run_id)
         except daybook.RunFailed as exc:
             print("failed:", exc)
+        else:
+            print("completed")

@@ -146,3 +146,42 @@ def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_o
     assert _releases(cpty) == [("release", "comp/m1/10")]
     with Daybook(db_url) as book:
         assert book.get_run("m1").status == "completed"
+
+
+def _daybook(db_url: str, cpty: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "daybook", *args, "--db", db_url, "--app", str(APP)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_fork_sigkilled_inside_its_undo_is_finished_by_the_same_fork_command_undoing_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    cpty = str(tmp_path / "cpty.db")
+    done = subprocess.run(
+        [sys.executable, str(APP), db_url, "complete", "m1"], capture_output=True, text=True, env=_env(cpty)
+    )
+    assert "completed" in done.stdout, done.stdout + done.stderr
+    fork = _daybook(db_url, cpty, "fork", "m1", "--at", "9", "--confirm", "--run-id", "m2")
+    first = subprocess.Popen(fork, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(cpty))
+    wait_until(lambda: Path(f"{cpty}.started").exists(), timeout=120)  # inside the room's release
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(timeout=60) == -signal.SIGKILL
+    with Daybook(db_url) as book:
+        assert book.store.get_run("m2") is None  # no fork yet: its undo did not finish
+    _open(cpty, "go", "go2")
+    again = subprocess.run(fork, capture_output=True, text=True, timeout=120, env=_env(cpty))
+    assert again.returncode == 0 and "undone" in again.stdout, again.stdout + again.stderr
+    ran = subprocess.run(
+        _daybook(db_url, cpty, "resume", "m2"), capture_output=True, text=True, timeout=120, env=_env(cpty)
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    # At the counterparty: the original's room released once, booked again once by the fork; the
+    # invitation (shared) and the confirmation (no inverse: replayed by the fork) once each.
+    assert app.executions(cpty) == [
+        ("invite", "m1/8"),
+        ("reserve", "m1/10"),
+        ("confirm", "m1/11"),
+        ("release", "comp/m1/10"),
+        ("reserve", "m2/10"),
+    ]
