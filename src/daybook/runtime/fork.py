@@ -4,10 +4,13 @@ The fork's first row (`run_started`, with `fork_of` and `at`) names the run and 
 from; its journal is that run's rows up to the step (read from it at load time, never copied:
 nothing is duplicated, edited or deleted) followed by its own. Decisions and effects of the shared
 steps keep the ids and keys they were made under, so replaying them in the fork re-fires nothing;
-steps after the fork point are the fork's own, under its own keys. The original run is untouched.
-The effects the original made after the fork point are listed by class: a fork does not undo
-them, so any that cannot be undone (irreversible, no inverse, or a tool this process has not
-imported) needs `confirm`; compensable ones are listed.
+steps after the fork point are the fork's own, under its own keys. The original's journal is
+untouched. The effects the original made after the fork point are listed by class; any that
+cannot be undone (irreversible, no inverse, an unsettled outcome, or a tool this process has not
+imported) needs `confirm`. With an `undo` (the facade's, `recovery/forking.py`), the compensable
+ones are undone first and the fork's first row supersedes the original's later steps, a journal
+branch: the fork runs them again as its own, and replays an act that was not undone when it
+asks for the same one (never repeating it).
 """
 
 from __future__ import annotations
