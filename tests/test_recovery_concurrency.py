@@ -67,6 +67,15 @@ def test_concurrent_recovers_undo_once_and_the_others_are_told_who_is_recovering
     # other one must give up at once, saying who recovers the run.
     wait_until(lambda: Path(f"{cpty}.started").exists(), timeout=120)
     wait_until(lambda: sum(p.poll() is not None for p in procs) == 2, timeout=120)
+    # A dry run meanwhile plans the same and says the real call would be refused, and why.
+    dry = subprocess.run(
+        [sys.executable, "-m", "daybook", "recover", "m1", "--dry-run", "--db", db_url, "--app", str(APP)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(cpty),
+    )
+    assert dry.returncode == 1 and "is being recovered by process" in dry.stderr, dry.stdout + dry.stderr
     _open(cpty, "go", "go2")
     outs = [(p.wait(timeout=120), *p.communicate(timeout=120)) for p in procs]
     winners = [o for o in outs if o[0] == 0]

@@ -54,10 +54,13 @@ class RecoveryInProgress(RunLeased):
     """Another live process is recovering the run (`daybook recover`): one recovery at a time."""
 
     def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+        parts = owner.split(":")
+        who = f"process {parts[1]} on {parts[0]}" if len(parts) == 6 else "another process"
         DaybookError.__init__(
             self,
-            f"run {run_id!r} is being recovered by {owner} (or that process holds it for another "
-            f"operator action; its lease expires in {expires_in:.1f}s): one recovery at a time. "
+            f"run {run_id!r} is being recovered by {who} (lease owner {owner}, or it holds the run "
+            f"for another operator action; the lease expires in {expires_in:.1f}s): one recovery "
+            "at a time. "
             f"Wait for it to end (`daybook show {run_id}`); if that process died, `daybook recover "
             f"{run_id}` continues its recovery (at once on the same machine, else once the lease "
             "expires)",
