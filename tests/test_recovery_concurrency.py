@@ -142,7 +142,7 @@ def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_o
     out, err = first.communicate(timeout=60)
     # A clean stop for a person: no traceback, no internal Stop; the run stays failed.
     assert code == 3, out + err
-    assert "its recovery stopped in recovery run 'm1~recover1'" in err and "Traceback" not in err
+    assert "its undo stopped in recovery run 'm1~recover1'" in err and "Traceback" not in err
     with Daybook(db_url) as book:
         assert book.get_run("m1").status == "failed"
         assert book.get_run("m1~recover1").status == "needs_attention"

@@ -41,7 +41,8 @@ def undoer(store: Store, claims: Claims, at: int, context: Callable[[Execution],
                 done.append(key)
             else:
                 todo.append(Effect(str(e["tool"]), key, "compensable", "confirmed"))
-        return done + undo_effects(store, claims, info, todo, rid, context)
+        again = f"the same `daybook fork {info.run_id} --at {at} ...`"
+        return done + undo_effects(store, claims, info, todo, rid, context, again)
 
     return undo
 

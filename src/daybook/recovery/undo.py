@@ -64,18 +64,21 @@ def undo_effects(
     effects: Sequence[Effect],
     rid: str,
     context: Callable[[Execution], Any],
+    again: str | None = None,
 ) -> list[str]:
     """Undo `effects` of run `info` (confirmed, compensable; in this order) in the recovery run
-    `rid`, each once; the keys undone (see `undo`)."""
+    `rid`, each once; the keys undone (see `undo`). `again`: the command that goes on after a
+    stop (default: `daybook recover RUN`)."""
     if not effects:
         return []
+    again = again or f"`daybook recover {info.run_id}`"
     _lease(store, claims, info, rid)
     try:
         exe = Execution(store, rid, store.load(rid), claims.heartbeat(rid))
         try:
             done, stuck = _inverses(store, info, effects, context(exe))
         except Stop as stop:
-            raise _stopped(info, rid, finish.fail(store, claims.owner, exe, stop)) from None
+            raise _stopped(info, rid, finish.fail(store, claims.owner, exe, stop), again) from None
         except BaseException:
             finish.stop_beat(exe)
             raise
@@ -83,7 +86,7 @@ def undo_effects(
             message = (
                 f"run {info.run_id!r}: recovery run {rid!r} could not undo {stuck} (undone: "
                 f"{done or 'nothing'}); the run stays {info.status}. Undo them by hand (`daybook "
-                "resolve`), then recover again"
+                f"resolve`), then {again} goes on"
             )
             finish.stop_beat(exe)
             error = {"type": "RunStuck", "message": message}
@@ -150,15 +153,15 @@ def _complete(store: Store, owner: str, exe: Execution, done: list[str]) -> None
     finish.write_completed(store, owner, exe, {"undone": list(done)})
 
 
-def _stopped(info: RunInfo, rid: str, error: BaseException) -> DaybookError:
+def _stopped(info: RunInfo, rid: str, error: BaseException, again: str) -> DaybookError:
     """What the recoverer is told when an undo stopped the recovery run (never a raw `Stop`)."""
     if not isinstance(error, DaybookError) or isinstance(error, RunLeased):
         return RecoveryInProgress(info.run_id, getattr(error, "owner", "?"), 0.0)
     return NeedsAttention(
         info.run_id,
-        f"run {info.run_id!r}: its recovery stopped in recovery run {rid!r}: {error}. The run stays "
+        f"run {info.run_id!r}: its undo stopped in recovery run {rid!r}: {error}. The run stays "
         f"{info.status}; settle that (`daybook unknowns`, `daybook resolve {rid} STEP ...`), then "
-        f"`daybook recover {info.run_id}` continues the recovery",
+        f"{again} continues it",
     )
 
 
