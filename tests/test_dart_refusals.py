@@ -135,3 +135,15 @@ def test_recover_of_a_pending_or_running_run_says_where_it_stands_not_that_it_ca
         assert "is running" in str(running.value) and "elsewhere:1" in str(running.value)
         for err in (pending.value, running.value):
             assert "cannot be retried" not in str(err) and "retried" not in str(err)
+
+
+def test_a_run_settled_with_resolve_stays_parked_and_can_then_be_recovered(db_url: str, ledger: str) -> None:
+    with Daybook(db_url) as book:
+        with pytest.raises(DaybookError):
+            book.run(app.buy, run_id="r")
+        step = next(ev.step for ev in book.journal("r") if ev.kind == "intent")
+        book.resolve("r", step, failed="the supplier never got it", evidence="their order list")
+        # Settled as the refusal said; the run stays parked (not `running`), so recover goes on.
+        assert book.get_run("r").status == "needs_attention"
+        plan = book.recover("r", dry_run=True)
+        assert plan.refused is None and plan.action == "restore"

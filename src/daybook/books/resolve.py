@@ -13,11 +13,12 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..records import JSON, Event, Kind, Status, check_json, settles
+from ..records import JSON, Event, Kind, RunStatus, Status, check_json, settles
 from ..runtime.claim import Claims
 from .effects import find_effect
 
 MISSING: Any = object()  # `confirmed=` not given (None is a result a tool may return)
+ANY_STATUS = tuple(s.value for s in RunStatus)
 
 
 def resolve(
@@ -39,7 +40,8 @@ def resolve(
     run_id, step = find_effect(claims.store, run_id, step)
     base: dict[str, JSON] = {"resolved_by": "manual", "by": by or getpass.getuser(), "evidence": evidence}
     claims.get_run(run_id)
-    claims.take_now(run_id)
+    # The run's lease, its status kept: a parked run stays parked (then `retry` or `recover`).
+    claims.hold(run_id, ANY_STATUS)
     try:
         events = claims.store.load(run_id)
         recs = [e for e in events if e.step == step]

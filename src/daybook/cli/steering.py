@@ -122,22 +122,14 @@ def fork(
     say(f"forked {run_id} at step {at} as {fork_id} (pending): run it with {resume_hint(book, fork_id)}")
     if later:
         say(f"what {run_id} did after step {at}:")
-        say(
-            render.table(
-                ["step", "tool", "key", "status", "class", "now"],
-                [
-                    [
-                        str(e["step"]),
-                        str(e["tool"]),
-                        str(e["key"]),
-                        str(e["status"]),
-                        str(e["class"]),
-                        "undone" if e.get("undone") else "stands",
-                    ]
-                    for e in later
-                ],
-            )
-        )
+        say(_later_table(later))
+
+
+def _later_table(later: list[dict[str, Any]]) -> str:
+    """The original's later acts, and whether each was undone or stands in the world."""
+    columns = ("step", "tool", "key", "status", "class")
+    rows = [[*(str(e[c]) for c in columns), "undone" if e.get("undone") else "stands"] for e in later]
+    return render.table([*columns, "now"], rows)
 
 
 def _edited(text: str | None) -> tuple[list[Any] | None, dict[str, Any] | None]:

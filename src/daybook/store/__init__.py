@@ -291,7 +291,7 @@ def resolve_url(url: str | None) -> str:
 
 # Store methods that write; a read-only handle refuses them before they reach the database.
 WRITES = (
-    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
+    "create_run", "claim", "hold", "claim_next", "renew", "release", "append", "finish", "transition",
     "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
     "entity_release", "entity_record", "tx_begin", "tx_mark", "ensure_queue", "declare_queue",
