@@ -206,3 +206,39 @@ def test_a_fork_that_edits_the_announcement_parks_instead_of_announcing_again(
     # The original's announcement stands, once; the edited one was not made.
     assert [w for w in world if w.startswith("announce")] == ["announce:halfway:F/5"]
     assert [w for w in world if w.startswith("step3")] == ["step3:F2/4"]
+
+
+@pytest.mark.parametrize("verdict", ["approve", "deny"])
+def test_with_gate_irreversible_a_forks_changed_announcement_is_made_only_if_approved(
+    db_url: str, world: list[str], verdict: str
+) -> None:
+    with Daybook(db_url, inline_wait=0.05, gate_irreversible=["oncall"]) as book:
+        token = book.add_approver("oncall")
+        with pytest.raises(daybook.Suspended, match="verdict"):
+            book.run(six, run_id="F")
+        (gate,) = book.approvals()
+        book.approve("F", str(gate["gate_id"]), approver="oncall", token=token)
+        book.resume("F", wait=10)
+        book.fork("F", 3, kwargs={"text": "changed"}, confirm=True, new_run_id="F2")
+        with pytest.raises(daybook.Suspended, match="verdict"):
+            book.resume("F2")  # the changed announcement waits at the gate
+        (gate,) = book.approvals()
+        book.approve("F2", str(gate["gate_id"]), approver="oncall", token=token, approve=verdict == "approve")
+        if verdict == "approve":
+            book.resume("F2", wait=10)
+        else:
+            with pytest.raises(daybook.DaybookError, match="not run"):
+                book.resume("F2", wait=10)
+    announced = [w for w in world if w.startswith("announce")]
+    if verdict == "approve":  # a person approved the repeat: the changed one is made, once
+        assert announced == ["announce:halfway:F/7", "announce:changed:F2/7"]
+        assert [w for w in world if w.startswith("step")] == [
+            "step0:F/1",
+            "step1:F/2",
+            "step2:F/3",
+            "step3:F2/4",
+            "step4:F2/8",
+            "step5:F2/9",
+        ]
+    else:
+        assert announced == ["announce:halfway:F/7"]

@@ -129,6 +129,7 @@ class Execution:
         # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
         self.approved: set[str] = set()
+        self.released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
 
     def _note_inbox(self, events: list[Event]) -> None:
@@ -321,6 +322,8 @@ class Execution:
             verdict = recs[0].fp == fp or (same_act(recs[0]) if same_act is not None else False)
         if verdict:
             return recs  # the same act: replayed, never re-fired
+        if verdict is None and not branch and self.released == name:
+            verdict = False  # a fork's changed irreversible act that a person approved: made
         if verdict is None:
             who = "the re-run asks" if branch else "the fork asks, unlike the run it was forked from,"
             raise Stop(
