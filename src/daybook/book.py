@@ -36,7 +36,6 @@ from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
 from .runtime import inbox, operator
-from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
@@ -258,34 +257,6 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
             target=target,
             wait=_wait_of(wait),
             token=token,
-        )
-
-    def fork(
-        self,
-        run_id: str,
-        at: int,
-        *,
-        args: Sequence[JSON] | None = None,
-        kwargs: dict[str, JSON] | None = None,
-        new_run_id: str | None = None,
-        confirm: bool = False,
-        by: str | None = None,
-    ) -> tuple[str, list[dict[str, JSON]]]:
-        """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
-        (replayed, never re-fired), then going on with the same or the edited input. Returns
-        its id and the effects the original made after `at`, by class; those that cannot be
-        undone need `confirm=True` (`runtime/fork.py`)."""
-        run_input = None
-        if args is not None or kwargs is not None:
-            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
-        return fork_run(
-            self._store,
-            run_id,
-            at,
-            new_id=new_run_id,
-            run_input=run_input,
-            confirm=confirm,
-            by=by or getpass.getuser(),
         )
 
     def pause(self, run_id: str, *, by: str | None = None, token: str | None = None) -> str:
