@@ -231,7 +231,7 @@ def test_with_gate_irreversible_a_forks_changed_announcement_is_made_only_if_app
                 book.resume("F2", wait=10)
     announced = [w for w in world if w.startswith("announce")]
     if verdict == "approve":  # a person approved the repeat: the changed one is made, once
-        assert announced == ["announce:halfway:F/7", "announce:changed:F2/7"]
+        assert announced == ["announce:halfway:F/8", "announce:changed:F2/7"]
         assert [w for w in world if w.startswith("step")] == [
             "step0:F/1",
             "step1:F/2",
@@ -241,4 +241,4 @@ def test_with_gate_irreversible_a_forks_changed_announcement_is_made_only_if_app
             "step5:F2/9",
         ]
     else:
-        assert announced == ["announce:halfway:F/7"]
+        assert announced == ["announce:halfway:F/8"]
