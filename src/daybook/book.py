@@ -31,12 +31,12 @@ from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import roster
 from .gates.methods import GateMethods
+from .hints import name_the_store
 from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
-from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
@@ -48,7 +48,7 @@ from .steering.expiry import expire as expire_paused
 from .steering.methods import MessageMethods
 from .steering.revision import signed as revision_signed
 from .steering.revision import steer as steer_run
-from .store import Store, integrity, open_store, retention
+from .store import Store, integrity, open_store, resolve_url, retention
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -58,8 +58,7 @@ from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
 from .tx.methods import TxMethods
 
-# Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
-# wait longer than that is a mistake, and NaN or infinity would stall runs for good).
+# A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
@@ -73,6 +72,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
+@name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
 class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
@@ -260,37 +260,6 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
             target=target,
             wait=_wait_of(wait),
             token=token,
-        )
-
-    def fork(
-        self,
-        run_id: str,
-        at: int,
-        *,
-        args: Sequence[JSON] | None = None,
-        kwargs: dict[str, JSON] | None = None,
-        new_run_id: str | None = None,
-        confirm: bool = False,
-        by: str | None = None,
-        token: str | None = None,
-    ) -> tuple[str, list[dict[str, JSON]]]:
-        """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
-        (replayed, never re-fired), then going on with the same or the edited input. Returns
-        its id and the effects the original made after `at`, by class; those that cannot be
-        undone need `confirm=True` (`runtime/fork.py`)."""
-        by, who = self._actor(by, token, "fork", run_id)
-        run_input = None
-        if args is not None or kwargs is not None:
-            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
-        return fork_run(
-            self._store,
-            run_id,
-            at,
-            new_id=new_run_id,
-            run_input=run_input,
-            confirm=confirm,
-            by=by,
-            identity=who,
         )
 
     def pause(self, run_id: str, *, by: str | None = None, token: str | None = None) -> str:

@@ -6,6 +6,10 @@ from __future__ import annotations
 class DaybookError(Exception):
     """Base class of every error daybook raises on purpose."""
 
+    # Set by `book.recover` on the error of the re-run it started (parked, failed again,
+    # waiting): what the recovery did before it (a `daybook.Recovery`). None otherwise.
+    recovery: object = None
+
 
 class ConfigError(DaybookError):
     """A store URL, option or argument that daybook cannot use."""
@@ -40,6 +44,26 @@ class RunLeased(DaybookError):
             f"run {run_id!r} is being executed by {owner} (lease expires in {expires_in:.1f}s); "
             "wait for it, or resume with wait=SECONDS (CLI: --wait) to take it over once the "
             "lease expires"
+        )
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+
+
+class RecoveryInProgress(RunLeased):
+    """Another live process is recovering the run (`daybook recover`): one recovery at a time."""
+
+    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+        parts = owner.split(":")
+        who = f"process {parts[1]} on {parts[0]}" if len(parts) == 6 else "another process"
+        DaybookError.__init__(
+            self,
+            f"run {run_id!r} is being recovered by {who} (lease owner {owner}, or it holds the run "
+            f"for another operator action; the lease expires in {expires_in:.1f}s): one recovery "
+            "at a time. "
+            f"Wait for it to end (`daybook show {run_id}`); if that process died, `daybook recover "
+            f"{run_id}` continues its recovery (at once on the same machine, else once the lease "
+            "expires)",
         )
         self.run_id = run_id
         self.owner = owner

@@ -16,11 +16,12 @@ from typing import Any
 
 from ..errors import ConfigError, RunLeased
 from ..journal import resolution
-from ..records import JSON, Event, Kind, Status, check_json, check_text, dumps, settles
+from ..records import JSON, Event, Kind, RunStatus, Status, check_json, check_text, dumps, settles
 from ..runtime.claim import Claims
 from .effects import find_effect
 
 MISSING: Any = object()  # `confirmed=` not given (None is a result a tool may return)
+ANY_STATUS = tuple(s.value for s in RunStatus)
 
 
 def resolve(
@@ -53,7 +54,8 @@ def resolve(
     status, data = _resolution(step, ref, confirmed, failed, base)
     claims.get_run(run_id)
     try:
-        claims.take_now(run_id)
+        # The run's lease, its status kept: a parked run stays parked (then `retry` or `recover`).
+        claims.hold(run_id, ANY_STATUS)
     except RunLeased:
         return _through_inbox(claims, run_id, step, status, data)
     try:

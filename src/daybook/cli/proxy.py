@@ -18,17 +18,16 @@ TOKEN_ENV = "DAYBOOK_PROXY_TOKEN"
 EXIT_USAGE = 2
 
 
-@click.command()
-@click.option(
+upstream_option = click.option(
     "--upstream",
     "command",
     default=None,
     help="The upstream MCP server's command line (stdio), e.g. 'python server.py'.",
 )
-@click.option(
+upstream_url_option = click.option(
     "--upstream-url", "url", default=None, help="The upstream MCP server's streamable-HTTP URL instead."
 )
-@click.option(
+policy_option = click.option(
     "--tools-policy",
     "policy_file",
     default=None,
@@ -36,26 +35,26 @@ EXIT_USAGE = 2
     help="JSON or TOML file overriding each tool's class, gate, approvers, timeout, status query, "
     "secret arguments and trust in the server's hints.",
 )
-@click.option(
+run_option = click.option(
     "--run",
     "session",
     default=None,
     help="The session id naming positional calls; give the same one to a restarted proxy to continue.",
 )
-@click.option(
+listen_option = click.option(
     "--listen",
     default=None,
     metavar="127.0.0.1:PORT",
     help="Serve clients over streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
 )
-@click.option(
+token_env_option = click.option(
     "--token-env",
     default=None,
     metavar="VAR",
     help=f"With --listen: require `Authorization: Bearer <token>`, the token read from $VAR "
     f"(default: ${TOKEN_ENV} when it is set).",
 )
-@click.option(
+drain_option = click.option(
     "--drain",
     default=30.0,
     type=click.FloatRange(0, 3600),
@@ -64,6 +63,16 @@ EXIT_USAGE = 2
     metavar="SECONDS",
     help="When the client hangs up, wait this long for the calls in flight to be journaled.",
 )
+
+
+@click.command()
+@upstream_option
+@upstream_url_option
+@policy_option
+@run_option
+@listen_option
+@token_env_option
+@drain_option
 @with_book
 def proxy(
     book: Daybook,

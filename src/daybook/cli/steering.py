@@ -96,9 +96,10 @@ def steer(
 @click.option(
     "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
 )
+@click.option("--keep-original", is_flag=True, help="A what-if fork: undo nothing RUN did after STEP.")
 @click.option("--by", default=None, help="Who forks it (default: the OS user).")
 @credential_option
-@apps_option("The module or script defining RUN's tools, so their classes can be told.")
+@apps_option("The module or script defining RUN's tools, so their classes can be told and undone.")
 @json_option("The fork's id and the later effects as JSON.")
 @with_book
 def fork(
@@ -108,34 +109,44 @@ def fork(
     input_: str | None,
     new_run_id: str | None,
     confirm: bool,
+    keep_original: bool,
     by: str | None,
     token: str | None,
     apps: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Edit a past turn: start a new run sharing RUN's journal up to step --at (replayed, never
-    re-fired), then going on with the same or an edited input. Lists what RUN did after that
-    step; effects that cannot be undone block the fork until --confirm."""
+    re-fired), then going on with the same or an edited input. What RUN did after that step is
+    undone first where it can be (compensable acts, by their inverses, once) and listed; effects
+    that cannot be undone block the fork until --confirm, and the fork never repeats them."""
     args, kwargs = _edited(input_)
     import_apps(apps)  # the tools it registers say which later effects can be undone
     fork_id, later = book.fork(
-        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by, token=token
+        run_id,
+        at,
+        args=args,
+        kwargs=kwargs,
+        new_run_id=new_run_id,
+        confirm=confirm,
+        by=by,
+        undo=not keep_original,
+        app=apps,
+        token=token,
     )
     if as_json:
         json_out({"run_id": fork_id, "later_effects": later})
         return
     say(f"forked {run_id} at step {at} as {fork_id} (pending): run it with {resume_hint(book, fork_id)}")
     if later:
-        say(f"what {run_id} did after step {at} (a fork does not undo it):")
-        say(
-            render.table(
-                ["step", "tool", "key", "status", "class"],
-                [
-                    [str(e["step"]), str(e["tool"]), str(e["key"]), str(e["status"]), str(e["class"])]
-                    for e in later
-                ],
-            )
-        )
+        say(f"what {run_id} did after step {at}:")
+        say(_later_table(later))
+
+
+def _later_table(later: list[dict[str, Any]]) -> str:
+    """The original's later acts, and whether each was undone or stands in the world."""
+    columns = ("step", "tool", "key", "status", "class")
+    rows = [[*(str(e[c]) for c in columns), "undone" if e.get("undone") else "stands"] for e in later]
+    return render.table([*columns, "now"], rows)
 
 
 def _edited(text: str | None) -> tuple[list[Any] | None, dict[str, Any] | None]:

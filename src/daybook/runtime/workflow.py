@@ -296,6 +296,15 @@ def load_app(target: str) -> None:
     _import(target)
 
 
+def _search_first(directory: str) -> None:
+    """Put `directory` first on the import path, as Python itself does: `python path/agent.py`
+    for the script's folder (so the script imports its siblings), `python -m agent` for the
+    working directory (so the module named is found there). The console script `daybook` has
+    neither, so daybook's own hints (`--app wf`) failed with ModuleNotFoundError."""
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+
+
 def _import(target: str) -> None:
     digest = hashlib.blake2b(target.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
     modname = "_daybook_app_" + digest
@@ -305,6 +314,7 @@ def _import(target: str) -> None:
                 raise ConfigError(f"workflow file {target!r} does not exist")
             if modname in sys.modules:
                 return
+            _search_first(os.path.dirname(os.path.abspath(target)))
             spec = importlib.util.spec_from_file_location(modname, target)
             if spec is None or spec.loader is None:
                 raise ConfigError(f"cannot load workflow file {target!r}")
@@ -312,6 +322,8 @@ def _import(target: str) -> None:
             sys.modules[modname] = module
             spec.loader.exec_module(module)
         else:
+            if "" not in sys.path:  # "" is the working directory already (python -m, -c)
+                _search_first(os.getcwd())
             importlib.import_module(target)
     except ConfigError:
         raise

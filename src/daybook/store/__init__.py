@@ -54,6 +54,13 @@ class Store(Protocol):
         """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
         past now; suspended and due)."""
 
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        """Take the lease as `claim` does, but only while the run's status is one of `allowed`,
+        and without changing it: an operator's action on a stopped run (a recovery) that no
+        other process may run at the same time, and no worker may mistake for a run to execute."""
+
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
     def release(self, run_id: str, owner: str) -> None: ...
@@ -292,7 +299,7 @@ def resolve_url(url: str | None) -> str:
 
 # Store methods that write; a read-only handle refuses them before they reach the database.
 WRITES = (
-    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
+    "create_run", "claim", "hold", "claim_next", "renew", "release", "append", "finish", "transition",
     "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
     "entity_release", "entity_record", "tx_begin", "tx_mark", "ensure_queue", "declare_queue",

@@ -31,7 +31,7 @@ from .secrets import concealer_for
 
 # Store methods with no payload in or out: the backend's own, called through unchanged.
 PASSTHROUGH = (
-    "claim", "claim_next", "renew", "release", "suspend", "set_approver", "approvers",
+    "claim", "hold", "claim_next", "renew", "release", "suspend", "set_approver", "approvers",
     "commit_tx", "abandon_tx", "staging", "commits", "close", "gc", "gc_log", "meta_value",
     "meta_items", "raw_rows", "journal_run_ids", "quick_check", "entity_claim",
     "entity_release", "entity_list", "tx_rows", "tx_signal", "ensure_queue", "declare_queue",

@@ -197,6 +197,18 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         )
         return cur.rowcount == 1
 
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        marks = ", ".join(["%s"] * len(allowed))
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s "
+            f"WHERE run_id = %s AND status IN ({marks}) AND "
+            "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
+            (owner, now + ttl, run_id, *allowed, now, owner, expect),
+        )
+        return cur.rowcount == 1
+
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(

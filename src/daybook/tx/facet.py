@@ -184,21 +184,29 @@ class Transactions(Steps):
         buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
-            if isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False:
-                self._release(tool, key, decision, dict(args))
-            return super().effect(tool, key=key, decision=decision, **args)
+            gated = isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False
+            if gated and self._release(tool, key, decision, dict(args)):
+                # Approved: a fork may make it again with other arguments than its original.
+                self._exe.released = tool.name
+            try:
+                return super().effect(tool, key=key, decision=decision, **args)
+            finally:
+                self._exe.released = None
         return tx.call(tool, key, decision, dict(args))
 
     def _release(
         self, tool: Tool[Any], key: str | None, decision: Decision[Any] | None, args: dict[str, Any]
-    ) -> None:
+    ) -> bool:
         """The one-effect transaction's release policy: an irreversible call outside any block
         passes an approval gate (bound to its tool, arguments and key) before it runs, unless a
-        person already approved the decision it is made under (the agent loop's own gate)."""
+        person already approved the decision it is made under (the agent loop's own gate).
+        True when a person approved it (False: no gate here to ask)."""
         policy = self._exe.gate_irreversible
         gate = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
-        if gate is None or (decision is not None and decision.id in self._exe.approved):
-            return
+        if gate is None:
+            return False
+        if decision is not None and decision.id in self._exe.approved:
+            return True
         approvers = None if policy is True else list(policy or ())
         about = {"tool": tool.name, "args": args, "key": key}
         verdict = gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
@@ -208,3 +216,4 @@ class Transactions(Steps):
                 f"at gate {verdict.gate_id} (Daybook(gate_irreversible=...)); it was not run. "
                 "Catch ReleaseDeclined in the workflow to go on without it"
             )
+        return True
