@@ -9,6 +9,7 @@ given the factory for a run's `ctx` (`daybook.context.Context`).
 
 from __future__ import annotations
 
+import functools
 import getpass
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from .books.resolve import MISSING
 from .books.resolve import resolve as resolve_effect
 from .books.unknowns import unknowns as open_effects
 from .books.why import why as why_of
+from .checks import checked
 from .context import Context
 from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
@@ -55,8 +57,7 @@ from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
 
-# Bounds on the numbers a handle takes: finite, and no larger than a day (a lease or an inline
-# wait longer than that is a mistake, and NaN or infinity would stall runs for good).
+# Bounds on the numbers a handle takes (finite; a lease or inline wait past a day is a mistake).
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
@@ -70,6 +71,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
+@functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 class Daybook(DispatchMethods, RecoveryMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
@@ -595,5 +597,4 @@ class Daybook(DispatchMethods, RecoveryMethods):
         return self.store.gc_log()
 
 
-def _wait_of(value: object) -> float:
-    return bounded(value, "wait (seconds)", low=0.0, high=MAX_SECONDS)
+_wait_of = functools.partial(bounded, what="wait (seconds)", low=0.0, high=MAX_SECONDS)
