@@ -231,20 +231,30 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
     if not plan:
         return None
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
             raise ConfigError(f"{label}(): {exc}") from None
         for name, value in bound.arguments.items():
-            check = plan.get(name)
-            if check is not None:
-                check(value, f"{label}(): {HUMAN.get(name, name)}")
+            rule = plan.get(name)
+            if rule is not None:
+                rule(value, f"{label}(): {HUMAN.get(name, name)}")
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        check(args, kwargs)
         return fn(*args, **kwargs)
 
-    call.__checked__ = True  # type: ignore[attr-defined]
-    return call
+    @functools.wraps(fn)
+    async def call_async(*args: Any, **kwargs: Any) -> Any:
+        check(args, kwargs)
+        return await fn(*args, **kwargs)
+
+    # An async method stays one (code that asks `iscoroutinefunction` gets the same answer).
+    wrapper: Callable[..., Any] = call_async if inspect.iscoroutinefunction(fn) else call
+    setattr(wrapper, "__checked__", True)  # noqa: B010 - a mark on a function object
+    return wrapper
 
 
 def _plan(sig: inspect.Signature, rules: Mapping[str, Check]) -> dict[str, Callable[[Any, str], None]]:
