@@ -46,7 +46,7 @@ def schedule(ctx: daybook.Context) -> dict[str, object]:
     with ctx.subtask(SLOT, "slot[1]", reads=["slot[0]"]) as u:  # a consumer of slot[0]
         hours["slot[1]"] = ctx.decide("pick", lambda: hours["slot[0]"] + 1).value
         u.exit(**{"slot[1]": hours["slot[1]"]})
-    with ctx.subtask(SLOT, "slot[2]") as u:
+    with ctx.subtask(SLOT, "slot[2]", reads=[]) as u:  # reads nothing: declared, so not a consumer
         hours["slot[2]"] = ctx.decide("pick", lambda: 14).value
         u.exit(**{"slot[2]": hours["slot[2]"]})
     ctx.effect(invite, hours=hours)  # irreversible: it went out

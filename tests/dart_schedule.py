@@ -144,7 +144,7 @@ def schedule(
         picked["slot[1]"] = ctx.decide("pick", pick_slot, cal, 1, picked["slot[0]"]).value
         u.exit(**{"slot[1]": picked["slot[1]"]})
     for n in range(2, SLOTS):
-        with ctx.subtask(RESOLVE, f"slot[{n}]") as u:
+        with ctx.subtask(RESOLVE, f"slot[{n}]", reads=[]) as u:  # independent: declared so
             picked[f"slot[{n}]"] = ctx.decide("pick", pick_slot, cal, n).value
             u.exit(**{f"slot[{n}]": picked[f"slot[{n}]"]})
     with ctx.subtask(FINAL, "final") as fin:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
@@ -16,10 +17,12 @@ server = FastMCP("counter-http", host="127.0.0.1", port=int(sys.argv[1]))
 
 
 @server.tool(annotations=ToolAnnotations(destructiveHint=False))
-def send(to: str, amount: float) -> dict[str, object]:
-    """Send `amount` to `to`: one ledger line per execution."""
+def send(to: str, amount: float, delay: float = 0) -> dict[str, object]:
+    """Send `amount` to `to`: one ledger line per execution (`delay`: seconds slept after it is
+    recorded, before the reply)."""
     with LEDGER.open("a") as f:
-        f.write(json.dumps({"to": to, "amount": amount}) + "\n")
+        f.write(json.dumps({"to": to, "amount": amount, "pid": os.getpid()}) + "\n")
+    time.sleep(delay)
     return {"execution": len(LEDGER.read_text().splitlines()), "to": to, "amount": amount}
 
 

@@ -82,3 +82,11 @@ def sign_in_env(ctx: daybook.Context, bank: str, user: str) -> dict[str, Any]:
     # Unmarked, read from the environment (as a resume in the same deployment reads it again).
     rec = ctx.effect(login_unmarked, bank=bank, user=user, password=os.environ["PLANTED_SECRET"])
     return {"login": rec["id"]}
+
+
+@daybook.workflow
+def card_holder(ctx: daybook.Context, card: str) -> dict[str, Any]:
+    # Unmarked: only a payload codec keeps the card out of the store (tests/test_codec_keys.py).
+    quote = ctx.decide("quote", lambda: {"card": card, "price": 42}).value
+    ctx.sleep(0.5)  # suspends: a worker finishes it
+    return {"charged": quote["price"], "card": card}

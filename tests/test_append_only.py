@@ -4,10 +4,12 @@ version; and the least-privilege PostgreSQL role the README documents works as w
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -207,7 +209,10 @@ def _recipe() -> str:
     return found.group(1)
 
 
-def test_the_readme_least_privilege_role_runs_daybook_and_cannot_erase_the_journal() -> None:
+@contextlib.contextmanager
+def readme_roles() -> Iterator[tuple[str, str]]:
+    """The README's least-privilege recipe, run as written on a fresh schema with roles made for
+    this test (dropped afterwards): yields (owner URL, agents' URL), the store migrated."""
     try:
         psycopg.connect(PG_URL, connect_timeout=3).close()
     except psycopg.OperationalError:
@@ -233,10 +238,24 @@ def test_the_readme_least_privilege_role_runs_daybook_and_cannot_erase_the_journ
         with psycopg.connect(owner_url.split("?")[0], autocommit=True) as pg:
             for stmt in _split_sql(grants):
                 pg.execute(stmt)  # type: ignore[arg-type]
-        with Daybook(app_url) as book:
+        yield owner_url, app_url
+    finally:
+        with psycopg.connect(base, autocommit=True) as pg:
+            pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+            for role in (app, owner):
+                exists = pg.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+                if exists:
+                    pg.execute(f'DROP OWNED BY "{role}"')  # type: ignore[arg-type]
+                    pg.execute(f'DROP ROLE "{role}"')  # type: ignore[arg-type]
+
+
+def test_the_readme_least_privilege_role_runs_daybook_and_cannot_erase_the_journal(tmp_path: Path) -> None:
+    with readme_roles() as (_, app_url):
+        schema = app_url.rsplit("=", 1)[1]
+        with Daybook(app_url, approvers_file=str(tmp_path / "approvers.json")) as book:
             _fill(book)
             book.entity("desk").release("agent-a")
-            book.add_approver("carol")
+            book.add_approver("carol")  # the approvers file, not the database
             book.store.stage("tx-dead", "c", "3", '{"v": 3}', time.time() - 60)
             assert book.sweep_orphans(older_than=30) == 1
             assert book.get_run("r1").status == "completed"
@@ -249,18 +268,12 @@ def test_the_readme_least_privilege_role_runs_daybook_and_cannot_erase_the_journ
                     "UPDATE daybook_events SET name = 'x'",
                     "DROP TABLE daybook_events",
                     "ALTER TABLE daybook_events DISABLE TRIGGER ALL",
+                    "UPDATE daybook_approvers SET token_hash = 'x'",
+                    "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES ('m', 'x', 0)",
                 ]
             ):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     pg.execute(sql)  # type: ignore[arg-type]
-    finally:
-        with psycopg.connect(base, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
-            for role in (app, owner):
-                exists = pg.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
-                if exists:
-                    pg.execute(f'DROP OWNED BY "{role}"')  # type: ignore[arg-type]
-                    pg.execute(f'DROP ROLE "{role}"')  # type: ignore[arg-type]
 
 
 def _split_sql(script: str) -> list[str]:

@@ -55,8 +55,11 @@ def test_an_encrypting_codec_keeps_every_payload_unreadable_without_its_key(
     assert sorted(bank.executions.values()) == [1, 1, 1, 1]  # nothing sent twice
     with Daybook(db_url, codec=FernetCodec(rotated, key)) as book:
         assert book.get_run("f2").status == RunStatus.COMPLETED  # new rows under the new key
+        stranger = FernetCodec(FernetCodec.new_key())
+        with pytest.raises(ConfigError, match="none of them"):
+            Daybook(db_url, codec=stranger)  # refused at open: it would write under its own key
         with pytest.raises(ConfigError, match="does not decrypt"):
-            Daybook(db_url, codec=FernetCodec(FernetCodec.new_key())).journal("f1")
+            Daybook(db_url, codec=stranger, read_only=True).journal("f1")
     assert planted not in store_text(db_url)
 
 

@@ -253,7 +253,8 @@ def test_daybook_recover_explains_each_checkpoint_then_restores(db_url: str, cal
     start = _child(db_url, cal, sink.port, "start", "cli")
     assert json.loads(start.stdout.splitlines()[-1])["error"] == "RunFailed"
     cmd = ["daybook", "recover", "cli", "--db", db_url, "--explain", "--app", str(CHILD)]
-    env = {**os.environ, "PYTHONPATH": str(CHILD.parent)}  # the script imports its neighbours
+    # The script imports its neighbours (and daybook is whichever the tests import).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CHILD.parent), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "restore ResolveSlot::slot[0]::0 at commit@3" in out.stdout

@@ -76,9 +76,9 @@ def test_gc_erases_old_finished_payloads_and_keeps_the_spine(db_url: str) -> Non
         assert book.gc(0)["runs"] == 0  # erased once
         assert book.check() == []  # an erased run is a sound journal
         assert [r["state"] for r in book.replay_check(["old"])] == ["erased"]
-        with pytest.raises(ConfigError, match="erased by `daybook gc`"):
+        with pytest.raises(ConfigError, match="erased by `daybook gc"):
             book.replay("old")
-        with pytest.raises(ConfigError, match="erased by `daybook gc`"):
+        with pytest.raises(ConfigError, match="erased by `daybook gc"):
             book.retry("old")
         book.signal("live", "go")
         book.resume("live")

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
@@ -20,60 +20,13 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession, types
 from mcp.shared.memory import create_connected_server_and_client_session
+from mcp_support import HERE, SERVER, body, client, direct, ledger_of, proxy_process, run, text
+from mcp_support import ledger as ledger  # a fixture
 
 from daybook import Daybook
 from daybook.integrations.mcp import KEY_META, load_policy, open_proxy
-
-HERE = Path(__file__).parent
-SERVER = f"{sys.executable} {HERE / 'mcp_counter_server.py'}"
-
-
-def ledger_of(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def body(result: types.CallToolResult) -> Any:
-    assert not result.isError, result.content
-    if result.structuredContent is not None:
-        return result.structuredContent
-    first = result.content[0]
-    assert isinstance(first, types.TextContent)
-    return json.loads(first.text)
-
-
-def text(result: types.CallToolResult) -> str:
-    first = result.content[0]
-    assert isinstance(first, types.TextContent)
-    return first.text
-
-
-@pytest.fixture
-def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv("MCP_LEDGER", str(path))
-    return path
-
-
-@asynccontextmanager
-async def client(
-    book: Daybook, session: str = "s1", policy: str | None = None
-) -> AsyncIterator[ClientSession]:
-    """A real MCP client session talking to an in-process proxy in front of the real server."""
-    how = {"command": SERVER, "session": session, "policy": load_policy(policy)}
-    async with (
-        open_proxy(book, **how) as proxy,
-        create_connected_server_and_client_session(proxy.server()) as c,
-    ):
-        yield c
-
-
-def run(fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(fn())  # type: ignore[arg-type]
 
 
 def test_each_tool_call_is_a_journaled_effect_with_its_key_sent_upstream(book: Daybook, ledger: Path) -> None:
@@ -209,31 +162,7 @@ def test_an_irreversible_tool_is_gated_until_approved_and_the_approval_is_bound_
     assert len(ledger_of(ledger)) == 1
 
 
-@asynccontextmanager
-async def proxy_process(
-    db_url: str, session: str, policy: Path | None = None
-) -> AsyncIterator[ClientSession]:
-    """A real MCP client over stdio to `daybook proxy` as its own process (what an IDE runs)."""
-    args = ["-m", "daybook", "proxy", "--db", db_url, "--run", session, "--upstream", SERVER]
-    args += ["--tools-policy", str(policy)] if policy is not None else []
-    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
-    async with stdio_client(params) as (r, w), ClientSession(r, w) as c:
-        await c.initialize()
-        yield c
-
-
 SLOW_SEND = {"to": "bob", "amount": 5, "delay": 120}
-
-
-@asynccontextmanager
-async def direct() -> AsyncIterator[ClientSession]:
-    """A real MCP client straight to the server, no daybook."""
-    params = StdioServerParameters(
-        command=sys.executable, args=[SERVER.split(" ", 1)[1]], env=dict(os.environ)
-    )
-    async with stdio_client(params) as (r, w), ClientSession(r, w) as c:
-        await c.initialize()
-        yield c
 
 
 async def kill_proxy_mid_call(
@@ -362,8 +291,8 @@ def test_annotations_are_read_conservatively_and_a_policy_file_overrides_them(tm
     )
     bad = tmp_path / "bad.json"
     bad.write_text('{"tools": {"t": {"class": "sometimes"}}}')
-    with pytest.raises(ConfigError, match="class 'sometimes'"):
-        load_policy(bad).for_tool("t", None, {})
+    with pytest.raises(ConfigError, match=r"tools\.t\.class: Input should be 'read'"):
+        load_policy(bad)
     with pytest.raises(ConfigError, match="cannot read the tools policy"):
         load_policy(tmp_path / "missing.json")
 

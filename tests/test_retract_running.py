@@ -115,6 +115,15 @@ def test_retracting_a_running_step_stops_it_undoes_what_it_wrote_and_never_start
     assert len(STARTS) == 1
 
 
+def test_a_retraction_reaches_a_running_step_on_an_encrypted_store(db_url: str, tmp_path: Path) -> None:
+    # The heartbeat reads the inbox on a connection of its own, behind the same payload guard:
+    # under a codec the retraction's payload is encrypted, and it must still be read.
+    STOP.clear()
+    STARTS.clear()
+    with Daybook(db_url, lease_ttl=0.9, codec=daybook.FernetCodec(daybook.FernetCodec.new_key())) as b:
+        test_retracting_a_running_step_stops_it_undoes_what_it_wrote_and_never_starts_it_again(b, tmp_path)
+
+
 def test_a_call_stopped_by_a_retraction_that_applied_nothing_fails_once_and_is_not_retried(
     quick: Daybook,
 ) -> None:

@@ -270,10 +270,10 @@ def test_after_a_long_pause_the_agent_loop_starts_again_from_a_recorded_primer(b
         return loop.run(ctx, "announce the sale").as_dict()
 
     book.inline_wait = 0
-    token = book.add_approver("ana")
+    token = book.add_approver("ana", roles=["approver", "operator"])
     with pytest.raises(daybook.Suspended):
         book.run(sale, run_id="sale")  # the irreversible announcement waits for approval
-    assert book.pause("sale", by="ana") == "paused"
+    assert book.pause("sale", by="ana", token=token) == "paused"
     time.sleep(0.5)  # longer than primer_after
     book.approve("sale", book.approvals()[0]["gate_id"], approver="ana", token=token)
     done = book.resume("sale")

@@ -10,10 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import HERE, killed, last_json, release_together
+from conftest import HERE, killed, last_json, release_together, worker_command
 
 from daybook import Daybook
 from daybook.demo.bank import Bank
@@ -242,51 +243,138 @@ def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
 
 
+def _worker(db_url: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`daybook worker --until-idle` over tx_child.py's workflows."""
+    command = [c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, *extra)]
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_worker_that_takes_over_a_dead_owners_run_aborts_its_open_transaction_and_frees_the_scopes(
     db_url: str, tmp_path: Path, bank: Bank
 ) -> None:
     """SIGKILL mid-transaction (the leg booked, a write staged); another process's transaction
-    on an overlapping scope waits for it; a worker takes the run over once the lease lapses,
-    aborts the open attempt (the leg cancelled once, nothing staged or held visible), and the
-    waiting transaction goes on at once, before the retry's fresh epoch."""
-    import time
-
-    from conftest import worker_command
-
+    on an overlapping scope finds the holder's owner dead and suspends at once (it holds no
+    process while it waits); a worker takes the dead owner's run over, aborts the open attempt
+    (the leg cancelled once, nothing staged or held visible), and the suspended transaction
+    goes on before the retry's fresh epoch."""
     root = tmp_path / "site"
     root.mkdir()
     first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
     assert killed(first)
     with Daybook(db_url) as book:
         assert [f["held_by"]["run_id"] for f in book.frontiers()] == ["r1", "r1"]
-    waiter = subprocess.Popen(
-        [sys.executable, CHILD, db_url, "count", "w1", str(root), "counter", "1", "tx"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        time.sleep(2.5)  # the dead owner's lease (2 s) lapses; the waiter is blocked meanwhile
-        assert waiter.poll() is None and not (root / "counter").exists()
-        assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 0}
-        command = [
-            c if c != str(HERE / "agents.py") else CHILD for c in worker_command(db_url, "--until-idle")
-        ]
-        path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-        env = {**os.environ, "PYTHONPATH": path}  # the app imports the tests' helpers
-        worker = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    waiter = _child(db_url, "count", "w1", str(root), "counter", "1", "tx", timeout=60)
+    assert waiter.returncode == 3 and "Suspended" in waiter.stdout, waiter.stdout + waiter.stderr
+    assert not (root / "counter").exists()
+    assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 0}
+    # --until-idle exits with no run pending or running: r1's retry may be suspended on w1's
+    # epoch (due a second later) when it does, so a second worker finishes it.
+    for _ in range(5):
+        worker = _worker(db_url, "--until-idle")
         assert worker.returncode == 0, worker.stdout + worker.stderr
-        out, err = waiter.communicate(timeout=60)
-        assert waiter.returncode == 0, out + err
-    finally:
-        waiter.kill()
+        with Daybook(db_url) as book:
+            if book.get_run("r1").status == "completed":
+                break
+        time.sleep(1.1)
     assert (root / "counter").read_text() == "1"
     # The abandoned attempt's leg cancelled once; the retry booked one leg and sent one notice.
     assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 2, "notices": 1, "cancels": 1}
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
     with Daybook(db_url) as book:
         assert book.frontiers() == []
+        assert {book.get_run(r).status for r in ("r1", "w1")} == {"completed"}
         rows = [(t["run_id"], t["status"], t["epoch"]) for t in book.transactions()]
     assert [(r, s) for r, s, _ in rows] == [("r1", "aborted"), ("w1", "committed"), ("r1", "committed")]
+
+
+# Kill points of a takeover's abort of an abandoned attempt (the owner died after booking the
+# leg, before its second staged write): the abort decided, the inverse's intent written, the
+# inverse confirmed, and just before the aborted row.
+UNWIND = [
+    ("--kill-tx", "after:tx_mark:1"),
+    ("--kill-after", "intent:1"),
+    ("--kill-after", "outcome:1"),
+    ("--kill-tx", "before:tx_mark:2"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("flag", "where"), UNWIND)
+def test_the_abort_of_an_abandoned_transaction_cut_by_a_sigkill_resumes_and_undoes_once(
+    db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str
+) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first), first.stdout + first.stderr
+    taker = _child(db_url, "resume", "r1", flag, where)
+    assert killed(taker), taker.stdout + taker.stderr
+    with Daybook(db_url) as book:
+        assert [t["status"] for t in book.transactions("r1")] == ["aborting"]
+    third = _child(db_url, "resume", "r1")
+    assert third.returncode == 0, third.stdout + third.stderr
+    result = last_json(third.stdout.replace('{"done": true}', ""))
+    assert result["result"]["attempt"] == 2  # type: ignore[index]
+    # At the bank: the abandoned attempt's leg cancelled exactly once, the retry's leg stands,
+    # the irreversible notice sent once (by the committed attempt only).
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 2, "notices": 1, "cancels": 1}
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        assert [t["status"] for t in book.transactions("r1")] == ["aborted", "committed"]
+        assert book.frontiers() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cancel_compensate_of_a_run_whose_abort_was_cut_mid_inverse_undoes_the_leg_once(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    """The takeover's inverse was in flight (its intent written) when it was killed; the
+    operator cancels with --compensate instead of resuming: the leg is cancelled once at the
+    bank, and the run holds no scope."""
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
+    assert killed(first), first.stdout + first.stderr
+    taker = _child(db_url, "resume", "r1", "--kill-after", "intent:1")
+    assert killed(taker), taker.stdout + taker.stderr
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    done = cli(
+        "cancel", "r1", "--compensate", "--app", CHILD, db=db_url, env={**os.environ, "PYTHONPATH": path}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 1}
+    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []
+        assert book.get_run("r1").status == "cancelled"
+
+
+def test_tx_release_refuses_an_attempt_whose_commit_was_decided(
+    db_url: str, tmp_path: Path, bank: Bank
+) -> None:
+    """Killed right after the commit decision: releasing would show others half a commit, so it
+    is refused; the resumed run finishes the flush and frees the scopes itself."""
+    from conftest import cli
+
+    root = tmp_path / "site"
+    root.mkdir()
+    first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-tx", "after:tx_mark:1")
+    assert killed(first), first.stdout + first.stderr
+    with Daybook(db_url) as book:
+        [row] = book.transactions("r1")
+    assert row["status"] == "committing"
+    refused = cli("tx", "release", str(row["tx_id"]), "--as", "ops", "--reason", "r", db=db_url)
+    assert refused.returncode != 0 and "commit was decided" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert _child(db_url, "resume", "r1").returncode == 0
+    assert _visible(root, bank) == {"a": "A", "b": "B", "legs": 1, "notices": 1, "cancels": 0}
+    with Daybook(db_url) as book:
+        assert book.frontiers() == []

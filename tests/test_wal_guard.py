@@ -43,6 +43,6 @@ def test_without_the_guard_the_writer_acknowledges_commits_into_a_deleted_log(tm
     ACTS.clear()
     path = tmp_path / "j.db"
     with Daybook(f"sqlite:///{path}") as book:
-        book.store._group._guard = None  # type: ignore[attr-defined]
+        book.store.inner._group._guard = None  # type: ignore[attr-defined]
         assert book.run(cut, f"{path}-wal", run_id="w") == 2
     assert ACTS == [1, 2]

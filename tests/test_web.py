@@ -31,8 +31,9 @@ def echo(ctx: daybook.Context, text: str) -> str:
 
 
 def gated(book: Daybook, bank_url: str, run_id: str = "sre") -> str:
-    """A run suspended on an approval gate for `oncall`; returns the oncall token."""
-    token = book.add_approver("oncall")
+    """A run suspended on an approval gate for `oncall` (who operates runs too); returns the
+    oncall token."""
+    token = book.add_approver("oncall", roles=["approver", "operator"])
     with pytest.raises(Suspended):
         book.run(agents.restart, bank_url, 3600.0, run_id=run_id)
     return token
@@ -238,7 +239,7 @@ def web_blind(ctx: daybook.Context, url: str) -> str:
 
 
 def _signed_in(book: Daybook) -> tuple[TestClient, str]:
-    token = book.add_approver("alice")
+    token = book.add_approver("alice", roles=["approver", "operator"])
     client = TestClient(build(book))
     client.post("/login", data={"name": "alice", "token": token})
     return client, csrf_of(client.get("/approvals").text)
@@ -367,3 +368,45 @@ def test_a_run_page_shows_a_secret_as_its_digest_never_its_value(tmp_path: Any) 
         digest = str(book.journal("pinned")[1].data["value"]["$secret"])
         page = TestClient(build(book)).get("/runs/pinned").text
     assert "pin-8362-never-shown" not in page and digest in page
+
+
+def test_a_web_session_ends_when_its_approvers_key_is_rotated_or_removed(
+    gated_book: tuple[Daybook, str, Any],
+) -> None:
+    """Audit R11: the old session cancelled a run after `approvers add` rotated the key."""
+    book, token, _ = gated_book
+    client = TestClient(build(book))
+    assert client.post("/login", data={"name": "oncall", "token": token}).status_code == 200
+    csrf = csrf_of(client.get("/approvals").text)
+    book.add_approver("oncall")  # rotated (`daybook approvers add oncall` again)
+    before = state(book, "sre")
+    for path, data in (("/runs/sre/cancel", {}), ("/approvals/approve", {"run_id": "sre", "gate": "sre/1"})):
+        assert client.post(path, data={**data, "csrf": csrf}).status_code == 401  # signed out
+    assert state(book, "sre") == before and book.get_run("sre").status == "suspended"
+    fresh = book.add_approver("oncall")
+    assert client.post("/login", data={"name": "oncall", "token": fresh}).status_code == 200
+    csrf = csrf_of(client.get("/approvals").text)
+    assert book.remove_approver("oncall")  # removed: the session ends too
+    assert client.post("/runs/sre/pause", data={"csrf": csrf}).status_code == 401
+    assert book.get_run("sre").status == "suspended"
+
+
+def test_a_gate_approver_without_the_operator_role_cannot_act_on_runs_from_the_web(
+    db_url: str,
+    bank,  # type: ignore[no-untyped-def]
+) -> None:
+    with Daybook(db_url, inline_wait=0.1) as book:
+        with pytest.raises(Suspended):
+            book.run(agents.restart, bank.url, 3600.0, run_id="sre")
+        token = book.add_approver("oncall")  # the approver role only
+        client = TestClient(build(book))
+        client.post("/login", data={"name": "oncall", "token": token})
+        csrf = csrf_of(client.get("/approvals").text)
+        before = state(book, "sre")
+        for verb in ("pause", "cancel", "retry", "steer", "resolve", "resume"):
+            refused = client.post(f"/runs/sre/{verb}", data={"csrf": csrf, "compensate": "1"})
+            assert refused.status_code == 403 and "operator role" in refused.text, verb
+        assert state(book, "sre") == before
+        done = client.post("/approvals/approve", data={"csrf": csrf, "run_id": "sre", "gate": "sre/1"})
+        assert done.status_code == 200 and "delivered" in done.text  # deciding its gate is its role
+        assert book.resume("sre")["by"] == "oncall"

@@ -5,6 +5,7 @@ with SIGKILL at a chosen protocol point; and read-then-write counter increments 
                                                    [--kill-tx before|after:METHOD:N]
     tx_child.py DB spec RUN_ID ROOT BANK [kill flags as for start]
     tx_child.py DB resume RUN_ID
+    tx_child.py DB cancel RUN_ID [--kill-tx ...]
     tx_child.py DB count RUN_ID ROOT NAME TIMES MODE [--ready-go]    MODE: tx | plain | hold
 
 KIND:N is the N-th journal row of that kind written through `store.append`; METHOD:N the N-th
@@ -105,12 +106,34 @@ def count_flow(ctx: daybook.Context, root: str, name: str, times: int, mode: str
 
 def _wait_for(where: str) -> bool:
     path = Path(where)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not path.exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.02)
     return True
+
+
+@daybook.workflow(name="tx_dead_waiter")
+def dead_waiter(ctx: daybook.Context, root: str, nap: float) -> int:
+    """Sleep (suspended: no slot held), then a read-then-write increment of `acct` in a
+    transaction: a lost update would show at the file."""
+    if nap:
+        ctx.sleep(nap)
+    with ctx.transaction(scopes=[f"fs:{root}/acct"]):
+        n = ctx.decide("read", _read, root, "acct").value
+        ctx.effect(put_file, root=root, name="acct", content=str(n + 1))
+    return n + 1
+
+
+@daybook.workflow(name="tx_dead_holder")
+def dead_holder(ctx: daybook.Context, root: str) -> int:
+    """The same increment, holding the transaction open until the file `hold.go` appears."""
+    with ctx.transaction(scopes=[f"fs:{root}/acct"]):
+        n = ctx.decide("read", _read, root, "acct").value
+        ctx.decide("hold", _wait_for, str(Path(root, "hold.go")))
+        ctx.effect(put_file, root=root, name="acct", content=str(n + 1))
+    return n + 1
 
 
 def _kill_tx(book: daybook.Daybook, argv: list[str]) -> None:
@@ -125,7 +148,9 @@ def _kill_tx(book: daybook.Daybook, argv: list[str]) -> None:
 def main() -> None:
     db, action, run_id = sys.argv[1:4]
     rest = sys.argv[4:]
-    book = daybook.Daybook(db, lease_ttl=2.0)
+    # The counters' runs wait for each other in the process (a loaded machine may take longer
+    # than the default spin before a frontier wait suspends the run).
+    book = daybook.Daybook(db, lease_ttl=2.0, inline_wait=120.0 if action == "count" else 2.0)
     kill_at_journal_write(book, rest)
     _kill_tx(book, rest)
     if action == "start":
@@ -137,6 +162,8 @@ def main() -> None:
         ready_then_go(rest)
         root, name, times, mode = rest[0], rest[1], int(rest[2]), rest[3]
         report(lambda: book.run(count_flow, root, name, times, mode, run_id=run_id))
+    elif action == "cancel":
+        report(lambda: book.cancel(run_id, by="test") and None)
     else:
         report(lambda: book.resume(run_id, wait=10))
     print(json.dumps({"done": True}))

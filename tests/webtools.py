@@ -81,4 +81,5 @@ def chromium() -> Any:
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console: CSP violations
     return webdriver.Chrome(service=Service(driver_path), options=options)

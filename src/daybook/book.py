@@ -30,13 +30,14 @@ from .coordination.entity import Entity, Lease, list_leases
 from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
-from .gates import approval
+from .gates import roster
+from .gates.methods import GateMethods
+from .hints import name_the_store
 from .journal import strict as strict_mode
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
 from .runtime import inbox, operator
-from .runtime.fork import fork as fork_run
 from .runtime.inbox import ENDED
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
@@ -47,17 +48,17 @@ from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.expiry import expire as expire_paused
 from .steering.revision import steer as steer_run
 from .steering.update import update as send_update
-from .store import Store, integrity, open_store, retention
+from .store import Store, integrity, open_store, resolve_url, retention
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
 from .tx import audit
-from .tx import frontier as tx_frontier
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
+from .tx.methods import TxMethods
 
-# Bounds on the numbers a handle takes (finite; a lease or inline wait past a day is a mistake).
+# A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
 MAX_SECONDS = 86_400.0
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
@@ -72,7 +73,8 @@ def inline_wait_of(value: object) -> float:
 
 
 @functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
-class Daybook(DispatchMethods, RecoveryMethods):
+@name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
+class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -90,6 +92,9 @@ class Daybook(DispatchMethods, RecoveryMethods):
     `gate_irreversible`: True (any approver) or approvers' names puts every irreversible
     `ctx.effect` outside a transaction through an approval gate first (the one-effect
     transaction's release policy); False (default) runs it at once.
+    `approvers_file`: the approvers file, outside the store, whose public keys verdicts and
+    operators' acts are checked against (else `$DAYBOOK_APPROVERS_FILE`, else beside a SQLite
+    store or under ~/.config/daybook/approvers for PostgreSQL; see `gates.roster`).
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class Daybook(DispatchMethods, RecoveryMethods):
         secret_key: str | bytes | None = None,
         codec: PayloadCodec | None = None,
         gate_irreversible: bool | Sequence[str] = False,
+        approvers_file: str | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -113,6 +119,7 @@ class Daybook(DispatchMethods, RecoveryMethods):
         # Every payload passes the guard: secrets become digests, the codec (if any) encodes.
         self._store: Store = guard(open_store(url, read_only=read_only), codec or codec_from_env())
         bind_key(self._store, secret_key)
+        roster.bind(self._store, approvers_file)
         if on_error not in ("park", "fail"):
             raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
         self._runner = Runner(
@@ -205,14 +212,24 @@ class Daybook(DispatchMethods, RecoveryMethods):
         """`resume` for `async def` workflows."""
         return await self._runner.resume_async(run_id, _wait_of(wait), app)
 
-    def retry(self, run_id: str, *, by: str | None = None, app: Apps = None, submit: bool = False) -> Any:
+    def retry(
+        self,
+        run_id: str,
+        *,
+        by: str | None = None,
+        app: Apps = None,
+        submit: bool = False,
+        token: str | None = None,
+    ) -> Any:
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
-        step that raised runs again. Journaled with who asked (`by`, default the OS user).
+        step that raised runs again. Journaled with who asked (`by`, default the OS user; a
+        registered approver's name needs its `token`, see "Security model" in the README).
 
         Runs it here and returns its result (as `resume`), or with `submit=True` only marks it
         due for a worker (`daybook worker`) and returns None."""
-        operator.retry(self._store, run_id, by or getpass.getuser())
+        by, who = self._actor(by, token, "retry", run_id)
+        operator.retry(self._store, run_id, by, {"identity": who})
         if submit:
             return None
         return self._runner.resume(run_id, 0.0, app)
@@ -226,57 +243,40 @@ class Daybook(DispatchMethods, RecoveryMethods):
         author: str | None = None,
         target: str | None = None,
         wait: float = 10.0,
+        token: str | None = None,
     ) -> dict[str, JSON]:
         """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about
         `target` (optional). The run reads it at its next step boundary (`ctx.revisions()`),
         which journals the acknowledgement; waits up to `wait` seconds for it and returns
-        {"id", "acked", "step", "conflicts"} (`steering/revision.py`)."""
+        {"id", "acked", "step", "conflicts", "authenticated"} (`steering/revision.py`). A
+        registered approver's name as `author` needs its `token`; any other is journaled as
+        unauthenticated."""
         return steer_run(
             self._runner.claims,
             run_id,
             kind,
             text,
-            author=author or getpass.getuser(),
+            author=author,
             target=target,
             wait=_wait_of(wait),
+            token=token,
         )
 
-    def fork(
-        self,
-        run_id: str,
-        at: int,
-        *,
-        args: Sequence[JSON] | None = None,
-        kwargs: dict[str, JSON] | None = None,
-        new_run_id: str | None = None,
-        confirm: bool = False,
-        by: str | None = None,
-    ) -> tuple[str, list[dict[str, JSON]]]:
-        """Edit a past turn: a new `pending` run sharing `run_id`'s journal up to step `at`
-        (replayed, never re-fired), then going on with the same or the edited input. Returns
-        its id and the effects the original made after `at`, by class; those that cannot be
-        undone need `confirm=True` (`runtime/fork.py`)."""
-        run_input = None
-        if args is not None or kwargs is not None:
-            run_input = {"args": list(args or []), "kwargs": dict(kwargs or {})}
-        return fork_run(
-            self._store,
-            run_id,
-            at,
-            new_id=new_run_id,
-            run_input=run_input,
-            confirm=confirm,
-            by=by or getpass.getuser(),
-        )
-
-    def pause(self, run_id: str, *, by: str | None = None) -> str:
+    def pause(self, run_id: str, *, by: str | None = None, token: str | None = None) -> str:
         """Pause a run, journaled with who asked: at once if no process executes it ("paused"),
         else at its next step boundary once its owner's heartbeat sees it ("requested");
         "already" if it is. Workers leave it; `resume` goes on, `cancel` ends it."""
-        return operator.pause(self._store, run_id, by or getpass.getuser())
+        by, who = self._actor(by, token, "pause", run_id)
+        return operator.pause(self._store, run_id, by, who)
 
     def cancel(
-        self, run_id: str, compensate: bool = False, *, by: str | None = None, app: Apps = None
+        self,
+        run_id: str,
+        compensate: bool = False,
+        *,
+        by: str | None = None,
+        app: Apps = None,
+        token: str | None = None,
     ) -> Compensation | None:
         """End a run for good (`cancelled`), journaled with who asked. A live owner stops at its
         next journal write; an act it has in flight then stays open in the effect ledger.
@@ -286,13 +286,13 @@ class Daybook(DispatchMethods, RecoveryMethods):
         the `Compensation` report and raises `RunStuck` if something could not be undone.
         Calling it again on a cancelled run finishes an unwind a crash interrupted. `app`
         names the module that registers the tools (when this process has not imported it)."""
-        by = by or getpass.getuser()
+        name, who = self._actor(by, token, "cancel", run_id)
         info = self.get_run(run_id)
         for kid in sorted(self._store.search_runs({"parent": run_id}, 10_000), key=lambda r: -r.created_at):
             if kid.status not in ENDED:  # its children first, newest first: the tree unwinds bottom up
-                self.cancel(kid.run_id, compensate, by=by, app=app)
+                self.cancel(kid.run_id, compensate, by=by, app=app, token=token)
         if info.status != RunStatus.CANCELLED:
-            operator.cancel(self._store, run_id, by, compensate)
+            operator.cancel(self._store, run_id, name, compensate, who)
         return self._unwind(run_id, app) if compensate else None
 
     def _unwind(self, run_id: str, app: Apps) -> Compensation:
@@ -426,6 +426,7 @@ class Daybook(DispatchMethods, RecoveryMethods):
         absent: bool = False,
         by: str | None = None,
         evidence: str = "",
+        token: str | None = None,
     ) -> Event:
         """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
 
@@ -433,8 +434,10 @@ class Daybook(DispatchMethods, RecoveryMethods):
         `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or
         RESULT itself when it is a string, is kept as the counterparty's reference);
         `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
-        it, so resuming sends it again under the same key.
+        it, so resuming sends it again under the same key. A registered approver's name as
+        `by` needs its `token`; any other is journaled as unauthenticated.
         """
+        by, who = self._actor(by, token, "resolve", run_id)
         return resolve_effect(
             self._runner.claims,
             run_id,
@@ -445,6 +448,7 @@ class Daybook(DispatchMethods, RecoveryMethods):
             absent=absent,
             by=by,
             evidence=evidence,
+            identity=who,
         )
 
     # -- atomic commits -----------------------------------------------------------------------
@@ -484,18 +488,6 @@ class Daybook(DispatchMethods, RecoveryMethods):
         older_than = bounded(older_than, "older_than (seconds)", low=0.0, high=MAX_SWEEP)
         return audit.sweep_orphans(self.store, older_than)
 
-    # -- Atomix transactions (ctx.transaction) ------------------------------------------------
-
-    def transactions(self, run_id: str | None = None) -> list[dict[str, JSON]]:
-        """Transaction attempts by epoch (all, or one run's): tx_id, run_id, epoch, scopes,
-        status (open, committing, aborting, committed, aborted, stuck), attempt, retries, times."""
-        return tx_frontier.listing(self.store, run_id)
-
-    def frontiers(self) -> list[dict[str, JSON]]:
-        """Each scope an open transaction holds: its frontier (the smallest open epoch on an
-        overlapping scope), the transaction holding it, and the later ones waiting on it."""
-        return tx_frontier.frontiers(self.store)
-
     # -- operator actions ---------------------------------------------------------------------
 
     def signal(self, run_id: str, name: str, payload: JSON = None, *, sender: str | None = None) -> int:
@@ -516,42 +508,6 @@ class Daybook(DispatchMethods, RecoveryMethods):
         `ctx.handle_update`). The request is durable and applied once; if no answer comes within
         `timeout` seconds, `UpdateTimeout` is raised and the request stays queued for the run."""
         return send_update(self._runner.claims, run_id, name, args, timeout=timeout, sender=sender)
-
-    def add_approver(self, name: str) -> str:
-        """Register approver `name` (or give it a new token) and return its secret token.
-
-        Only the token's hash is stored; show the token to the approver once."""
-        return approval.add_approver(self.store, name)
-
-    def approvals(self, run_id: str | None = None) -> list[dict[str, JSON]]:
-        """Gates waiting for a verdict, across unfinished runs (with `run_id`: that run's and
-        its child runs'), each with its run's `parent` and tree `root`."""
-        return approval.approvals(self.store, run_id)
-
-    def verdicts(self, run_id: str | None = None) -> list[dict[str, JSON]]:
-        """Every verdict attempt (of one run, or all): `delivered`, `late`, `refused` (with who
-        claimed to decide and why) and gates that `timed_out`."""
-        if run_id is not None:
-            self.get_run(run_id)
-        return approval.verdicts(self.store, run_id)
-
-    def approve(
-        self,
-        run_id: str,
-        gate_id: str,
-        *,
-        approver: str,
-        token: str,
-        reason: str = "",
-        approve: bool = True,
-    ) -> str:
-        """Deliver a verdict for one gate of a run, as an authenticated approver.
-
-        Returns "delivered", or "late" when the gate already timed out or has a verdict: a late
-        verdict is recorded (in the run's inbox, with who and when) and does nothing."""
-        return approval.approve(
-            self.store, run_id, gate_id, approver=approver, token=token, reason=reason, approve=approve
-        )
 
     # -- budgets and coordination -------------------------------------------------------------
 

@@ -8,8 +8,12 @@ class DaybookError(Exception):
 
     Every subclass can be built from one argument: a message (`EffectFailed("card declined")`),
     or, for the errors about one run (`RunNotFound`, `RunLeased`, `RunFailed`, `RunParked`,
-    `RunPaused`, `RunCancelled`, `RunExpired`, `Suspended`), the run id; the other arguments
-    have defaults."""
+    `RunPaused`, `RunCancelled`, `RunExpired`, `RunErased`, `RecoveryInProgress`, `Suspended`),
+    the run id; the other arguments have defaults."""
+
+    # Set by `book.recover` on the error of the re-run it started (parked, failed again,
+    # waiting): what the recovery did before it (a `daybook.Recovery`). None otherwise.
+    recovery: object = None
 
 
 class ConfigError(DaybookError):
@@ -45,6 +49,26 @@ class RunLeased(DaybookError):
             f"run {run_id!r} is being executed by {owner} (lease expires in {expires_in:.1f}s); "
             "wait for it, or resume with wait=SECONDS (CLI: --wait) to take it over once the "
             "lease expires"
+        )
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+
+
+class RecoveryInProgress(RunLeased):
+    """Another live process is recovering the run (`daybook recover`): one recovery at a time."""
+
+    def __init__(self, run_id: str, owner: str = "another process", expires_in: float = 0.0) -> None:
+        parts = owner.split(":")
+        who = f"process {parts[1]} on {parts[0]}" if len(parts) == 6 else "another process"
+        DaybookError.__init__(
+            self,
+            f"run {run_id!r} is being recovered by {who} (lease owner {owner}, or it holds the run "
+            f"for another operator action; the lease expires in {expires_in:.1f}s): one recovery "
+            "at a time. "
+            f"Wait for it to end (`daybook show {run_id}`); if that process died, `daybook recover "
+            f"{run_id}` continues its recovery (at once on the same machine, else once the lease "
+            "expires)",
         )
         self.run_id = run_id
         self.owner = owner
@@ -132,6 +156,20 @@ class RunExpired(DaybookError):
         self.run_id = run_id
 
 
+class RunErased(DaybookError):
+    """What a run needs was erased by retention (`daybook gc`): only its audit spine is left, and
+    an erasure mark is never handed to code as data."""
+
+    def __init__(self, run_id: str, gc_id: object = "a gc pass", what: str = "its payloads") -> None:
+        super().__init__(
+            f"run {run_id!r}: {what} were erased by `daybook gc` ({gc_id}), so they cannot be "
+            f"read or replayed; `daybook show {run_id}` shows the audit spine that is left. Start "
+            "a new run (with a new run id)"
+        )
+        self.run_id = run_id
+        self.gc_id = gc_id
+
+
 class RunCancelled(DaybookError):
     """The run was cancelled (`daybook cancel`); it never runs again."""
 
@@ -165,11 +203,22 @@ class StepFailed(DaybookError):
 
     `error` is the journaled error (`type`, `message`); raised by hand with a message alone
     (`raise daybook.EffectFailed("card declined")` in a tool: a certain failure, not re-sent),
-    it is this exception's own."""
+    it is this exception's own. For a decision, `step` names it, and `bug` says its function
+    raised an exception it did not mean (not a `WorkflowFailed`, `StepFailed` or
+    `BudgetExceeded`): left uncaught, such a failure parks the run; either way `retry` runs that
+    step again."""
 
-    def __init__(self, message: str = "", error: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        error: dict[str, str] | None = None,
+        step: int | None = None,
+        bug: bool = False,
+    ) -> None:
         super().__init__(message)
         self.error = error if error is not None else {"type": type(self).__name__, "message": str(message)}
+        self.step = step
+        self.bug = bug
 
 
 class EffectFailed(StepFailed):
@@ -274,6 +323,10 @@ class TransactionAbandoned(DaybookError):
     lease lapsed); the process that took the run over aborted it (staged calls dropped, what ran
     undone, held irreversible calls never released), and it runs again under a fresh epoch
     while its `retries` last."""
+
+
+class TransactionNotFound(DaybookError):
+    """No transaction attempt has this id (`daybook tx` lists them, column `transaction`)."""
 
 
 class ReleaseDeclined(DaybookError):

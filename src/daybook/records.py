@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .errors import ConfigError, CorruptJournal, NotSerializable
+from .errors import ConfigError, CorruptJournal, NotSerializable, RunErased
 
 SCHEMA_VERSION = 12
 
@@ -43,6 +43,11 @@ class Kind(StrEnum):
     # transaction (data: tx_id). The next execution goes on with it; one that finds the run's
     # steps ending inside an open transaction without this row aborts it (its owner died).
     TX_LEFT = "tx_left"
+    # No step: an open transaction attempt was released (data: tx_id, by, reason, from): an
+    # operator (`daybook tx release`) or the end of its run (completed, failed, cancelled,
+    # expired). Its header is `aborted` in the same database transaction; the run's next
+    # execution, if any, aborts the attempt (its inverses run) and retries under a fresh epoch.
+    TX_RELEASED = "tx_released"
 
 
 class Status(StrEnum):
@@ -406,3 +411,29 @@ def validate(ev: Event) -> Event:
 def canonical(value: JSON) -> str:
     """The value's canonical JSON (sorted keys, no spaces): what a keyed digest is taken over."""
     return _CANONICAL(value)
+
+
+ERASED = "$erased"  # the mark retention (`daybook gc`) leaves where a payload was
+
+
+def erased_by(value: JSON) -> str | None:
+    """The gc pass that erased `value` when it is an erasure mark, else None."""
+    if isinstance(value, dict) and ERASED in value:
+        return str(value[ERASED])
+    return None
+
+
+def readable(run_id: str, value: JSON, what: str) -> JSON:
+    """`value` as code may use it: an erasure mark raises `RunErased` instead of passing as data."""
+    gc_id = erased_by(value)
+    if gc_id is not None:
+        raise RunErased(run_id, gc_id, what)
+    return value
+
+
+def check_unerased(run_id: str, events: Sequence[Event]) -> None:
+    """Refuse to replay a journal that holds an erased row (`RunErased`, naming the gc pass)."""
+    for ev in events:
+        gc_id = erased_by(ev.data)
+        if gc_id is not None:
+            raise RunErased(run_id, gc_id, f"journal rows it replays (of run {ev.run_id!r})")

@@ -14,6 +14,7 @@ turn. Each worker also starts the runs of schedule firings that have come
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -31,6 +32,12 @@ from .runtime.workflow import load_app
 # Threads per worker process (each a store connection on PostgreSQL), and the longest idle poll.
 MAX_CONCURRENCY = 256
 MAX_POLL = 3600.0
+# Seconds a work thread waits before trying again to open its store connection: the first
+# wait, doubled after each refusal up to the second.
+OPEN_RETRY = (0.5, 30.0)
+# Once asked to stop, how long a worker lets the runs it executes reach a stopping point
+# (finish, suspend: a frontier wait suspends within `inline_wait`) before it exits anyway.
+DEFAULT_GRACE = 30.0
 
 
 @dataclass
@@ -60,10 +67,13 @@ class Worker:
         version: str | None = None,
         queues: Sequence[str] = (),
         schedules: bool = True,
+        warn: Callable[[str], None] | None = None,
+        grace: float = DEFAULT_GRACE,
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
         lease_ttl = lease_ttl_of(lease_ttl)
+        self.grace = bounded(grace, "grace (seconds)", low=0.0, high=MAX_POLL)
         # The only code this worker imports (with $DAYBOOK_APP): a run's stored reference never.
         apps = [apps] if isinstance(apps, str) else list(apps)
         for app in apps:
@@ -82,6 +92,9 @@ class Worker:
         self.schedules = schedules
         self._turn = 0
         self.stop = threading.Event()
+        # Lost and regained capacity (a thread that cannot open its connection): said on stderr
+        # whatever `echo` does, since the worker runs on with fewer threads meanwhile.
+        self.warn = warn or _to_stderr
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -89,57 +102,101 @@ class Worker:
         workers die)."""
         shared = Daybook(self.url, lease_ttl=self.lease_ttl)
         # SQLite: one handle, so parallel runs share group commits. PostgreSQL: a connection
-        # per thread, so they do not queue behind one socket.
+        # per work thread, so they do not queue behind one socket; the schedule thread uses
+        # the shared handle (concurrency + 1 connections in all).
         per_thread = not shared.url.startswith("sqlite") and "://" in shared.url
-        idle = [False] * self.concurrency
-
-        def loop(i: int) -> None:
-            book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
-            try:
-                while not self.stop.is_set():
-                    try:
-                        run_id = self._next(book, self.version)
-                    except Exception as exc:  # the store is down: keep trying, do not die
-                        self.stats.add("errors")
-                        self.echo(f"worker: cannot reach the store ({type(exc).__name__}: {exc})")
-                        self.stop.wait(max(self.poll, 1.0))
-                        continue
-                    if run_id is None:
-                        idle[i] = True
-                        if until_idle and all(idle) and not _unfinished(book, self.version, self.queues):
-                            return
-                        self.stop.wait(self.poll)
-                        continue
-                    idle[i] = False
-                    self._execute(book, run_id)
-            finally:
-                if per_thread:
-                    book.close()
-
+        crew = _Crew(shared, per_thread, until_idle, [False] * self.concurrency, self.concurrency, self.warn)
         threads = [
-            threading.Thread(target=loop, args=(i,), name=f"daybook-worker-{i}", daemon=True)
+            threading.Thread(target=self._loop, args=(i, crew), name=f"daybook-worker-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
-        self._join(threads, shared, per_thread)
+        self._join(threads, shared)
         shared.close()
         return self.stats
 
-    def _join(self, threads: list[threading.Thread], shared: Daybook, per_thread: bool) -> None:
+    def _loop(self, i: int, crew: _Crew) -> None:
+        """One work thread: its own store handle (opened, and opened again, until it is), then
+        take a run, execute it, repeat."""
+        book = self._own_book(i, crew) if crew.per_thread else crew.shared
+        if book is None:
+            return  # stopped (or the work ran out) before a connection could be had
+        try:
+            while not (self.stop.is_set() or crew.drained.is_set()):
+                try:
+                    run_id = self._next(book, self.version)
+                except Exception as exc:  # the store is down: keep trying, do not die
+                    self.stats.add("errors")
+                    self.echo(f"worker: cannot reach the store ({type(exc).__name__}: {exc})")
+                    self.stop.wait(max(self.poll, 1.0))
+                    continue
+                if run_id is None:
+                    crew.idle[i] = True
+                    if (
+                        crew.until_idle
+                        and all(crew.idle)
+                        and not _unfinished(book, self.version, self.queues)
+                    ):
+                        crew.drained.set()
+                        return
+                    self.stop.wait(self.poll)
+                    continue
+                crew.idle[i] = False
+                self._execute(book, run_id)
+        finally:
+            if crew.per_thread:
+                book.close()
+
+    def _own_book(self, i: int, crew: _Crew) -> Daybook | None:
+        """A work thread's own handle (PostgreSQL). A refused connection (`too many clients`,
+        a failover) is tried again with backoff, saying on stderr how many threads work
+        meanwhile; the thread counts as idle until it has one. None once the worker stops."""
+        delay, failed = OPEN_RETRY[0], False
+        crew.idle[i] = True
+        while not (self.stop.is_set() or crew.drained.is_set()):
+            try:
+                book = Daybook(self.url, lease_ttl=self.lease_ttl)
+            except Exception as exc:  # reported, and tried again: the thread must not die
+                self.stats.add("errors")
+                crew.lost(i, exc, delay, failed)
+                failed = True
+                crew.pause(self.stop, delay)
+                delay = min(delay * 2, OPEN_RETRY[1])
+                continue
+            crew.gained(i, failed)
+            return book
+        return None
+
+    def _join(self, threads: list[threading.Thread], shared: Daybook) -> None:
         """Run the work threads (and the schedule thread) until the work threads end."""
         done = threading.Event()
         if self.schedules:
-            threads.append(threading.Thread(target=self._fire, args=(shared, per_thread, done), daemon=True))
+            threads.append(threading.Thread(target=self._fire, args=(shared, done), daemon=True))
         for t in threads:
             t.start()
-        for t in threads[: self.concurrency]:
-            t.join()
+        self._wait_for(threads[: self.concurrency])
         done.set()
         for t in threads[self.concurrency :]:
-            t.join()
+            t.join(max(1.0, self.grace))
 
-    def _fire(self, shared: Daybook, per_thread: bool, done: threading.Event) -> None:
-        """Start the runs of schedule firings that have come, every poll (at most a second)."""
-        book = Daybook(self.url, lease_ttl=self.lease_ttl) if per_thread else shared
+    def _wait_for(self, threads: list[threading.Thread]) -> None:
+        """Until the work threads end; once `stop` is set, `grace` seconds at most. A run still
+        executing then is left as a crash would leave it (its lease lapses and a worker takes it
+        over; nothing journaled is lost): the threads are daemons, the process exits."""
+        while any(t.is_alive() for t in threads) and not self.stop.is_set():
+            self.stop.wait(0.2)  # set by a signal (or `until_idle`: the threads end themselves)
+        deadline = time.monotonic() + self.grace
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        busy = sum(t.is_alive() for t in threads)
+        if busy:
+            self.echo(
+                f"worker: {busy} run(s) still executing {self.grace:g}s after the stop; exiting "
+                "anyway: their leases lapse and another worker takes them over"
+            )
+
+    def _fire(self, book: Daybook, done: threading.Event) -> None:
+        """Start the runs of schedule firings that have come, every poll (at most a second), on
+        the worker's shared handle (the work threads of a PostgreSQL worker have their own)."""
         said: set[str] = set()
 
         def once(line: str) -> None:  # a schedule this worker cannot fire is said once, not per poll
@@ -147,16 +204,12 @@ class Worker:
                 said.add(line)
                 self.echo(line)
 
-        try:
-            while not done.is_set():
-                try:
-                    schedule_firing.fire_due(book.store, book.owner, self.apps, echo=once)
-                except Exception as exc:  # the store is down: keep trying, do not die
-                    self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
-                done.wait(min(self.poll, 1.0))
-        finally:
-            if per_thread:
-                book.close()
+        while not done.is_set():
+            try:
+                schedule_firing.fire_due(book.store, book.owner, self.apps, echo=once)
+            except Exception as exc:  # the store is down: keep trying, do not die
+                self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
+            done.wait(min(self.poll, 1.0))
 
     def _sources(self, book: Daybook) -> list[str | None]:
         """Where to look for a run, in turn (None: runs in no queue)."""
@@ -235,6 +288,50 @@ class Worker:
             return book.get_run(run_id).status
         except DaybookError:
             return None
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Crew:
+    """What a worker's threads share during one `Worker.run`: the shared handle, which threads
+    are idle, whether the work ran out (`until_idle`), and how many threads hold a connection."""
+
+    shared: Daybook
+    per_thread: bool
+    until_idle: bool
+    idle: list[bool]
+    total: int
+    warn: Callable[[str], None]
+    drained: threading.Event = field(default_factory=threading.Event)
+    working: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def lost(self, i: int, exc: Exception, delay: float, again: bool) -> None:
+        with self.lock:
+            working = self.working
+        said = "still cannot" if again else "cannot"
+        self.warn(
+            f"worker: thread {i} {said} open its store connection ({type(exc).__name__}: {exc}); "
+            f"{working} of {self.total} threads working, trying again in {delay:g}s"
+        )
+
+    def gained(self, i: int, after_refusal: bool) -> None:
+        with self.lock:
+            self.working += 1
+            working = self.working
+        if after_refusal:
+            self.warn(
+                f"worker: thread {i} has its store connection; {working} of {self.total} threads working"
+            )
+
+    def pause(self, stop: threading.Event, seconds: float) -> None:
+        """Wait `seconds`, or less if the worker stops or the work runs out."""
+        end = time.monotonic() + seconds
+        while not (stop.is_set() or self.drained.is_set()) and time.monotonic() < end:
+            stop.wait(min(0.25, end - time.monotonic()))
 
 
 def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bool:

@@ -11,11 +11,12 @@ block at its top (`demo.py` alone imports inside its command): what the package 
 not touch the CLI; the few internal names (`workflow.load_app`, `workflow.app_of`,
 `lease.is_dead_here`, `tool.registered`,
 `worker.Worker`, `demo.run_demo`, and the number checks and bounds `records.bounded`,
-`book.MAX_*`, `book.lease_ttl_of`, `worker.MAX_*`) from their modules, the only lines to repoint
-after such a move.
+`book.MAX_*`, `book.lease_ttl_of`, `worker.MAX_*`, `hints.with_db`) from their modules, the only
+lines to repoint after such a move.
 
-    app.py           the click group `main`, --db and opening the store (with_book), `say` (every
-                     line printed: escaped, hints given the --db used), JSON and table output,
+    app.py           the click group `main`, --db (before or after the command) and opening
+                     the store (with_book), `say` (every line printed: escaped, hints given
+                     the --db used), JSON and table output,
                      --app (repeatable; the only code a command imports), exit codes (0 ok,
                      1 error, 2 usage, 3 needs attention, 5 suspended)
     render.py        plain-text tables and the journal view, and `safe`: every line printed
@@ -33,6 +34,7 @@ after such a move.
     check.py         check, migrate
     web.py           web (the inspector; its extra imported when it runs), journal --follow
     proxy.py         proxy (the MCP proxy; its SDK, `daybook-runtime[mcp]`, is imported when it runs)
+    mcp_proxy.py     mcp-proxy (the same proxy, its upstream given as `-- CMD ARGS...`)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from . import (
     workers,
 )
 from .app import main
+from .mcp_proxy import COMMANDS as MCP_PROXY_COMMANDS
 from .proxy import COMMANDS as PROXY_COMMANDS
 
 __all__ = ["main"]
@@ -69,7 +72,7 @@ def _register() -> None:
     for noun in nouns:
         for command in noun.COMMANDS:
             main.add_command(command)
-    for command in PROXY_COMMANDS:
+    for command in [*PROXY_COMMANDS, *MCP_PROXY_COMMANDS]:
         main.add_command(command)
 
 

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 import click
 
 from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended, __version__
+from ..errors import redact_url
+from ..gates.signing import read_key_file
+from ..hints import with_db as hinted
 from ..runtime.workflow import app_of, load_app, trusted_ref
 from . import render
 
@@ -71,8 +74,34 @@ class SafeGroup(click.Group):
             return super().invoke(ctx)
 
 
+GROUP_DB = "daybook.group_db"
+
+
+def _group_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """`daybook --db URL CMD ...`: kept for the command, which takes it unless given its own."""
+    if value is not None:
+        ctx.meta[GROUP_DB] = remember_db(value)
+    return value
+
+
+def given_db(ctx: click.Context) -> str | None:
+    """The `--db` given before the command (`daybook --db URL CMD`), if any."""
+    found: str | None = ctx.find_root().meta.get(GROUP_DB)
+    return found
+
+
 @click.group(cls=SafeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, package_name=DISTRIBUTION, prog_name="daybook")
+@click.option(
+    "--db",
+    default=None,
+    metavar="URL",
+    expose_value=False,
+    is_eager=True,
+    callback=_group_db,
+    help="Store URL for the command (before or after it: `daybook --db URL runs` is "
+    "`daybook runs --db URL`; default $DAYBOOK_DB, else ./daybook.db).",
+)
 def main() -> None:
     """daybook: a durable journal for AI agents. Intent before every act, outcome after."""
     logger = logging.getLogger("daybook")
@@ -114,30 +143,11 @@ def parked_exit(book: Daybook, run_id: str) -> Iterator[None]:
         raise
 
 
-_TAKES_VALUE = {"--raise", "--payload", "--confirmed", "--failed", "--app", "--sweep", "--day", "--by"}
-_HINT = re.compile(r"`(daybook [^`]*)`")
-_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
-
-
 def with_db(text: str, db: str | None = None) -> str:
     """`text` with each `daybook CMD ...` hint in backticks given the `--db` this command was
     given (or `db`; none when it used the default store), so the hint reaches the same store."""
     ctx = click.get_current_context(silent=True)
-    db = db or (ctx.meta.get("daybook.db") if ctx is not None else None)
-    if not db:
-        return text
-    shown = _PASSWORD.sub(r"\1****@", db)  # never print a password (D10)
-    flag = f" --db {shlex.quote(shown)}"
-
-    def add(match: re.Match[str]) -> str:
-        words = match.group(1).split(" ")
-        if "--db" in words:
-            return match.group(0)
-        if words[-1] in _TAKES_VALUE:  # `daybook budget RUN --raise`: not between it and its value
-            return "`" + " ".join([*words[:-1], flag.strip(), words[-1]]) + "`"
-        return f"`{match.group(1)}{flag}`"
-
-    return _HINT.sub(add, text)
+    return hinted(text, db or (ctx.meta.get("daybook.db") if ctx is not None else None))
 
 
 def remember_db(db: str | None) -> str | None:
@@ -156,13 +166,27 @@ def remember_db(db: str | None) -> str | None:
     return db
 
 
+def _command_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A command's `--db`: given after the command, else before it (`daybook --db URL CMD`),
+    else $DAYBOOK_DB (read here, not by click, so that the one before the command wins over
+    it); the two places naming different stores is a usage error."""
+    before = given_db(ctx)
+    if value is None:
+        value = before if before is not None else os.environ.get("DAYBOOK_DB")
+    elif before is not None and value != before:
+        raise click.BadParameter(
+            f"names {redact_url(value)!r} after the command but {redact_url(before)!r} before it; give one",
+            param_hint="'--db'",
+        )
+    return remember_db(value)
+
+
 db_option = click.option(
     "--db",
     "db",
-    envvar="DAYBOOK_DB",
     default=None,
     metavar="URL",
-    callback=lambda _ctx, _param, value: remember_db(value),
+    callback=_command_db,
     help="Store URL: sqlite:///path.db (default ./daybook.db, or $DAYBOOK_DB) or postgresql://...",
 )
 
@@ -213,8 +237,10 @@ def stopped(book: Daybook, exc: NeedsAttention | Suspended) -> NoReturn:
     `daybook resume` that continues it given the `--app` its stored reference suggests, and the
     `daybook approve` that decides the gate it waits at."""
     message = str(exc)
+    # The bare hint (or with the --db Daybook gave it) becomes one with the --app it needs.
+    bare = re.compile(rf"`daybook resume {re.escape(exc.run_id)}(?: --db [^`]*)?`")
     with contextlib.suppress(DaybookError):  # no such run to look up: the message stands
-        message = message.replace(f"`daybook resume {exc.run_id}`", resume_hint(book, exc.run_id))
+        message = bare.sub(lambda _: resume_hint(book, exc.run_id), message)
     if isinstance(exc, Suspended):
         fail(message + _gate_hint(exc), EXIT_SUSPENDED)
     fail(message, EXIT_ATTENTION)
@@ -340,3 +366,39 @@ def import_apps(apps: Sequence[str]) -> None:
 def by_option(verb: str) -> Decorator:
     """`--by`: who does it, journaled with the act (Daybook takes the OS user for None)."""
     return click.option("--by", default=None, help=f"Who {verb} it (default: the OS user).")
+
+
+def credential_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--token` / `--key-file`: the key that proves a registered approver's name (`--as`,
+    `--by`); given to the command as `token` (the key file's text when a file is named)."""
+
+    @functools.wraps(fn)
+    def with_token(*args: Any, key_file: str | None = None, **kwargs: Any) -> Any:
+        if key_file:
+            try:
+                kwargs["token"] = read_key_file(key_file)
+            except DaybookError as exc:
+                fail(str(exc))
+        return fn(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--token",
+            envvar=["DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN"],
+            default=None,
+            help="A registered approver's key (token); prefer $DAYBOOK_TOKEN or --key-file "
+            "(a flag is visible in `ps`).",
+        ),
+        click.option(
+            "--key-file",
+            envvar="DAYBOOK_KEY_FILE",
+            default=None,
+            metavar="PATH",
+            help="The file holding the key (`daybook approvers add NAME --key-file PATH`); "
+            "also $DAYBOOK_KEY_FILE.",
+        ),
+    ]
+    wrapped: Callable[..., Any] = with_token
+    for option in options:
+        wrapped = option(wrapped)
+    return wrapped

@@ -11,11 +11,13 @@ from typing import Any
 import click
 
 from .. import Daybook
+from ..records import Event
 from . import render
 from .app import (
     EXIT_ERROR,
     apps_option,
     by_option,
+    credential_option,
     import_apps,
     json_option,
     json_out,
@@ -194,6 +196,7 @@ def _unknown_row(u: dict[str, Any]) -> list[str]:
 )
 @by_option("resolves")
 @click.option("--evidence", default="", help="What the resolution rests on (ticket, statement).")
+@credential_option
 @with_book
 def resolve(
     book: Daybook,
@@ -205,6 +208,7 @@ def resolve(
     absent: bool,
     by: str | None,
     evidence: str,
+    token: str | None,
 ) -> None:
     """Record by hand what happened to an effect whose outcome is unknown (journaled, with who).
     EFFECT is its idempotency key, or RUN_ID STEP."""
@@ -216,17 +220,31 @@ def resolve(
             kwargs["confirmed"] = json.loads(confirmed)
         except ValueError:
             kwargs["confirmed"] = confirmed  # a bare reference, e.g. a wire id
-    ev = book.resolve(effect, step, failed=failed, absent=absent, by=by, evidence=evidence, **kwargs)
+    ev = book.resolve(
+        effect, step, failed=failed, absent=absent, by=by, evidence=evidence, token=token, **kwargs
+    )
+    say(_resolved(book, ev, absent))
+
+
+def _resolved(book: Daybook, ev: Event, absent: bool) -> str:
+    """What `resolve` says it did: journaled here, taken by the live run, or queued for it."""
+    where = f"step {ev.step} of {ev.run_id} (key {ev.key})"
+    if ev.data.get("queued"):
+        return (
+            f"{where}: the run is live in another process; the resolution ({ev.status}, by "
+            f"{ev.data.get('by')}) is in its inbox (message {ev.data.get('inbox_id')}), and the run "
+            "journals it at its next status round"
+        )
     what = (
         "recorded as absent: the counterparty never received it, so resuming the run sends it "
         "again under the same key"
         if absent
         else f"resolved as {ev.status}"
     )
-    say(
-        f"step {ev.step} of {ev.run_id} (key {ev.key}) {what} (seq {ev.seq}, by "
-        f"{ev.data.get('by')}); continue it with {resume_hint(book, ev.run_id)}"
-    )
+    done = f"{where} {what} (seq {ev.seq}, by {ev.data.get('by')})"
+    if ev.data.get("inbox_id") is not None:
+        return f"{done}: the live run took it from its inbox and goes on"
+    return f"{done}; continue it with {resume_hint(book, ev.run_id)}"
 
 
 def _day(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

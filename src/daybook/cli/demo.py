@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from .app import given_db
+
 
 @click.command()
 @click.option(
@@ -14,11 +16,12 @@ import click
     metavar="URL",
     help="Store for the demo run (default: a fresh file in a temp directory).",
 )
-def demo(db: str | None) -> None:
+@click.pass_context
+def demo(ctx: click.Context, db: str | None) -> None:
     """Treasury agent killed mid-wire by SIGKILL, resumed in a new process: one wire."""
     from ..demo import run_demo  # here, not at the top: only the demo needs its bank's HTTP server
 
-    sys.exit(run_demo(db))
+    sys.exit(run_demo(db or given_db(ctx)))  # `daybook --db URL demo` too
 
 
 COMMANDS = (demo,)

@@ -1,4 +1,4 @@
-"""Approval gates from the command line: approvers (add, list), approvals, approve, deny."""
+"""Approval gates from the command line: approvers (add, remove, list), approvals, approve, deny."""
 
 from __future__ import annotations
 
@@ -7,37 +7,89 @@ from typing import Any
 import click
 
 from .. import Daybook
+from ..gates import roster
+from ..gates.signing import write_key_file
 from . import render
-from .app import SafeGroup, json_option, json_out, listing, resume_hint, say, with_book
+from .app import (
+    SafeGroup,
+    credential_option,
+    json_option,
+    json_out,
+    listing,
+    resume_hint,
+    say,
+    with_book,
+)
 
 
 @click.group(cls=SafeGroup)
 def approvers() -> None:
-    """Approvers who may decide approval gates (each authenticated by a token)."""
+    """People who may decide approval gates (role approver) and operate runs under their name
+    (role operator), each with an Ed25519 key pair: the public key in the approvers file
+    (outside the store), the private key with the person."""
 
 
 @approvers.command("add")
 @click.argument("name")
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    type=click.Choice(roster.ROLES),
+    help="approver (decides gates) and/or operator (pause, cancel, retry, resolve, steer); "
+    "repeat for both. Default: the name's roles so far, else approver.",
+)
+@click.option(
+    "--key-file",
+    default=None,
+    metavar="PATH",
+    help="Write the private key to PATH (mode 0600) for the approver to keep, instead of printing it.",
+)
 @with_book
-def approvers_add(book: Daybook, name: str) -> None:
-    """Register approver NAME (or replace its token); prints the token once."""
-    token = book.add_approver(name)
+def approvers_add(book: Daybook, name: str, roles: tuple[str, ...], key_file: str | None) -> None:
+    """Register NAME with a new key pair (or rotate its key: the old one stops working, web
+    sessions included). The public key goes to the approvers file; the private key is printed
+    once (or written to --key-file) and kept nowhere else."""
+    if key_file:
+        write_key_file(key_file, "")  # writable? else stop before the new key replaces the old
+    token = book.add_approver(name, roles=roles or None)
+    where = roster.path_for(book.store)
+    if key_file:
+        write_key_file(key_file, token)
+        say(f"approver {name!r} registered in {where}; its private key is in {key_file}", err=True)
+        return
     say(token)
-    say(f"approver {name!r} registered; give them this token (it is not shown again)", err=True)
+    say(
+        f"approver {name!r} registered in {where}; give them this key (it is not shown again)",
+        err=True,
+    )
+
+
+@approvers.command("remove")
+@click.argument("name")
+@with_book
+def approvers_remove(book: Daybook, name: str) -> None:
+    """Unregister NAME: its key stops working at once (verdicts, acts, web sessions)."""
+    if not book.remove_approver(name):
+        raise click.ClickException(f"{name!r} is not a registered approver (`daybook approvers list`)")
+    say(f"approver {name!r} removed from {roster.path_for(book.store)}")
 
 
 @approvers.command("list")
-@json_option("The names as a JSON list.")
+@json_option("The names as a JSON list (with --roles: an object, name -> roles).")
+@click.option("--roles", "with_roles", is_flag=True, help="Show each name's roles.")
 @with_book(read_only=True)
-def approvers_list(book: Daybook, as_json: bool) -> None:
-    """List registered approvers."""
-    names = sorted(book.store.approvers())
+def approvers_list(book: Daybook, as_json: bool, with_roles: bool) -> None:
+    """List registered approvers (from the approvers file), with --roles their roles."""
+    found = book.approvers()
     if as_json:
-        json_out(names)
-    elif not names:
+        json_out(found if with_roles else sorted(found))
+        return
+    if not found:
         say("no approvers registered; add one with `daybook approvers add NAME`")
-    for name in names if not as_json else ():
-        say(render.safe(name))  # one line per name, whatever characters it holds
+    for name, roles in found.items():
+        # One line per name, whatever characters it holds.
+        say(f"{render.safe(name)}\t{','.join(roles)}" if with_roles else render.safe(name))
 
 
 @click.command()
@@ -109,7 +161,8 @@ def _verdict(
 ) -> None:
     if not token:
         raise click.UsageError(
-            "give the approver's token in $DAYBOOK_TOKEN (or --token, which other users can see in `ps`)"
+            "give the approver's key in $DAYBOOK_TOKEN, or its file with --key-file / "
+            "$DAYBOOK_KEY_FILE (or --token, which other users can see in `ps`)"
         )
     outcome = book.approve(run_id, gate, approver=approver, token=token, reason=reason, approve=approve)
     word = "approval" if approve else "denial"
@@ -141,24 +194,18 @@ def _with_verdict_options(fn: Any) -> Any:
         click.argument("run_id"),
         click.argument("gate"),
         click.option("--as", "approver", required=True, help="Approver name."),
-        click.option(
-            "--token",
-            envvar=["DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN"],
-            default=None,
-            help="The approver's token; prefer $DAYBOOK_TOKEN (a flag is visible in `ps`).",
-        ),
         click.option("--reason", default="", help="Why (journaled with the verdict)."),
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return credential_option(fn)
 
 
 @click.command()
 @_with_verdict_options
 @with_book
 def approve(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
-    """Approve gate GATE of run RUN_ID (as an authenticated approver)."""
+    """Approve gate GATE of run RUN_ID, signed with the approver's private key."""
     _verdict(book, run_id, gate, approver, token, reason, approve=True)
 
 
@@ -166,7 +213,7 @@ def approve(book: Daybook, run_id: str, gate: str, approver: str, token: str | N
 @_with_verdict_options
 @with_book
 def deny(book: Daybook, run_id: str, gate: str, approver: str, token: str | None, reason: str) -> None:
-    """Decline gate GATE of run RUN_ID (as an authenticated approver)."""
+    """Decline gate GATE of run RUN_ID, signed with the approver's private key."""
     _verdict(book, run_id, gate, approver, token, reason, approve=False)
 
 

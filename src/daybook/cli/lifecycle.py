@@ -8,6 +8,7 @@ from .. import Daybook, RunStatus
 from .app import (
     apps_option,
     by_option,
+    credential_option,
     import_apps,
     json_out,
     parked_exit,
@@ -29,8 +30,11 @@ from .app import (
     is_flag=True,
     help="Only mark the run due; a worker (`daybook worker`) runs it. Default: run it here.",
 )
+@credential_option
 @with_book
-def retry(book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, submit: bool) -> None:
+def retry(
+    book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, submit: bool, token: str | None
+) -> None:
     """Continue a failed, parked or stuck run from its journal after a code fix.
 
     Confirmed effects and recorded decisions are replayed, never repeated; the step that raised
@@ -38,7 +42,7 @@ def retry(book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, sub
     the run is due for a worker)."""
     import_apps(apps)
     with parked_exit(book, run_id):
-        result = book.retry(run_id, by=by, app=apps, submit=submit)
+        result = book.retry(run_id, by=by, app=apps, submit=submit, token=token)
     if submit:
         say(f"run {run_id} is due again: a worker (`daybook worker`) picks it up")
         return
@@ -54,8 +58,11 @@ def retry(book: Daybook, run_id: str, apps: tuple[str, ...], by: str | None, sub
 )
 @apps_option("The module or script that defines the workflow and its tools (needed with --compensate).")
 @by_option("cancels")
+@credential_option
 @with_book
-def cancel(book: Daybook, run_id: str, compensate: bool, apps: tuple[str, ...], by: str | None) -> None:
+def cancel(
+    book: Daybook, run_id: str, compensate: bool, apps: tuple[str, ...], by: str | None, token: str | None
+) -> None:
     """End a run for good (status `cancelled`), journaled with who asked.
 
     With --compensate, its confirmed effects are unwound as `ctx.compensate` does; if one cannot
@@ -63,7 +70,7 @@ def cancel(book: Daybook, run_id: str, compensate: bool, apps: tuple[str, ...], 
     crash interrupted: nothing is undone twice."""
     import_apps(apps)
     before = book.get_run(run_id).status
-    report = book.cancel(run_id, compensate, by=by, app=apps)
+    report = book.cancel(run_id, compensate, by=by, app=apps, token=token)
     if report is None:
         was = "was already" if before == RunStatus.CANCELLED else "is"
         say(f"run {run_id} {was} cancelled; nothing was undone (--compensate undoes its effects)")
@@ -82,12 +89,13 @@ def cancel(book: Daybook, run_id: str, compensate: bool, apps: tuple[str, ...], 
 @click.command()
 @click.argument("run_id")
 @by_option("pauses")
+@credential_option
 @with_book
-def pause(book: Daybook, run_id: str, by: str | None) -> None:
+def pause(book: Daybook, run_id: str, by: str | None, token: str | None) -> None:
     """Pause a run: at once if no process executes it, else at its next step boundary (an act in
     flight finishes and is journaled first). Workers leave it alone; `daybook resume RUN` goes
     on from its last committed step, from any process, any time."""
-    done = book.pause(run_id, by=by)
+    done = book.pause(run_id, by=by, token=token)
     if done == "requested":
         say(
             f"pause requested: run {run_id} stops at its next step boundary, within "

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import shlex
 import shutil
+from typing import Any, NoReturn
 
 import click
 
 from .. import ConfigError, Daybook
-from .app import with_book
+from .app import fail, say, with_book
+
+TOKEN_ENV = "DAYBOOK_PROXY_TOKEN"
+EXIT_USAGE = 2
 
 
 @click.command()
@@ -27,7 +33,8 @@ from .app import with_book
     "policy_file",
     default=None,
     metavar="FILE",  # a plain string: click.Path fails on a NUL; load_policy says what is wrong
-    help="JSON or TOML file overriding each tool's class, gate, approvers, timeout and status query.",
+    help="JSON or TOML file overriding each tool's class, gate, approvers, timeout, status query, "
+    "secret arguments and trust in the server's hints.",
 )
 @click.option(
     "--run",
@@ -41,6 +48,22 @@ from .app import with_book
     metavar="127.0.0.1:PORT",
     help="Serve clients over streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
 )
+@click.option(
+    "--token-env",
+    default=None,
+    metavar="VAR",
+    help=f"With --listen: require `Authorization: Bearer <token>`, the token read from $VAR "
+    f"(default: ${TOKEN_ENV} when it is set).",
+)
+@click.option(
+    "--drain",
+    default=30.0,
+    type=click.FloatRange(0, 3600),
+    callback=lambda _ctx, _param, value: _seconds(value),
+    show_default=True,
+    metavar="SECONDS",
+    help="When the client hangs up, wait this long for the calls in flight to be journaled.",
+)
 @with_book
 def proxy(
     book: Daybook,
@@ -49,6 +72,8 @@ def proxy(
     policy_file: str | None,
     session: str | None,
     listen: str | None,
+    token_env: str | None,
+    drain: float,
 ) -> None:
     """Serve MCP clients on stdio (or HTTP: --listen), journaling their calls to the upstream.
 
@@ -62,14 +87,44 @@ def proxy(
         raise ConfigError(
             f"`daybook proxy` needs the MCP SDK: pip install 'daybook-runtime[mcp]' ({exc})"
         ) from None
-    _check_upstream(command)
-    how = {"command": command, "url": url, "policy": load_policy(policy_file), "session": session}
     try:
-        asyncio.run(serve_http(book, listen, **how) if listen else serve_stdio(book, **how))
+        _check_upstream(command)
+        how: dict[str, Any] = {"command": command, "url": url, "session": session, "drain": drain}
+        how["policy"] = load_policy(policy_file)
+        token = _token(token_env, listen)
+        asyncio.run(serve_http(book, listen, token=token, **how) if listen else serve_stdio(book, **how))
+    except ConfigError as exc:
+        _usage(str(exc))
     except (OSError, ExceptionGroup) as exc:
         # The upstream could not be started or reached, or stdio is not a stream (a test
         # harness): say which, never a traceback.
-        raise ConfigError(f"`daybook proxy` stopped: {_cause(exc)}") from None
+        cause = _root(exc)
+        if isinstance(cause, ConfigError):
+            _usage(str(cause))
+        fail(f"`daybook proxy` stopped: {type(cause).__name__}: {cause}")
+
+
+def _seconds(value: float) -> float:
+    if math.isnan(value):  # FloatRange lets NaN through (every comparison with it is false)
+        raise click.BadParameter("give seconds between 0 and 3600, not nan")
+    return value
+
+
+def _usage(message: str) -> NoReturn:
+    """A wrong option or policy file: exit 2 (usage), one line on stderr, no traceback."""
+    say(f"error: {message}", err=True)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _token(token_env: str | None, listen: str | None) -> str | None:
+    if token_env is None:
+        return os.environ.get(TOKEN_ENV) or None
+    if not listen:
+        raise ConfigError("--token-env guards an HTTP listener: give it with --listen")
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise ConfigError(f"--token-env {token_env}: ${token_env} is not set or empty; set it to the token")
+    return token
 
 
 def _check_upstream(command: str | None) -> None:
@@ -83,10 +138,10 @@ def _check_upstream(command: str | None) -> None:
         raise ConfigError(f"--upstream: no program {program!r} on PATH (or not executable)")
 
 
-def _cause(exc: BaseException) -> str:
+def _root(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    return exc
 
 
 COMMANDS = [proxy]

@@ -3,15 +3,18 @@ instance of a run, or explain why not) and `daybook boundaries` (lint a reviewed
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from .. import Daybook, DaybookError, Recovery, RecoveryPolicy
+from .. import ConfigError, Daybook, DaybookError, Recovery, RecoveryPolicy
 from ..recovery import lint
 from ..recovery.select import POLICIES
 from . import render
 from .app import (
     apps_option,
     by_option,
+    credential_option,
     db_option,
     import_apps,
     json_option,
@@ -48,21 +51,19 @@ from .app import (
 @apps_option("The module or script defining the run's workflow and tools (or $DAYBOOK_APP).")
 @by_option("recovers")
 @json_option("The recovery as JSON.")
+@credential_option
 @with_book
 def recover(
     book: Daybook,
     run_id: str,
     policy: str,
-    instance: str | None,
     no_blocking: bool,
     exits: bool,
     joint: bool,
     explain: bool,
-    dry_run: bool,
-    submit: bool,
     apps: tuple[str, ...],
-    by: str | None,
     as_json: bool,
+    **call: Any,
 ) -> None:
     """Recover a failed run by rolling back only its failed subtask instance (`ctx.subtask`) to
     the latest checkpoint no committed consumer depends on and no irreversible effect lies after;
@@ -70,16 +71,25 @@ def recover(
     import_apps(apps)
     chosen = RecoveryPolicy(policy, blocking=not no_blocking, exits=exits, joint=joint)
     with parked_exit(book, run_id):
-        rec = book.recover(
-            run_id, policy=chosen, instance=instance, dry_run=dry_run, submit=submit, by=by, app=apps
-        )
+        try:  # `call`: instance, dry_run, submit, by, token
+            rec = book.recover(run_id, policy=chosen, app=apps, **call)
+        except DaybookError as exc:
+            if isinstance(exc.recovery, Recovery):  # the re-run stopped: say what was done first
+                _show(exc.recovery, as_json, explain, ended=False)
+            raise
+        _show(rec, as_json, explain or call["dry_run"])
+        if rec.refused:  # a dry run refuses as the real call would, with the same exit code
+            raise ConfigError(rec.refused)
+
+
+def _show(rec: Recovery, as_json: bool, explain: bool, ended: bool = True) -> None:
     if as_json:
         json_out({**rec.as_dict(), "result": rec.result})
-        return
-    _say(rec, explain or dry_run)
+    else:
+        _say(rec, explain, ended)
 
 
-def _say(rec: Recovery, explain: bool) -> None:
+def _say(rec: Recovery, explain: bool, ended: bool = True) -> None:
     where = f" at {rec.checkpoint}" if rec.checkpoint else ""
     mode = "would " if rec.dry_run else ""
     if rec.action == "restore":
@@ -109,7 +119,9 @@ def _say(rec: Recovery, explain: bool) -> None:
                 ["checkpoint", "in scope", "no committed conflict", "effect allowed", "verdict", "why"], rows
             )
         )
-    if not rec.dry_run:
+    if rec.refused:
+        say(f"the recovery would be refused: {rec.refused}")
+    elif not rec.dry_run and ended:
         say(f"result: {rec.result!r}" if rec.result is not None else "the run is pending: a worker runs it")
 
 

@@ -54,6 +54,9 @@ def gc(book: Daybook, older_than: float, dry_run: bool, by: str | None, as_json:
         f"last updated before {render.when(done['cutoff'])}"
         + ("" if dry_run else f" (gc {done['gc_id']} by {done['who']})")
     )
+    if done.get("kept"):
+        kept = ", ".join(done["kept"])
+        say(f"kept {len(done['kept'])} finished run(s) an unfinished run still reads: {kept}")
     for run in done["expired"]:
         removed = f"; its workspace {run['environment']} removed" if run["removed"] else ""
         kept = f"; its workspace {run['environment']} kept" if run["environment"] and not removed else ""

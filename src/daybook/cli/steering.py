@@ -12,14 +12,30 @@ from .. import Daybook
 from ..book import MAX_SECONDS
 from ..records import bounded
 from . import render
-from .app import Bounded, apps_option, import_apps, json_option, json_out, resume_hint, say, with_book
+from .app import (
+    Bounded,
+    apps_option,
+    credential_option,
+    import_apps,
+    json_option,
+    json_out,
+    resume_hint,
+    say,
+    with_book,
+)
 
 
 @click.command()
 @click.argument("run_id")
 @click.argument("kind", type=click.Choice(["add", "revise", "retract"]))
 @click.argument("text")
-@click.option("--as", "author", default=None, metavar="NAME", help="Who steers (default: the OS user).")
+@click.option(
+    "--as",
+    "author",
+    default=None,
+    metavar="NAME",
+    help="Who steers (default: the OS user); a registered approver's name needs its key.",
+)
 @click.option(
     "--target",
     default=None,
@@ -34,6 +50,7 @@ from .app import Bounded, apps_option, import_apps, json_option, json_out, resum
     help="How long to wait for the run to acknowledge it.",
 )
 @json_option("The acknowledgement as JSON.")
+@credential_option
 @with_book
 def steer(
     book: Daybook,
@@ -44,11 +61,12 @@ def steer(
     target: str | None,
     wait: float,
     as_json: bool,
+    token: str | None,
 ) -> None:
     """Steer a live run: add ("also include X"), revise ("8000 words, not 6000") or retract
     ("skip the translation"). The revision is journaled in order with its author; the run reads
     it at its next step boundary and acknowledges it, which this command waits for."""
-    ack = book.steer(run_id, kind, text, author=author, target=target, wait=wait)
+    ack = book.steer(run_id, kind, text, author=author, target=target, wait=wait, token=token)
     if as_json:
         json_out(ack)
         return
@@ -78,8 +96,13 @@ def steer(
 @click.option(
     "--confirm", is_flag=True, help="Fork although RUN made effects after STEP that cannot be undone."
 )
+@click.option(
+    "--keep-original",
+    is_flag=True,
+    help="Leave what RUN did after STEP standing (a what-if fork): undo nothing.",
+)
 @click.option("--by", default=None, help="Who forks it (default: the OS user).")
-@apps_option("The module or script defining RUN's tools, so their classes can be told.")
+@apps_option("The module or script defining RUN's tools, so their classes can be told and undone.")
 @json_option("The fork's id and the later effects as JSON.")
 @with_book
 def fork(
@@ -89,33 +112,42 @@ def fork(
     input_: str | None,
     new_run_id: str | None,
     confirm: bool,
+    keep_original: bool,
     by: str | None,
     apps: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Edit a past turn: start a new run sharing RUN's journal up to step --at (replayed, never
-    re-fired), then going on with the same or an edited input. Lists what RUN did after that
-    step; effects that cannot be undone block the fork until --confirm."""
+    re-fired), then going on with the same or an edited input. What RUN did after that step is
+    undone first where it can be (compensable acts, by their inverses, once) and listed; effects
+    that cannot be undone block the fork until --confirm, and the fork never repeats them."""
     args, kwargs = _edited(input_)
     import_apps(apps)  # the tools it registers say which later effects can be undone
     fork_id, later = book.fork(
-        run_id, at, args=args, kwargs=kwargs, new_run_id=new_run_id, confirm=confirm, by=by
+        run_id,
+        at,
+        args=args,
+        kwargs=kwargs,
+        new_run_id=new_run_id,
+        confirm=confirm,
+        by=by,
+        undo=not keep_original,
+        app=apps,
     )
     if as_json:
         json_out({"run_id": fork_id, "later_effects": later})
         return
     say(f"forked {run_id} at step {at} as {fork_id} (pending): run it with {resume_hint(book, fork_id)}")
     if later:
-        say(f"what {run_id} did after step {at} (a fork does not undo it):")
-        say(
-            render.table(
-                ["step", "tool", "key", "status", "class"],
-                [
-                    [str(e["step"]), str(e["tool"]), str(e["key"]), str(e["status"]), str(e["class"])]
-                    for e in later
-                ],
-            )
-        )
+        say(f"what {run_id} did after step {at}:")
+        say(_later_table(later))
+
+
+def _later_table(later: list[dict[str, Any]]) -> str:
+    """The original's later acts, and whether each was undone or stands in the world."""
+    columns = ("step", "tool", "key", "status", "class")
+    rows = [[*(str(e[c]) for c in columns), "undone" if e.get("undone") else "stands"] for e in later]
+    return render.table([*columns, "now"], rows)
 
 
 def _edited(text: str | None) -> tuple[list[Any] | None, dict[str, Any] | None]:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from .. import Daybook, Event
+from .. import Daybook, DaybookError, Event
 from ..book import MAX_SECONDS
 from ..journal.follow import follow, since
 from ..records import bounded
@@ -19,6 +19,14 @@ from .app import Bounded, apps_option, fail, import_apps, say, with_book
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port.")
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another Host name to answer besides 127.0.0.1, localhost, [::1] and --host "
+    "(repeat for several; *.domain for its subdomains). Any other Host is refused (DNS rebinding).",
+)
+@click.option(
     "--otel",
     is_flag=True,
     envvar="DAYBOOK_OTEL",
@@ -26,21 +34,31 @@ from .app import Bounded, apps_option, fail, import_apps, say, with_book
 )
 @apps_option("The module or script defining the workflows, for Resume from the page.")
 @with_book
-def web(book: Daybook, host: str, port: int, otel: bool, apps: tuple[str, ...]) -> None:
+def web(
+    book: Daybook, host: str, port: int, allowed_hosts: tuple[str, ...], otel: bool, apps: tuple[str, ...]
+) -> None:
     """Serve the local web inspector: runs, timelines, approvals, attention, steering, live."""
     try:
         from ..web import is_loopback, serve
+        from ..web.guard import hosts_for
     except ImportError as exc:
         fail(f"the web inspector needs its extra: pip install 'daybook-runtime[web]' ({exc})")
+    try:
+        hosts = hosts_for(host, allowed_hosts)
+    except DaybookError as exc:
+        raise click.UsageError(str(exc)) from None
     import_apps(apps)
     if not is_loopback(host):
         say(
             f"warning: listening on {host}, not loopback: anyone who can reach it reads every run "
-            "(signing in is needed only to act)",
+            "(signing in is needed only to act), and signing in sends the approver's token, and "
+            "then the session cookie, over plain HTTP (put it behind TLS, or keep it on 127.0.0.1); "
+            f"it answers only requests whose Host is one of {', '.join(hosts)} (add others with "
+            "--allowed-host)",
             err=True,
         )
     say(f"daybook inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
-    serve(book, host, port, apps, otel)
+    serve(book, host, port, apps, otel, allowed_hosts)
 
 
 @click.command()

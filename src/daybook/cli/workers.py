@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 import click
 
 from .. import DaybookError
 from ..book import lease_ttl_of
 from ..records import bounded
-from ..worker import MAX_CONCURRENCY, MAX_POLL, Worker
+from ..worker import DEFAULT_GRACE, MAX_CONCURRENCY, MAX_POLL, Worker
 from . import render
 from .app import Bounded, apps_option, db_option, fail, import_apps, say, with_db
 
@@ -49,6 +50,13 @@ queue_option = click.option(
     metavar="NAME",
     help="Take only runs of this queue (repeat for several). Default: any run.",
 )
+grace_option = click.option(
+    "--grace",
+    default=DEFAULT_GRACE,
+    show_default=True,
+    type=Bounded(lambda v: bounded(v, "seconds", low=0.0, high=MAX_POLL)),
+    help="On SIGTERM/Ctrl-C, seconds the runs executing get to finish or suspend before it exits.",
+)
 
 
 @click.command()
@@ -66,38 +74,11 @@ queue_option = click.option(
 @pin_option
 @queue_option
 @click.option("--no-schedules", is_flag=True, help="Do not start the runs of schedule firings.")
-def worker(
-    db: str | None,
-    apps: tuple[str, ...],
-    concurrency: int,
-    poll: float,
-    lease_ttl: float,
-    until_idle: bool,
-    quiet: bool,
-    pin: str | None,
-    queues: tuple[str, ...],
-    no_schedules: bool,
-) -> None:
+@grace_option
+def worker(db: str | None, apps: tuple[str, ...], until_idle: bool, quiet: bool, **options: Any) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)
-
-    def echo(line: str) -> None:  # from the worker's threads: no click context there
-        click.echo(render.safe(with_db(line, db), lines=True))
-
-    try:
-        w = Worker(
-            db,
-            apps=apps,
-            concurrency=concurrency,
-            poll=poll,
-            lease_ttl=lease_ttl,
-            echo=None if quiet else echo,
-            version=pin,
-            queues=queues,
-            schedules=not no_schedules,
-        )
-    except DaybookError as exc:
-        fail(str(exc))
+    w = _worker(db, apps, quiet, **options)
     signal.signal(signal.SIGTERM, lambda *_: w.stop.set())
     signal.signal(signal.SIGINT, lambda *_: w.stop.set())
     try:
@@ -108,6 +89,31 @@ def worker(
         f"worker stopped: {stats.completed} completed, {stats.failed} failed, "
         f"{stats.attention} need attention, {stats.suspended} suspended, {stats.errors} errors"
     )
+
+
+def _worker(db: str | None, apps: tuple[str, ...], quiet: bool, **options: Any) -> Worker:
+    """The worker the options describe; its per-run lines on stdout (unless quiet), and lost or
+    regained capacity on stderr even with --quiet."""
+
+    def echo(line: str) -> None:  # from the worker's threads: no click context there
+        click.echo(render.safe(with_db(line, db), lines=True))
+
+    def warn(line: str) -> None:
+        click.echo(render.safe(line, lines=True), err=True)
+
+    schedules = not options.pop("no_schedules")
+    try:
+        return Worker(
+            db,
+            apps=apps,
+            echo=None if quiet else echo,
+            version=options.pop("pin"),
+            schedules=schedules,
+            warn=warn,
+            **options,
+        )
+    except DaybookError as exc:
+        fail(str(exc))
 
 
 COMMANDS = (worker,)

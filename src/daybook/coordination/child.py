@@ -27,7 +27,7 @@ from ..errors import StepFailed
 from ..journal.execution import step_fingerprint
 from ..journal.steps import Steps
 from ..journal.stop import Suspend
-from ..records import JSON, Kind, RunStatus, Status
+from ..records import JSON, Kind, RunStatus, Status, readable
 from ..runtime.inbox import ENDED
 from ..runtime.start import check_same, new_run
 from ..runtime.workflow import Workflow, as_workflow
@@ -77,7 +77,10 @@ class Children(Steps):
             if info is None or info.status not in ENDED:
                 wake = time.time() + RECHECK
                 raise Suspend(exe.run_id, wake, f"child run {cid!r} (step {step})")
-            outcome = {"run_id": cid, "status": info.status, "result": info.result, "error": info.error}
+            # A child gc erased hands its parent no mark as data: RunErased (gc keeps the
+            # children of unfinished parents; this is a run that existed before its parent).
+            result = readable(cid, info.result, "its result")
+            outcome = {"run_id": cid, "status": info.status, "result": result, "error": info.error}
             exe.append(
                 Kind.DECISION, step, RESULT, status=Status.RECORDED.value, fp=fp, data={"value": outcome}
             )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..records import JSON
-from ..runtime.workflow import Apps, Workflow, as_workflow, load
+from ..runtime.workflow import Apps, Workflow, as_workflow, load, registered
 from . import queues, schedules, search
 from .queues import Queue
 from .schedules import Schedule
@@ -150,6 +150,8 @@ def _named(name: str) -> Workflow[Any]:
     try:
         return load(name, "", None)
     except ConfigError:
+        if len(registered(name)) > 1:
+            raise  # several of that name: the error says to name them apart
         raise ConfigError(
             f"no workflow named {name!r} is registered in this process: import the code that "
             "defines it first (--app MODULE|FILE.py on the command line, or $DAYBOOK_APP)"

@@ -1,33 +1,30 @@
 """Approvals from outside a run: registered approvers, the gates waiting for them, verdicts.
 
-An approver is registered once (`add_approver` returns its secret token; only a hash is kept).
-A verdict is accepted only from a registered approver whose token matches and who is allowed by
-the gate; it is delivered as the signal `verdict:<gate id>`. A verdict after the gate timed out
-or was decided is recorded as late (with who and when) and does nothing.
+An approver is registered once (`add_approver` returns its private key, the "token"; only the
+public key is kept, in the approvers file outside the store: `gates.roster`). A verdict is
+given only by a registered approver whose key matches and who is allowed by the gate; it is
+delivered as the signal `verdict:<gate id>`, signed with that key (`gates.seal`), and the gate
+checks the signature itself. A verdict after the gate timed out or was decided is recorded as
+late (with who and when) and does nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import secrets
 import time
+from typing import Any
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..runtime.tree import ancestors, descendants, root_of
 from ..store import Store, load_listed
+from . import roster, seal, signing
 from .gate import action_digest
 
 
-def add_approver(store: Store, name: str) -> str:
-    """Register approver `name` (or give it a new token) and return its secret token."""
-    if not name or ":" in name:
-        raise ConfigError("an approver name must be non-empty and contain no ':'")
-    token = secrets.token_urlsafe(24)
-    store.set_approver(name, _hash_token(token), time.time())
-    return token
+def add_approver(store: Store, name: str, roles: tuple[str, ...] | None = None) -> str:
+    """Register approver `name` (or give it a new key pair) and return its private key."""
+    return roster.add(store, name, roles)
 
 
 def approvals(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
@@ -52,12 +49,9 @@ def _waiting(store: Store) -> list[dict[str, JSON]]:
             events = load_listed(store, info.run_id)
             if events is None:
                 continue  # damaged: flagged by load_listed, found by `daybook check`
-            queued = _unread(store, info.run_id, events)
-            pending.extend(
-                g
-                for g in gates(info.run_id, events)
-                if g["state"] == "waiting" and f"verdict:{g['gate_id']}" not in queued
-            )
+            found = gates(info.run_id, events)
+            queued = _queued(store, info.run_id, events, found)
+            pending.extend(g for g in found if g["state"] == "waiting" and g["gate_id"] not in queued)
     return pending
 
 
@@ -65,13 +59,19 @@ def approve(
     store: Store, run_id: str, gate_id: str, *, approver: str, token: str, reason: str, approve: bool
 ) -> str:
     """Deliver a verdict for one gate of a run, as an authenticated approver: "delivered", or
-    "late" when the gate already timed out or has a verdict."""
-    known = store.approvers().get(approver)
-    if known is None or not hmac.compare_digest(known, _hash_token(token)):
-        why = f"approver {approver!r} is unknown or its token does not match"
+    "late" when the gate already timed out or has a verdict. It is signed with `token` (the
+    approver's private key), which nothing keeps."""
+    member = authentic(store, approver, token)
+    if member is None or not member.may("approver"):
+        why = (
+            f"approver {approver!r} is unknown or its token does not match (the token is its private key)"
+            if member is None
+            else f"{approver!r} does not hold the approver role (roles: {', '.join(member.roles)})"
+        )
         _refused(store, run_id, gate_id, approver, approve, why)
         raise NotAuthorized(
-            f"{why}; register it with `daybook approvers add NAME` and use the token that prints"
+            f"{why}; register it with `daybook approvers add NAME` and use the key it gives "
+            "(`dbk1_...`; a token from before signed verdicts no longer works)"
         )
     if store.get_run(run_id) is None:
         raise RunNotFound(run_id, store.url)
@@ -87,9 +87,14 @@ def approve(
         why = f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})"
         _refused(store, run_id, gate_id, approver, approve, why)
         raise NotAuthorized(why)
-    payload = {"outcome": "approve" if approve else "decline", "reason": reason, "digest": gate["digest"]}
+    payload: dict[str, Any] = {
+        "outcome": "approve" if approve else "decline",
+        "reason": reason,
+        "digest": gate["digest"],
+    }
+    payload = seal.seal(token, run_id, gate_id, payload, approver)
     deadline = gate["deadline"]
-    queued = f"verdict:{gate_id}" in _unread(store, run_id, events)
+    queued = gate_id in _queued(store, run_id, events, list(found.values()))
     late = (
         queued  # a verdict is already waiting to be read: the first one decides
         or gate["state"] != "waiting"
@@ -123,6 +128,10 @@ def gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
             gate = found.get(ev.name.removeprefix("signal:verdict:"))
             if gate is not None and ev.status in ("received", "timeout"):
                 gate["state"] = "decided" if ev.status == "received" else "timed_out"
+        elif ev.kind == Kind.DECISION and ev.name.startswith("verdict-check:") and ev.status == "recorded":
+            gate = found.get(ev.name.removeprefix("verdict-check:"))
+            if gate is not None and not (ev.data.get("value") or {}).get("ok"):
+                gate["state"] = "waiting"  # what it read was no verdict: it waits on
     return list(found.values())
 
 
@@ -134,24 +143,9 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     ids = [run_id] if run_id is not None else [r.run_id for r in store.list_runs(None, 100_000)]
     rows: list[dict[str, JSON]] = []
     for rid in ids:
-        for _, name, payload_text, sender, at in store.inbox(rid):
-            kind, _, gate_id = name.partition("verdict:")
-            state = _ATTEMPTS.get(kind)
-            if state is None or not gate_id:
-                continue
-            payload = json.loads(payload_text)
-            rows.append(
-                {
-                    "run_id": rid,
-                    "gate_id": gate_id,
-                    "state": state,
-                    "approver": sender,
-                    "outcome": payload.get("outcome"),
-                    "reason": payload.get("why") or payload.get("reason", ""),
-                    "at": at,
-                }
-            )
         events = load_listed(store, rid)
+        digests = {g["gate_id"]: str(g["digest"]) for g in gates(rid, events or [])}
+        rows.extend(_attempts(store, rid, digests, _checked(events or [])))
         if events is None:
             continue
         rows.extend(
@@ -173,6 +167,66 @@ def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
 _ATTEMPTS = {"": "delivered", "late-": "late", "refused-": "refused"}
 
 
+def _checked(events: list[Event]) -> dict[int, JSON]:
+    """What the gate found when it read each verdict (inbox id -> the recorded check, or None
+    for a verdict read before signed verdicts): history, whatever the approvers file says now."""
+    reading: dict[str, int] = {}
+    found: dict[int, JSON] = {}
+    for ev in events:
+        if ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:") and ev.status == "received":
+            inbox_id = ev.data.get("inbox_id")
+            if isinstance(inbox_id, int):
+                reading[ev.name.removeprefix("signal:verdict:")] = inbox_id
+                found[inbox_id] = None
+        elif ev.kind == Kind.DECISION and ev.name.startswith("verdict-check:") and ev.status == "recorded":
+            inbox_id = reading.pop(ev.name.removeprefix("verdict-check:"), None)
+            if inbox_id is not None:
+                found[inbox_id] = ev.data.get("value")
+    return found
+
+
+def _attempts(
+    store: Store, run_id: str, digests: dict[str, str], checked: dict[int, JSON]
+) -> list[dict[str, JSON]]:
+    """The verdict rows of a run's inbox; one that does not carry its approver's signature (a
+    row written into the store by hand) is shown `refused`, with why: it decides nothing. A
+    verdict the gate has read shows what the gate's check found then (`checked`); one not read
+    yet, or late, is checked now."""
+    rows: list[dict[str, JSON]] = []
+    for inbox_id, name, payload_text, sender, at in store.inbox(run_id):
+        kind, _, gate_id = name.partition("verdict:")
+        state = _ATTEMPTS.get(kind)
+        if state is None or not gate_id:
+            continue
+        payload = json.loads(payload_text)
+        reason = payload.get("why") or payload.get("reason", "") if isinstance(payload, dict) else ""
+        if state != "refused":
+            why = _why_refused(store, run_id, gate_id, digests, payload, sender, checked.get(inbox_id, ""))
+            state, reason = ("refused", why) if why else (state, reason)
+        rows.append(
+            {
+                "run_id": run_id,
+                "gate_id": gate_id,
+                "state": state,
+                "approver": sender,
+                "outcome": payload.get("outcome") if isinstance(payload, dict) else None,
+                "reason": reason,
+                "at": at,
+            }
+        )
+    return rows
+
+
+def _why_refused(
+    store: Store, run_id: str, gate_id: str, digests: dict[str, str], payload: Any, sender: str, check: JSON
+) -> str:
+    if check is None:
+        return ""  # read before signed verdicts: history
+    if isinstance(check, dict):
+        return "" if check.get("ok") else str(check.get("why") or "refused by the gate")
+    return seal.refusal(store, run_id, gate_id, digests.get(gate_id, ""), payload, sender)
+
+
 def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bool, why: str) -> None:
     """Journal a refused verdict in the run's inbox (who claimed to decide, when, why). It is
     never read as a verdict. Nothing is written for a run that does not exist."""
@@ -188,19 +242,34 @@ def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bo
     )
 
 
-def _unread(store: Store, run_id: str, events: list[Event]) -> set[str]:
-    """Names of the signals in a run's inbox that no wait has consumed yet."""
+def _queued(store: Store, run_id: str, events: list[Event], found: list[dict[str, JSON]]) -> set[str]:
+    """The gates with a good verdict (signed by its approver) in the inbox that no wait has
+    consumed yet: a forged row neither hides a gate nor makes a real verdict late."""
     consumed = {
         ev.data.get("inbox_id") for ev in events if ev.kind == Kind.SIGNAL and ev.status == "received"
     }
-    return {name for inbox_id, name, *_ in store.inbox(run_id) if inbox_id not in consumed}
+    digests = {str(g["gate_id"]): str(g["digest"]) for g in found}
+    queued = set()
+    for inbox_id, name, payload, sender, _ in store.inbox(run_id):
+        gate_id = name.removeprefix("verdict:")
+        if inbox_id in consumed or gate_id == name or gate_id not in digests:
+            continue
+        if not seal.refusal(store, run_id, gate_id, digests[gate_id], json.loads(payload), sender):
+            queued.add(gate_id)
+    return queued
+
+
+def authentic(store: Store, name: str, token: str | None) -> roster.Member | None:
+    """Registered person `name`, if `token` is its private key; else None."""
+    member = roster.member(store, name)
+    if member is None or not token:
+        return None
+    try:
+        return member if signing.public_of(token) == member.public_key else None
+    except NotAuthorized:
+        return None  # not a key at all (e.g. a token from before signed verdicts)
 
 
 def is_approver(store: Store, name: str, token: str) -> bool:
-    """Whether `token` is registered approver `name`'s (a sign-in check; it writes nothing)."""
-    known = store.approvers().get(name)
-    return known is not None and hmac.compare_digest(known, _hash_token(token))
-
-
-def _hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    """Whether `token` is registered approver `name`'s key (a sign-in check; it writes nothing)."""
+    return authentic(store, name, token) is not None

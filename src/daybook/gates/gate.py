@@ -1,13 +1,18 @@
 """Approval gates inside a run: `ctx.gate` parks the run until an authenticated person decides.
 
 The run side only: a gate is a recorded proposal plus a durable wait for the signal
-`verdict:<gate id>`, which only `approval.approve` writes after checking the approver's token.
+`verdict:<gate id>`, which `approval.approve` writes signed with the approver's private key.
+The gate trusts no row for being in the inbox: each verdict it reads is checked here
+(`seal.refusal`: signed by the key the approvers file holds for its sender, for this act), the
+check recorded as a step (`verdict-check:<gate id>`) so replay sees the same answer; a verdict
+that fails it is set aside and the gate waits on for the rest of its time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +22,9 @@ from ..journal.decision import Decision
 from ..journal.steps import Steps
 from ..journal.stop import Stop
 from ..journal.wait import Signal
-from ..records import JSON
+from ..records import JSON, Kind
+from ..store.secrets import MARK, Secret
+from .seal import refusal
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,16 @@ def action_digest(run_id: str, gate_id: str, proposal: Any) -> str:
         "action": proposal.get("action"),
         "about": proposal.get("about"),
     }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # A Secret in `about` as the mark the journal holds (its digest): live, replayed and as
+    # `approve` reads it from the journal, the same digest.
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_as_mark)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _as_mark(value: Any) -> JSON:
+    if isinstance(value, Secret) and value.digest is not None:
+        return {MARK: value.digest}
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class Gates(Steps):
@@ -83,6 +98,7 @@ class Gates(Steps):
                 "approvers": list(approvers) if approvers else None,
                 "timeout": timeout,
                 "decision": decision.id if decision else None,
+                "opened": self._exe.clock(),  # when its time started (a refused verdict keeps it)
                 **({"about": about} if about is not None else {}),
             },
         )
@@ -92,6 +108,12 @@ class Gates(Steps):
             info = {"run_id": self.run_id, "gate_id": gate_id, **proposal.value}
             self.decide(f"notify:{gate_id}", lambda: notify(info))
         signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
+        while signal is not None:
+            check = self._check(gate_id, proposal, signal, timeout)
+            if check is None or check["ok"]:
+                break
+            # Not a verdict (unsigned, another key, another act): the gate waits on.
+            signal = self.wait_for(f"verdict:{gate_id}", timeout=check["left"])
         if signal is None:
             if on_timeout == "escalate":
                 raise self._escalation(gate_id, action, timeout)
@@ -100,6 +122,30 @@ class Gates(Steps):
         if verdict.approved and decision is not None:
             self._exe.approved.add(decision.id)
         return verdict
+
+    def _check(
+        self, gate_id: str, proposal: Decision[Any], signal: Signal, timeout: float | None
+    ) -> dict[str, Any] | None:
+        """The recorded check of a verdict just read: {"ok", "why", "left"} (`left`: seconds of
+        the gate's time remaining). None in a history from before signed verdicts, where the
+        verdict was read and acted on already: replay keeps what happened (README, "Security
+        model": migrating)."""
+        exe = self._exe
+        label = f"verdict-check:{gate_id}"
+        ahead = exe.steps.get(exe.next_step)
+        recorded = ahead is not None and ahead[0].kind == Kind.DECISION and ahead[0].name == label
+        if not recorded and (exe.next_step <= exe.recorded_steps or exe.read_only):
+            return None  # the journal goes on (or, replaying, ends) without a check: old history
+        opened = float(proposal.value.get("opened") or time.time())
+        digest = action_digest(self.run_id, gate_id, proposal.value)
+
+        def judge() -> dict[str, Any]:
+            why = refusal(exe.store, self.run_id, gate_id, digest, signal.payload, signal.sender)
+            left = None if timeout is None else max(0.0, opened + timeout - exe.clock())
+            return {"ok": not why, "why": why, "left": left}
+
+        value: dict[str, Any] = self.decide(label, judge).value
+        return value
 
     def _verdict(
         self,

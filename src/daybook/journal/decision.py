@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import StepFailed, TimedOut
+from ..errors import BudgetExceeded, StepFailed, TimedOut, WorkflowFailed
 from ..records import JSON, Event, Kind, Status, Why
 from ..store.secrets import SEALED, concealer_for, withheld
 from . import strict
@@ -29,6 +29,9 @@ from .timeout import call_with_timeout
 from .tool import Retry
 
 T = TypeVar("T")
+
+# What a decision's function raises on purpose (a certain failure); anything else is a bug.
+ON_PURPOSE = (WorkflowFailed, StepFailed, BudgetExceeded)
 
 # Reads and bookkeeping steps, not decisions an effect follows from: clock and randomness, the
 # barrier, reads of the world (adapters, the loop's observe/verify), and every internal step
@@ -179,9 +182,15 @@ class Decisions(Facet):
         return decision
 
     def _decision_failed(self, step: int, name: str, fp: str, exc: Exception) -> StepFailed:
+        # The failure is recorded either way: a workflow that catches it must replay the same
+        # history. One the function did not mean (a bug) is marked, so that left uncaught it
+        # parks the run; `retry` runs the step again (runtime.finish, runtime.operator).
         info = error_info(exc)
-        self._exe.append(Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data={"error": info})
-        return StepFailed(f"step {step} decision {name!r} raised {info['type']}: {exc}", info)
+        bug = not isinstance(exc, ON_PURPOSE)
+        data: dict[str, Any] = {"error": info, "bug": True} if bug else {"error": info}
+        self._exe.append(Kind.DECISION, step, name, status=Status.FAILED.value, fp=fp, data=data)
+        message = f"step {step} decision {name!r} raised {info['type']}: {exc}"
+        return StepFailed(message, info, step, bug)
 
     async def _replayed_async(self, step: int, name: str, ev: Event) -> Decision[Any]:
         return self._replayed(step, name, ev)
@@ -192,6 +201,8 @@ class Decisions(Facet):
             raise StepFailed(
                 f"step {step} decision {name!r} raised {info.get('type')}: {info.get('message')}",
                 info,
+                step,
+                bool(ev.data.get("bug")),
             )
         value = ev.data.get("value")
         if ev.data.get(SEALED):

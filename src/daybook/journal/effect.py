@@ -18,7 +18,7 @@ from ..records import JSON, Event, Kind, Status
 from ..store.secrets import concealer_for, reveal_all
 from .decision import Decision
 from .driver import drive, drive_async, ready
-from .execution import step_fingerprint
+from .execution import Execution, step_fingerprint
 from .facet import Facet
 from .lifecycle import EffectLifecycle, replayed_result
 from .stop import Stop
@@ -43,6 +43,16 @@ def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool
         return None if tool.irreversible else False
 
     return same
+
+
+def act_args(exe: Execution, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict[str, JSON], bool]:
+    """A call's arguments as the journal holds them, the one concealment of every act (an
+    effect's intent, a transaction's staged or held call, a release gate's question): each
+    `Secret` and each argument the tool names in `secrets=` as its keyed digest; and whether
+    anything was concealed (the tool then receives `reveal_all(args)`)."""
+    stored, hidden = concealer_for(exe.store).conceal(args, tool.secrets)
+    assert isinstance(stored, dict)
+    return stored, hidden
 
 
 def unbranched(key: str | None) -> str:
@@ -106,9 +116,8 @@ class Effects(Facet):
             raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
         exe = self._exe
         step = exe.alloc()
-        cover = concealer_for(exe.store)
         # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
-        stored, hidden = cover.conceal(args, tool.secrets)
+        stored, hidden = act_args(exe, tool, args)
         fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         # Only a step a journal branch re-runs softly needs the same-act test (not the hot path).
         same = _same_act(tool, stored) if step in exe.soft else None

@@ -123,13 +123,15 @@ class Execution:
         self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
-        # Called once, at the first step this execution takes live (past the journal's end): a
-        # transaction the journal shows abandoned by a dead owner aborts there (daybook.tx).
+        # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
+        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
         self.on_live: Callable[[], None] | None = None
+        self.live_at: int | None = None
         # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
         # approved here (an act under one was approved already: the loop's gate is not re-asked).
         self.gate_irreversible: bool | tuple[str, ...] = False
         self.approved: set[str] = set()
+        self.released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
 
     def _note_inbox(self, events: list[Event]) -> None:
@@ -141,16 +143,20 @@ class Execution:
                 self.consumed.update(int(i) for i in ev.data.get("inbox_ids") or ())
             elif ev.kind == Kind.OUTCOME and ev.key and ev.data.get("retracted") is not None:
                 self.retracted[ev.key] = (int(ev.data["retracted"]), str(ev.data.get("by") or ""))
+            elif ev.kind == Kind.OUTCOME and isinstance(ev.data.get("inbox_id"), int):
+                self.consumed.add(ev.data["inbox_id"])  # a resolution sent to the live run
 
     def _index(self, events: list[Event]) -> None:
         """Group the loaded rows by step, and note what the rows without a step say."""
         for ev in events:
             if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
                 self._supersede(ev)
+            elif ev.kind == Kind.RUN_STARTED and ev.data.get("supersede") is not None:
+                self._supersede(ev, fork=True)
             elif ev.step is not None:
                 if ev.step in self.soft:  # the re-run asked for another act: the old rows are history
                     self.steps.pop(ev.step, None)
-                    self.branch[ev.step] = self.soft.pop(ev.step)
+                    self._rebranch(ev.step, self.soft.pop(ev.step))
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
                     self.id_owner[ev.step] = ev.run_id
@@ -161,15 +167,24 @@ class Execution:
             elif ev.kind == Kind.TX_LEFT:
                 self.left_tx = str(ev.data.get("tx_id"))
 
-    def _supersede(self, ev: Event) -> None:
-        branch = int(ev.data.get("branch") or 1)
+    def _supersede(self, ev: Event, fork: bool = False) -> None:
+        """A journal branch: the steps listed run again (under keys suffixed `~r<branch>`), the
+        soft ones replay if asked for as the same act. A fork's branch (its first row lists the
+        parent's later steps, branch 0) runs them again as its own steps, under its own keys."""
+        branch = 0 if fork else int(ev.data.get("branch") or 1)
         soft = {int(s) for s in ev.data.get("soft") or ()}
         for step in ev.data["supersede"]:
             if int(step) in soft and int(step) in self.steps:
                 self.soft[int(step)] = branch
                 continue
             self.steps.pop(int(step), None)
-            self.branch[int(step)] = branch
+            self._rebranch(int(step), branch)
+
+    def _rebranch(self, step: int, branch: int) -> None:
+        if branch:
+            self.branch[step] = branch
+        else:  # a fork's own step now, no longer the parent's
+            self.id_owner.pop(step, None)
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -239,8 +254,8 @@ class Execution:
 
     def alloc(self) -> int:
         step = self.next_step
-        if step > self.recorded_steps and self.on_live is not None:
-            hook, self.on_live = self.on_live, None
+        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
+            hook, self.on_live, self.live_at = self.on_live, None, None
             hook()
         if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
             raise TimedOut(
@@ -313,24 +328,30 @@ class Execution:
             verdict = recs[0].fp == fp or (same_act(recs[0]) if same_act is not None else False)
         if verdict:
             return recs  # the same act: replayed, never re-fired
+        if verdict is None and not branch and self.released == name:
+            verdict = False  # a fork's changed irreversible act that a person approved: made
         if verdict is None:
+            who = "the re-run asks" if branch else "the fork asks, unlike the run it was forked from,"
             raise Stop(
                 NeedsAttention(
                     self.run_id,
-                    f"run {self.run_id!r} step {step}: the re-run asks for {name!r} again with other "
+                    f"run {self.run_id!r} step {step}: {who} for {name!r} again with other "
                     f"arguments, but it is irreversible and was done (key {recs[0].key}) with the "
                     "first ones. It is not repeated; the run is parked: settle it by hand, then "
                     f"`daybook retry {self.run_id}` or cancel it",
                 ),
                 True,
             )
-        self.branch[step] = branch
+        self._rebranch(step, branch)
         return None
 
     def check_complete(self) -> None:
         done = self.next_step - 1
-        if self.recorded_steps > done:
-            first = self.steps[min(k for k in self.steps if k > done)][0]
+        # A fork that finished before the parent's later acts it left standing: they stay the
+        # parent's (listed by `fork`), not steps this run skipped.
+        left = [k for k in self.steps if k > done and self.soft.get(k) != 0]
+        if left:
+            first = self.steps[min(left)][0]
             raise Stop(
                 NonDeterminismError(
                     f"run {self.run_id!r}: the workflow finished after step {done}, but the "

@@ -47,6 +47,7 @@ from ..errors import (
 )
 from ..records import JSON, Event, Kind, Status, check_json
 from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
+from . import resolution
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
 from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
@@ -135,6 +136,10 @@ class EffectLifecycle:
             )
             self.doubtful = True
             return "resolve"
+        return self._from_last(last)
+
+    def _from_last(self, last: Event) -> str | Done:
+        """Where a settled, failed or unknown last outcome row leaves the effect."""
         if last.status == Status.CONFIRMED:
             return Done(replayed_result(last))
         if last.status == Status.FAILED:
@@ -182,7 +187,15 @@ class EffectLifecycle:
             return "resend"
         rounds = 0
         while True:
+            # A person's resolution, sent while this process holds the run, settles it first
+            # (before a suspension, and after an inline wait for the next round).
+            told = self._told()
+            if told is not None:
+                return told
             yield from self._await_poll()
+            told = self._told()
+            if told is not None:
+                return told
             reply = yield (op, self.ref)
             assert reply is not None
             settled = self._answered(op, *reply)
@@ -289,6 +302,16 @@ class EffectLifecycle:
             "the tool has no status query or verify hook to ask the counterparty and is "
             "not declared idempotent, so daybook will not send it again on a guess"
         )
+
+    def _told(self) -> str | Done | None:
+        """Apply a resolution waiting in the run's inbox (`resolution`): journal it as this
+        effect's outcome row, naming the message so it is applied once, and go on from it."""
+        found = resolution.waiting(self.exe, self.key)
+        if found is None:
+            return None
+        self.exe.consumed.add(found.inbox_id)
+        row = self._write(Kind.OUTCOME, self.attempt, found.status, **found.data, inbox_id=found.inbox_id)
+        return self._from_last(row)
 
     def _await_poll(self) -> Generator[Op, Reply, None]:
         """Wait for a scheduled status round: in process if short, else suspend (durable)."""

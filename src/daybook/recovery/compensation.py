@@ -77,9 +77,7 @@ class Compensations(Gates):
                     report.no_inverse.append(str(eff["key"]))
                 continue
             try:
-                self.effect(
-                    tool.inverse, key=f"comp/{eff['key']}", original=eff["args"], result=eff["result"]
-                )
+                self._undo(tool.inverse, eff)
                 report.compensated.append(str(eff["key"]))
             except EffectFailed:
                 report.stuck.append(str(eff["key"]))
@@ -89,6 +87,24 @@ class Compensations(Gates):
             self.decide("on_stuck", lambda: on_stuck(report))
         raise self._stuck(report)
 
+    def _undo(self, inverse: Tool[Any], eff: dict[str, Any]) -> None:
+        """Run `inverse` under `comp/<key>`. An undo already begun before this unwind and never
+        settled (a transaction's abort cut by a kill, its inverse in flight) is settled at its own
+        step, as its replay would: reconciled under its key (asked, re-sent if idempotent or
+        absent, else parked), never sent under another key."""
+        exe = self._exe
+        begun = eff.get("undo_step")
+        if begun is None:
+            self.effect(inverse, key=f"comp/{eff['key']}", original=eff["args"], result=eff["result"])
+            return
+        saved = exe.next_step
+        exe.steps[begun] = [ev for ev in exe.store.load(exe.run_id) if ev.step == begun]
+        exe.next_step = begun
+        try:
+            self.effect(inverse, key=f"comp/{eff['key']}", original=eff["args"], result=eff["result"])
+        finally:
+            exe.next_step = saved
+
     def _done_so_far(self) -> dict[int, dict[str, Any]]:
         """This run's effects before the current step (not undos, nor effects an aborted
         transaction already undid), by step, with their outcome."""
@@ -97,11 +113,13 @@ class Compensations(Gates):
         effects: dict[int, dict[str, Any]] = {}
         events = exe.store.load(exe.run_id)
         undone = _undone(events, upto)
+        begun = _begun(events, upto)
         for ev in events:
             if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/") or ev.key in undone:
                 continue
             if ev.kind == Kind.INTENT:
                 effects[ev.step] = {"name": ev.name, "key": ev.key, "args": ev.data.get("args")}
+                effects[ev.step]["undo_step"] = begun.get(str(ev.key))
             elif ev.kind == Kind.OUTCOME and ev.step in effects:
                 effects[ev.step]["status"] = ev.status
                 effects[ev.step]["result"] = ev.data.get("result")
@@ -181,4 +199,17 @@ def _undone(events: list[Event], upto: int) -> set[str]:
         comps[ev.step]
         for ev in events
         if ev.kind == Kind.OUTCOME and ev.step in comps and ev.status == Status.CONFIRMED
+    }
+
+
+def _begun(events: list[Event], upto: int) -> dict[str, int]:
+    """Effect key -> the step of its undo (`comp/<key>`) begun before step `upto` (its intent
+    journaled), whatever its outcome: an unwind settles it there, never under a new step."""
+    return {
+        str(ev.key)[5:]: ev.step
+        for ev in events
+        if ev.kind == Kind.INTENT
+        and ev.step is not None
+        and ev.step < upto
+        and (ev.key or "").startswith("comp/")
     }

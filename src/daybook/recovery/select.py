@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from ..runtime.workflow import RECOVER_POLICIES
 from .signal import FailureEvent
-from .trace import Effect, Instance, Trace, touches
+from .subtask import PREFIX
+from .trace import Effect, Instance, LiftedStep, Trace, touches
 
 POLICIES = RECOVER_POLICIES
 ELIGIBLE = "eligible"
@@ -165,18 +166,32 @@ def _writes_after(trace: Trace, u: Instance, position: int) -> list[tuple[int, s
 
 def consumers(trace: Trace, u: Instance, position: int) -> dict[str, int]:
     """The instances that read something `u` wrote after `position`, each with the step of its
-    first such read (`u`'s own reads excluded)."""
+    first such read (`u`'s own reads excluded). An instance that declared no reads at all is a
+    possible consumer from its first step that acts after `u` produced something (an action or
+    a write after `position`): it may have been handed the value in a Python variable (D-2)."""
     writes = _writes_after(trace, u, position)
+    produced = min(
+        [s for s in u.steps if s > position and not trace.steps[s].marker] + [ws for ws, _ in writes],
+        default=None,
+    )
     found: dict[str, int] = {}
     for v in trace.instances.values():
         if v.id == u.id:
             continue
         for s in v.steps:
             reads = trace.steps[s].reads
-            if any(ws < s and touches(w, r) for ws, w in writes for r in reads):
+            if any(ws < s and touches(w, r) for ws, w in writes for r in reads) or (
+                v.undeclared and produced is not None and produced < s and _acts(trace.steps[s])
+            ):
                 found[v.id] = s
                 break
     return found
+
+
+def _acts(step: LiftedStep) -> bool:
+    """An action, or the entry or resumption of an instance (where it takes its inputs): not a
+    commit, leave, fail or exit marker."""
+    return not step.marker or step.name in (PREFIX + "entry", PREFIX + "resume")
 
 
 def judge(trace: Trace, u: Instance, kind: str, position: int, policy: RecoveryPolicy) -> Verdict:

@@ -107,11 +107,13 @@ class Subtask:
     `u.exit(...)`. Leaving the block without `exit()` keeps the instance active: entering the
     same skeleton and entity again continues it (no new entry checkpoint)."""
 
-    def __init__(self, facet: Subtasks, skeleton: Skeleton, entity: str, reads: Sequence[str]) -> None:
+    def __init__(self, facet: Subtasks, skeleton: Skeleton, entity: str, reads: Sequence[str] | None) -> None:
         self._facet = facet
         self.skeleton = skeleton
         self.entity = entity
-        self.reads = tuple(reads)
+        # None: it declared no reads at all (not even `reads=[]`): recovery then counts it as a
+        # possible consumer of whatever ran before it.
+        self.reads = None if reads is None else tuple(reads)
         self.id = ""
         self.exited = False
 
@@ -123,7 +125,7 @@ class Subtask:
         slot = (self.skeleton.name, self.entity)
         if slot in reg.active:
             self.id = reg.active[slot]
-            self._mark("resume", reads=list(self.reads))
+            self._mark("resume", reads=self._reads())
             return self
         ordinal = reg.ordinals.get(slot, 0)
         reg.ordinals[slot] = ordinal + 1
@@ -134,7 +136,7 @@ class Subtask:
             skeleton=self.skeleton.name,
             entity=self.entity,
             ordinal=ordinal,
-            reads=list(self.reads),
+            reads=self._reads(),
             outputs=list(self._outputs()),
             effects=self.skeleton.effects,
         )
@@ -174,6 +176,9 @@ class Subtask:
         self._facet._registry().active.pop((self.skeleton.name, self.entity), None)
         self.exited = True
 
+    def _reads(self) -> list[JSON] | None:
+        return None if self.reads is None else list(self.reads)
+
     def _outputs(self) -> Iterable[str]:
         return (o.replace("{entity}", self.entity) for o in self.skeleton.outputs)
 
@@ -183,18 +188,24 @@ class Subtasks(Steps):
 
     _subtasks: _Registry
 
-    def subtask(self, skeleton: str | Skeleton, entity: str = "-", *, reads: Iterable[str] = ()) -> Subtask:
+    def subtask(
+        self, skeleton: str | Skeleton, entity: str = "-", *, reads: Iterable[str] | None = None
+    ) -> Subtask:
         """A subtask instance of `skeleton` on `entity`, as a context manager (`with` or `async
         with`): entering journals its entry checkpoint (or continues it, if active); `commit()`
         and `exit()` journal the others. `reads`: the keys it consumes (other instances' outputs),
-        added to the skeleton's declared inputs. `daybook recover` restores a failed instance
-        to its latest admissible checkpoint."""
+        added to the skeleton's declared inputs; `reads=[]` declares it reads nothing. With
+        neither (`reads` left None and no skeleton inputs), recovery treats it as a possible
+        consumer of everything that ran before it. `daybook recover` restores a failed
+        instance to its latest admissible checkpoint."""
         skel = skeleton if isinstance(skeleton, Skeleton) else Skeleton(str(skeleton))
         check_text(entity, "a subtask's entity")
         if "::" in entity:
             raise ConfigError(f"entity {entity!r} must not contain '::' (it separates instance ids)")
         declared = [i.replace("{entity}", entity) for i in skel.inputs]
-        return Subtask(self, skel, entity, sorted({*declared, *reads}))
+        if reads is None and not declared:
+            return Subtask(self, skel, entity, None)
+        return Subtask(self, skel, entity, sorted({*declared, *(reads or ())}))
 
     def _registry(self) -> _Registry:
         if not hasattr(self, "_subtasks"):

@@ -53,6 +53,9 @@ class Instance:
     effects: str  # the frozen effect policy: classes | frozen
     parent: str | None = None  # the instance active when this one was entered (nesting)
     outputs: frozenset[str] = frozenset()  # declared at entry: an upper bound on its writes
+    # It declared no reads at all (`reads=None`, no skeleton inputs): it may have read anything
+    # that ran before it (a value in a Python variable), so it is a possible consumer.
+    undeclared: bool = False
     steps: list[int] = field(default_factory=list)
     checkpoints: list[tuple[str, int]] = field(default_factory=list)  # (kind, step), oldest first
 
@@ -136,6 +139,7 @@ def _marker(
             str(payload.get("effects") or "classes"),
             stack[-1] if stack else None,
             frozenset(str(o) for o in payload.get("outputs") or ()),
+            undeclared="reads" in payload and payload["reads"] is None,
         )
     inst = instances.get(iid)
     if inst is None:  # a marker of an instance entered before a branch point we cannot see

@@ -119,6 +119,25 @@ class Claims:
                 run_id, info.lease_owner or "?", max(0.0, (info.lease_expires or 0) - time.time())
             )
 
+    def hold(self, run_id: str, allowed: tuple[str, ...]) -> bool:
+        """Lease `run_id` at once while its status is one of `allowed`, keeping that status (an
+        operator's action on a stopped run: a recovery); takes over at once from a provably dead
+        process on this machine. False if the status is not allowed; raises `RunLeased` if
+        another live owner (or another thread of this handle) holds it."""
+        if not self.reserve(run_id):
+            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+        holder = self.get_run(run_id).lease_owner
+        expect = holder if holder and holder != self.owner and is_dead_here(holder) else None
+        if self.store.hold(run_id, self.owner, self.lease_ttl, time.time(), expect, allowed):
+            if expect:
+                log.warning("run %s: took over the lease of dead process %s", run_id, expect)
+            return True
+        self.unreserve(run_id)
+        info = self.get_run(run_id)
+        if info.status not in allowed:
+            return False
+        raise RunLeased(run_id, info.lease_owner or "?", max(0.0, (info.lease_expires or 0.0) - time.time()))
+
     def reserve(self, run_id: str) -> bool:
         with self._running_lock:
             if run_id in self._running:
@@ -144,7 +163,10 @@ class Claims:
             with self._beat_lock:
                 if self._beat_store is None:
                     # `dsn`: the URL that connects (`url` may have its password masked).
-                    self._beat_store = open_store(getattr(self.store, "dsn", self.store.url))
+                    raw = open_store(getattr(self.store, "dsn", self.store.url))
+                    # Behind the same guard: the inbox it watches holds encoded payloads.
+                    twin = getattr(self.store, "twin", None)
+                    self._beat_store = twin(raw) if twin is not None else raw
                 return self._beat_store.renew(run_id, self.owner, self.lease_ttl, time.time())
 
         def watch() -> Requests:

@@ -26,6 +26,7 @@ from ..journal.stop import Pause, Stop, Suspend
 from ..records import Event, Kind, RunStatus, check_json, dumps, safe_text
 from ..store import Store
 from ..store.secrets import concealer_for
+from ..store.tx_release import release_run
 
 
 def stop_beat(exe: Execution) -> None:
@@ -59,11 +60,41 @@ def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> No
     )
     stop_beat(exe)
     store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+    release_ended(store, exe.run_id, "completed")
+
+
+def release_ended(store: Store, run_id: str, status: str) -> None:
+    """A run that ended holds no transaction scope: release its attempts still open (none,
+    unless it ended inside one). Not fatal if the store fails here: a transaction waiting on
+    them releases what an ended run holds (store/tx_release.py)."""
+    try:
+        release_run(store, run_id, "daybook", f"run {run_id!r} {status}")
+    except Exception:
+        return
 
 
 # What a workflow raises on purpose ends its run as `failed`: a refusal it decided, an act that
 # failed for certain, a budget that said no. Anything else is most likely a bug and parks the run.
 ON_PURPOSE: tuple[type[BaseException], ...] = (WorkflowFailed, StepFailed, BudgetExceeded)
+
+
+# The step a parked or failed run's last row names to run again on `retry`: a decision whose
+# failure the workflow did not catch.
+RERUN = "rerun"
+
+
+def failed_step(exc: BaseException) -> int | None:
+    """The decision whose recorded failure `exc` is (`StepFailed.step`), if it is one."""
+    return exc.step if isinstance(exc, StepFailed) else None
+
+
+def is_bug(exc: BaseException, fail_on: tuple[type[BaseException], ...]) -> bool:
+    """Whether `exc` was not raised on purpose: a class outside `ON_PURPOSE` and `fail_on`, or
+    a decision's failure whose function raised such a class (`StepFailed.bug`)."""
+    if isinstance(exc, StepFailed) and exc.bug:
+        named = exc.error.get("type") in {c.__name__ for c in fail_on}
+        return not (named or isinstance(exc.__cause__, fail_on))
+    return not isinstance(exc, ON_PURPOSE + fail_on)
 
 
 def fail(
@@ -107,20 +138,18 @@ def fail(
     # Scrubbed here, not only in the store: the RunFailed raised to the caller carries it too.
     info = concealer_for(store).scrub(error_info(exc, full=True))
     now = time.time()
-    if park and not isinstance(exc, ON_PURPOSE + fail_on):
-        parked = Event(
-            run_id=exe.run_id,
-            seq=exe.next_seq,
-            kind=Kind.RUN_ATTENTION.value,
-            data={"message": info["message"], "error": info["type"], "parked": True},
-            at=now,
-        )
+    rerun = failed_step(exc)
+    if park and is_bug(exc, fail_on):
+        data = {"message": info["message"], "error": info["type"], "parked": True}
+        if rerun is not None:
+            data[RERUN] = rerun  # `retry` supersedes this step: after the fix it runs again
+        parked = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_ATTENTION.value, data=data, at=now)
         store.finish(exe.run_id, owner, RunStatus.NEEDS_ATTENTION.value, None, info, parked, now)
         return RunParked(exe.run_id, info)
-    event = Event(
-        run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value, data={"error": info}, at=now
-    )
+    failed: dict[str, Any] = {"error": info} if rerun is None else {"error": info, RERUN: rerun}
+    event = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_FAILED.value, data=failed, at=now)
     store.finish(exe.run_id, owner, RunStatus.FAILED.value, None, info, event, now)
+    release_ended(store, exe.run_id, "failed")
     return RunFailed(exe.run_id, info)
 
 

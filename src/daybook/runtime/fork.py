@@ -4,10 +4,13 @@ The fork's first row (`run_started`, with `fork_of` and `at`) names the run and 
 from; its journal is that run's rows up to the step (read from it at load time, never copied:
 nothing is duplicated, edited or deleted) followed by its own. Decisions and effects of the shared
 steps keep the ids and keys they were made under, so replaying them in the fork re-fires nothing;
-steps after the fork point are the fork's own, under its own keys. The original run is untouched.
-The effects the original made after the fork point are listed by class: a fork does not undo
-them, so any that cannot be undone (irreversible, no inverse, or a tool this process has not
-imported) needs `confirm`; compensable ones are listed.
+steps after the fork point are the fork's own, under its own keys. The original's journal is
+untouched. The effects the original made after the fork point are listed by class; any that
+cannot be undone (irreversible, no inverse, an unsettled outcome, or a tool this process has not
+imported) needs `confirm`. With an `undo` (the facade's, `recovery/forking.py`), the compensable
+ones are undone first and the fork's first row supersedes the original's later steps, a journal
+branch: the fork runs them again as its own, and replays an act that was not undone when it
+asks for the same one (never repeating it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, RunNotFound
@@ -24,6 +28,10 @@ from ..records import JSON, Event, Kind, RunInfo, RunStatus, check_json, check_t
 from ..store import Store
 
 FORK_OF = "fork_of"
+SUPERSEDE = "supersede"
+# What a fork does with the parent's later acts: undone by the facade's recovery layer (their
+# inverses, once), given the listing; returns the keys it undid. None: a fork that leaves them.
+Undo = Callable[[RunInfo, list[dict[str, JSON]]], list[str]]
 
 
 def expand(store: Store, events: list[Event]) -> list[Event]:
@@ -33,10 +41,16 @@ def expand(store: Store, events: list[Event]) -> list[Event]:
         return events
     parent, at = str(events[0].data[FORK_OF]), int(events[0].data["at"])
     # The parent's current branch only, as its cursor reads it: rows a semantic recovery
-    # superseded are history.
-    current = Execution(store, parent, expand(store, store.load(parent)), None, read_only=True).steps
-    shared = [ev for step in sorted(current) if step <= at for ev in current[step]]
-    return shared + events
+    # superseded are history. A fork that took over the parent's later acts (its first row
+    # lists them in `supersede`) sees those steps too, as a journal branch sees its own.
+    upto = None if SUPERSEDE in events[0].data else at
+    return current_branch(store, parent, upto) + events
+
+
+def current_branch(store: Store, run_id: str, upto: int | None = None) -> list[Event]:
+    """The rows of a run's current branch (as its cursor reads them), up to step `upto`."""
+    steps = Execution(store, run_id, expand(store, store.load(run_id)), None, read_only=True).steps
+    return [ev for step in sorted(steps) if upto is None or step <= upto for ev in steps[step]]
 
 
 def fork(
@@ -48,20 +62,27 @@ def fork(
     run_input: dict[str, Any] | None,
     confirm: bool,
     by: str,
+    undo: Undo | None = None,
 ) -> tuple[str, list[dict[str, JSON]]]:
     """Create the fork of `run_id` at step `at` (a `pending` run; `resume` or a worker runs it)
     with the same input or `run_input` ({"args": [...], "kwargs": {...}}). Returns its id and the
-    effects the original made after `at`, each with its step, tool, key, status and class."""
+    effects the original made after `at`, each with its step, tool, key, status, class and
+    whether it was undone. With `undo`, the original's later compensable acts are undone first
+    and the fork takes over its later steps as a journal branch (see `book.fork`)."""
     info = store.get_run(run_id)
     if info is None:
         raise RunNotFound(run_id, store.url)
-    events = expand(store, store.load(run_id))
+    events = current_branch(store, run_id)
     last = max((ev.step for ev in events if ev.step is not None), default=0)
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= last:
         raise ConfigError(f"--at must be a step of run {run_id!r}, from 0 to {last}, not {shown(at)}")
     _check_settled(run_id, events, at)
     later = _later_effects(events, at)
-    blocking = [e for e in later if e["class"] != "compensable" and e["status"] != "failed"]
+    blocking = [
+        e
+        for e in later
+        if e["status"] != "failed" and (e["class"] != "compensable" or e["status"] != "confirmed")
+    ]
     if blocking and not confirm:
         listed = ", ".join(f"step {e['step']} {e['tool']} ({e['class']}, {e['status']})" for e in blocking)
         raise ConfigError(
@@ -72,10 +93,27 @@ def fork(
     check_text(fork_id, "the fork's run id")
     new_input = run_input if run_input is not None else info.input
     check_json(new_input, f"fork {fork_id!r} input")
-    header, first = _header(info, fork_id, new_input, at, by)
+    if store.get_run(fork_id) is not None:
+        raise ConfigError(f"run {fork_id!r} exists already: give the fork another id")
+    data: dict[str, JSON] = {}
+    if undo is not None:
+        undone = set(undo(info, later))
+        for e in later:
+            e["undone"] = e["key"] in undone
+        data = _branch(events, at, later)
+    header, first = _header(info, fork_id, new_input, at, by, data)
     if not store.create_run(header, first):
         raise ConfigError(f"run {fork_id!r} exists already: give the fork another id")
     return fork_id, later
+
+
+def _branch(events: list[Event], at: int, later: list[dict[str, JSON]]) -> dict[str, JSON]:
+    """The fork's journal branch over the parent's later steps: all superseded, and the
+    confirmed acts that were not undone kept `soft` (replayed if the fork asks for the same act
+    again, never repeated; an irreversible one asked for otherwise parks the fork)."""
+    steps = sorted({ev.step for ev in events if ev.step is not None and ev.step > at})
+    soft = [e["step"] for e in later if e["status"] == "confirmed" and not e.get("undone")]
+    return {SUPERSEDE: list(steps), "soft": soft}
 
 
 def _check_settled(run_id: str, events: list[Event], at: int) -> None:
@@ -141,10 +179,17 @@ def derived_header(
 
 
 def _header(
-    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str
+    info: RunInfo, fork_id: str, run_input: dict[str, Any], at: int, by: str, branch: dict[str, JSON]
 ) -> tuple[RunInfo, Event]:
     now = time.time()
     header = derived_header(info, fork_id, RunStatus.PENDING, run_input, now)
-    data: dict[str, JSON] = {"input": run_input, "ref": info.ref, "by": by, FORK_OF: info.run_id, "at": at}
+    data: dict[str, JSON] = {
+        "input": run_input,
+        "ref": info.ref,
+        "by": by,
+        FORK_OF: info.run_id,
+        "at": at,
+        **branch,
+    }
     first = Event(run_id=fork_id, seq=1, kind=Kind.RUN_STARTED.value, name=info.workflow, data=data, at=now)
     return header, first

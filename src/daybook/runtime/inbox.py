@@ -10,6 +10,7 @@ import getpass
 import time
 
 from ..errors import ConfigError
+from ..journal.resolution import RESOLVE_SIGNAL
 from ..records import JSON, RunInfo, RunStatus, check_json, check_text, dumps
 from ..store import Store
 from .chain import live
@@ -26,6 +27,7 @@ RESERVED = (
     "pause:",
     "steer:",
     "child:",
+    RESOLVE_SIGNAL,
 )
 # A child run that ended wakes its parent with this signal (`coordination.child`).
 CHILD_SIGNAL = "child:"
@@ -65,7 +67,8 @@ def send(
         raise ConfigError(
             f"signal name {name!r} is reserved for daybook's own signals ({', '.join(RESERVED)}); "
             "approve or deny a gate with `daybook approve|deny RUN GATE` (book.approve), send an "
-            "update with book.update, raise a budget with `daybook budget RUN --raise`"
+            "update with book.update, raise a budget with `daybook budget RUN --raise`, resolve an "
+            "effect with `daybook resolve` (book.resolve)"
         )
     what = f"signal {name!r} payload"
     check_json(payload, what)

@@ -20,6 +20,7 @@ from ..journal.stop import Stop
 from ..records import Event, Kind, RunInfo, RunStatus, dumps
 from ..store import Store
 from .claim import PAUSE_SIGNAL
+from .finish import RERUN, release_ended
 from .lease import is_dead_here
 
 RETRYABLE = (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION, RunStatus.STUCK, RunStatus.PAUSED)
@@ -50,6 +51,8 @@ def retry(
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
         data = {"by": by, "from": info.status, "error": info.error, **(extra or {})}
+        if "supersede" not in data:
+            data.update(_rerun(events))
         return _event(run_id, events, Kind.RUN_RETRIED, "retry", data, now)
 
     found = store.get_run(run_id)
@@ -62,6 +65,20 @@ def retry(
     return info.status
 
 
+def _rerun(events: list[Event]) -> dict[str, Any]:
+    """The journal branch a retry opens when the run stopped on a decision's failure it did not
+    catch (`finish.RERUN` on its last `run_attention` or `run_failed` row): that step is
+    superseded, so it runs again (with the fixed code) instead of replaying its recorded
+    failure. Nothing when the run stopped otherwise."""
+    ends = (Kind.RUN_ATTENTION, Kind.RUN_FAILED, Kind.RUN_RETRIED)
+    last = next((ev for ev in reversed(events) if ev.kind in ends), None)
+    step = None if last is None or last.kind == Kind.RUN_RETRIED else last.data.get(RERUN)
+    if isinstance(step, bool) or not isinstance(step, int):
+        return {}
+    branch = 1 + sum(1 for ev in events if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+    return {"supersede": [step], "branch": branch}
+
+
 PAUSABLE = (
     RunStatus.PENDING,
     RunStatus.RUNNING,
@@ -71,10 +88,12 @@ PAUSABLE = (
 )
 
 
-def pause(store: Store, run_id: str, by: str) -> str:
-    """Pause a run: at once if no live process executes it (`paused`, journaled with who asked);
-    else ask its owner, through its inbox, to stop at its next step boundary (an act in flight
-    finishes and is journaled first). Returns "paused", "requested" or "already"."""
+def pause(store: Store, run_id: str, by: str, identity: dict[str, Any] | None = None) -> str:
+    """Pause a run: at once if no live process executes it (`paused`, journaled with who asked
+    and `identity`, how sure that is: `gates.identity`); else ask its owner, through its inbox,
+    to stop at its next step boundary (an act in flight finishes and is journaled first).
+    Returns "paused", "requested" or "already"."""
+    who = {"by": by, **({"identity": identity} if identity else {})}
     info = store.get_run(run_id)
     if info is None:
         raise RunNotFound(run_id, store.url)
@@ -82,12 +101,12 @@ def pause(store: Store, run_id: str, by: str) -> str:
         return "already"
     executing = info.status == RunStatus.RUNNING and info.lease_owner is not None
     if executing and (info.lease_expires or 0.0) > time.time() and not is_dead_here(info.lease_owner or ""):
-        sent = store.signal(run_id, PAUSE_SIGNAL, dumps({"by": by}, "pause"), by, time.time(), wake=False)
+        sent = store.signal(run_id, PAUSE_SIGNAL, dumps(who, "pause"), by, time.time(), wake=False)
         if sent is not None:
             return "requested"
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
-        return _event(run_id, events, Kind.RUN_PAUSED, "pause", {"by": by, "from": info.status}, now)
+        return _event(run_id, events, Kind.RUN_PAUSED, "pause", {**who, "from": info.status}, now)
 
     _transition(store, run_id, PAUSABLE, RunStatus.PAUSED, mark, "paused")
     return "paused"
@@ -102,20 +121,26 @@ def expire(store: Store, run_id: str, by: str, cutoff: float, environment: str |
         return _event(run_id, events, Kind.RUN_EXPIRED, "expire", data, now)
 
     _transition(store, run_id, (RunStatus.PAUSED,), RunStatus.EXPIRED, mark, "expired")
+    release_ended(store, run_id, "expired")
 
 
-def cancel(store: Store, run_id: str, by: str, compensate: bool) -> tuple[str, int]:
-    """Set the run `cancelled` (terminal), journaled with who asked and whether its effects are
-    to be unwound. Returns the status it left and the step an unwind starts at."""
+def cancel(
+    store: Store, run_id: str, by: str, compensate: bool, identity: dict[str, Any] | None = None
+) -> tuple[str, int]:
+    """Set the run `cancelled` (terminal), journaled with who asked (and `identity`) and whether
+    its effects are to be unwound. Returns the status it left and the step an unwind starts at."""
     first = 1
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
         nonlocal first
         first = max((ev.step for ev in events if ev.step is not None), default=0) + 1
         data = {"by": by, "from": info.status, "compensate": compensate, "from_step": first}
+        if identity:
+            data["identity"] = identity
         return _event(run_id, events, Kind.RUN_CANCELLED, "cancel", data, now)
 
     info = _transition(store, run_id, CANCELLABLE, RunStatus.CANCELLED, mark, "cancelled")
+    release_ended(store, run_id, "cancelled")
     return info.status, first
 
 

@@ -19,7 +19,7 @@ from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLease
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Rerun, Stop
-from ..records import JSON, RunInfo, RunStatus
+from ..records import JSON, RunInfo, RunStatus, check_unerased, readable
 from ..store import Store
 from . import finish
 from .chain import Next, close_segment, next_id
@@ -71,7 +71,7 @@ class Runner:
         if wf.is_async:
             return asyncio.run(self.run_async(wf, args, kwargs, run_id))
         begun = self._begin(wf, run_id, args, kwargs)
-        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun))
+        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun), run_id)
 
     async def run_async(
         self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None
@@ -79,8 +79,8 @@ class Runner:
         wf = as_workflow(workflow)
         begun = self._begin(wf, run_id, args, kwargs)
         if isinstance(begun, Finished):
-            return await self._follow_async(begun.result)
-        return await self._follow_async(await self._body_async(*begun))
+            return await self._follow_async(begun.result, run_id)
+        return await self._follow_async(await self._body_async(*begun), run_id)
 
     def submit(self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None) -> str:
         wf = as_workflow(workflow)
@@ -94,35 +94,40 @@ class Runner:
     def resume(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
-            return self._follow(info.result)  # nothing to run: do not even import its code
+            return self._follow(info.result, run_id)  # nothing to run: do not even import its code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
             return asyncio.run(self.resume_async(run_id, wait, app))
         begun = self._claim(run_id, wf, wait)
-        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun))
+        return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun), run_id)
 
     async def resume_async(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
-            return await self._follow_async(info.result)
+            return await self._follow_async(info.result, run_id)
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, wait)
         if isinstance(begun, Finished):
-            return await self._follow_async(begun.result)
-        return await self._follow_async(await self._body_async(*begun))
+            return await self._follow_async(begun.result, run_id)
+        return await self._follow_async(await self._body_async(*begun), run_id)
 
     def execute_claimed(self, run_id: str, app: Apps) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
         info = self.claims.get_run(run_id)
         wf = load(info.workflow, info.ref, app)
-        if not self.claims.reserve(run_id):
-            raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+        # The store let this handle claim it, so no thread of ours executes it: one that just
+        # suspended or stopped it may still be between giving the lease back and its reservation.
+        deadline = time.monotonic() + 2.0
+        while not self.claims.reserve(run_id):
+            if time.monotonic() >= deadline:
+                raise RunLeased(run_id, f"{self.owner} (this process)", self.lease_ttl)
+            time.sleep(0.005)
         begun = self._load(run_id, wf)
         if isinstance(begun, Finished):
-            return self._follow(begun.result)
+            return self._follow(begun.result, run_id)
         if wf.is_async:
-            return self._follow(asyncio.run(self._body_async(*begun)))
-        return self._follow(self._body(*begun))
+            return self._follow(asyncio.run(self._body_async(*begun)), run_id)
+        return self._follow(self._body(*begun), run_id)
 
     def park(self, run_id: str, message: str) -> None:
         """Set a run this handle holds aside as `needs_attention`, releasing its lease."""
@@ -157,6 +162,7 @@ class Runner:
             if info.status == RunStatus.EXPIRED:
                 raise RunExpired(run_id)
             events = expand(self.store, self.store.load(run_id))
+            check_unerased(run_id, events)  # a fork of a run gc erased: never replay the marks
         except BaseException:
             self.claims.let_go(run_id)
             raise
@@ -270,11 +276,12 @@ class Runner:
             self.claims.unreserve(exe.run_id)
             self._tell_parent(exe)
 
-    def _follow(self, result: Any) -> Any:
+    def _follow(self, result: Any, run_id: str | None) -> Any:
         """Walk a chain of segments (continue_as_new) to its end, one segment at a time (a loop,
-        so a chain of any length neither recurses nor re-reads earlier segments' journals)."""
-        while (following := next_id(result)) is not None:
-            info = self.claims.get_run(following)
+        so a chain of any length neither recurses nor re-reads earlier segments' journals).
+        A result gc erased raises `RunErased`: the mark is never returned as the result."""
+        while (following := next_id(readable(run_id or "", result, "its result"))) is not None:
+            run_id, info = following, self.claims.get_run(following)
             if info.status == RunStatus.COMPLETED:
                 result = info.result
                 continue
@@ -288,9 +295,9 @@ class Runner:
                 result = self._body(*begun)
         return result
 
-    async def _follow_async(self, result: Any) -> Any:
-        while (following := next_id(result)) is not None:
-            info = self.claims.get_run(following)
+    async def _follow_async(self, result: Any, run_id: str | None) -> Any:
+        while (following := next_id(readable(run_id or "", result, "its result"))) is not None:
+            run_id, info = following, self.claims.get_run(following)
             if info.status == RunStatus.COMPLETED:
                 result = info.result
                 continue

@@ -8,9 +8,9 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, RunConflict
-from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text
+from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text, readable
 from ..store.secrets import has_secret
-from .workflow import Workflow
+from .workflow import Workflow, registered, same_code
 
 
 def new_run(
@@ -73,13 +73,37 @@ SECRET_INPUT = (
 
 
 def check_same(existing: RunInfo, wf: Workflow[Any], run_input: Any) -> None:
-    """Refuse to start a run whose id exists as another workflow or with other input."""
-    if existing.workflow != wf.name or existing.input != run_input:
+    """Refuse to start a run whose id exists as another workflow or with other input (or whose
+    input gc erased: `RunErased`, since nobody can tell whether it is the same run). A run is
+    bound to its workflow's identity: its code reference (`module:qualname`), or the stable
+    name given with `@daybook.workflow(name=...)`, which keeps its runs wherever the code moves."""
+    readable(existing.run_id, existing.input, "its input and result")
+    if not same_workflow(existing, wf):
+        raise RunConflict(
+            f"run {existing.run_id!r} belongs to workflow {existing.workflow!r} at {existing.ref!r}; "
+            f"{wf.name!r} at {wf.ref!r} is another workflow of the same name and cannot attach to "
+            "it (it would return that run's result without running). Use another run id, or give "
+            "each workflow its own name (@daybook.workflow(name=...))"
+        )
+    if existing.input != run_input:
         raise RunConflict(
             f"run {existing.run_id!r} already exists as {existing.workflow}"
             f"({_brief(existing.input)}); starting it again as {wf.name}({_brief(run_input)}) "
             "would be a different run. Use a new run id, or resume the existing run"
         )
+
+
+def same_workflow(existing: RunInfo, wf: Workflow[Any]) -> bool:
+    """Whether `wf` is the workflow that started `existing`: the same name and the same code;
+    or, for a workflow with an explicit name, that name (its code may have moved), unless this
+    process has the run's own code registered as another workflow of that name."""
+    if existing.workflow != wf.name:
+        return False
+    if same_code(existing.ref, wf.ref):
+        return True
+    return wf.named and not any(
+        other is not wf and same_code(other.ref, existing.ref) for other in registered(wf.name)
+    )
 
 
 def _brief(value: Any) -> str:

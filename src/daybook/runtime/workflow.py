@@ -4,6 +4,8 @@ A run stores its workflow's name and an import reference (`module:qualname`, or 
 qualname` for a script). Another process finds the code in its own registry (workflows already
 imported there) or in the modules the operator names (`--app`, `app=`, `$DAYBOOK_APP`); the
 stored reference is only shown in the error, never imported (a row must not run code).
+A workflow's identity is its reference, or the name given with `name=`: two functions of one
+bare name in two modules are two workflows, and a run resumes with its own (`same_code`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class Workflow(Generic[R]):
     # ("dart", "entry", "coarse", "retry"; None: off) and how many times per run.
     recover: str | None = None
     recoveries: int = 3
+    # `name=` was given: the user's stable name is the workflow's identity, wherever its code
+    # lives; otherwise its identity is its code reference (`ref`), so two functions of one bare
+    # name in two modules are two workflows.
+    named: bool = False
 
     @property
     def is_async(self) -> bool:
@@ -46,7 +52,26 @@ class Workflow(Generic[R]):
         return self.fn(*args, **kwargs)
 
 
-_REGISTRY: dict[str, Workflow[Any]] = {}
+# Name -> code reference ("" for the one that declares the name) -> workflow: two modules may
+# each define a `refund`.
+_REGISTRY: dict[str, dict[str, Workflow[Any]]] = {}
+
+
+def same_code(a: str, b: str) -> bool:
+    """Whether two stored references name the same function: equal, or one by module
+    (`billing.refund:fn`) and one by the path of that module's file (`/src/billing/refund.py:fn`,
+    a script loaded by path or run as `__main__`)."""
+    if a == b:
+        return True
+    (mod_a, _, fn_a), (mod_b, _, fn_b) = a.rpartition(":"), b.rpartition(":")
+    if fn_a != fn_b or not mod_a or not mod_b:
+        return False
+    path, module = (mod_a, mod_b) if mod_a.endswith(".py") else (mod_b, mod_a)
+    if not path.endswith(".py") or module.endswith(".py"):
+        return False
+    tail = module.replace(".", "/")
+    norm = path.replace(os.sep, "/")
+    return norm.endswith(f"/{tail}.py") or norm.endswith(f"/{tail}/__init__.py")
 
 
 def _ref_of(fn: Callable[..., Any]) -> str:
@@ -131,9 +156,13 @@ def workflow(
     ):
         raise ConfigError(f"fail_on must be a tuple of exception classes, not {fail_on!r}")
 
+    if name is not None:
+        _check_name(name)
+
     def wrap(f: Callable[..., R]) -> Workflow[R]:
         wf = Workflow(
             fn=f,
+            named=name is not None,
             name=name or f.__name__,
             ref=_ref_of(f),
             version=version,
@@ -142,7 +171,8 @@ def workflow(
             recover=recover,
             recoveries=recoveries,
         )
-        _REGISTRY[wf.name] = wf
+        # A named workflow is its name: a later definition of it replaces the earlier (new code).
+        _REGISTRY.setdefault(wf.name, {})["" if wf.named else wf.ref] = wf
         return wf
 
     return wrap(fn) if fn is not None else wrap
@@ -152,9 +182,9 @@ def as_workflow(obj: Any) -> Workflow[Any]:
     if isinstance(obj, Workflow):
         return obj
     if callable(obj):
-        found = _REGISTRY.get(getattr(obj, "__name__", ""))
-        if found is not None and found.fn is obj:
-            return found
+        for found in _REGISTRY.get(getattr(obj, "__name__", ""), {}).values():
+            if found.fn is obj:
+                return found
         wf: Workflow[Any] = workflow(obj)
         return wf
     raise ConfigError(f"{obj!r} is not a workflow: pass a function decorated with @daybook.workflow")
@@ -180,13 +210,59 @@ def load(name: str, ref: str, app: Apps = None) -> Workflow[Any]:
     """Find the workflow a stored run names: in this process's registry, else in the code the
     operator named (`app`, then $DAYBOOK_APP). The stored `ref` is only a hint for the error: it
     is never imported, so a row in the store cannot make this process run code (D5)."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    found = _registered(name, ref)
     for target in allowed_apps(app):
+        if found is not None:
+            break
         _import(target.rsplit(":", 1)[0] if _is_ref(target) else target)
-        if name in _REGISTRY:
-            return _REGISTRY[name]
-    raise ConfigError(missing_message(name, ref, allowed_apps(app)))
+        found = _registered(name, ref)
+    if found is None and _REGISTRY.get(name):
+        raise ConfigError(_another_message(name, ref))
+    if found is None:
+        raise ConfigError(missing_message(name, ref, allowed_apps(app)))
+    return found
+
+
+def registered(name: str) -> list[Workflow[Any]]:
+    """Every workflow this process registered under `name` (one per code reference)."""
+    return list(_REGISTRY.get(name, {}).values())
+
+
+def _registered(name: str, ref: str) -> Workflow[Any] | None:
+    """The registered workflow a run names: the one of its code reference; else the one that
+    declares that name explicitly (`name=`: its code may have moved). Anything else of that
+    name is another workflow: None."""
+    candidates = _REGISTRY.get(name, {})
+    if not ref:  # asked by name alone (a schedule named on the command line): only if unique
+        return next(iter(candidates.values())) if len(candidates) == 1 else None
+    exact = [wf for wf in candidates.values() if not wf.named and same_code(wf.ref, ref)]
+    return exact[-1] if exact else candidates.get("")
+
+
+def _another_message(name: str, ref: str) -> str:
+    refs = ", ".join(sorted(wf.ref for wf in _REGISTRY.get(name, {}).values()))
+    if not ref:
+        return (
+            f"several workflows are named {name!r} ({refs}): give each its own name "
+            "(@daybook.workflow(name=...)) so it can be named alone"
+        )
+    # The stored reference is data anyone with write access to the store wrote: it is shown,
+    # never pasted into an `--app` an operator could run as it stands.
+    return (
+        f"the run belongs to workflow {name!r}, stored with the reference {ref!r} (data from "
+        f"the store, not checked by anyone); this process has {refs} of that name, which is "
+        f"another workflow. Pass the code that defines the run's workflow with --app "
+        f"MODULE|FILE.py; if that code moved, declare its name where it now is "
+        f"(@daybook.workflow(name={name!r})) so the run resumes with it"
+    )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable():
+        raise ConfigError(
+            f"workflow name={name!r}: use a non-empty, printable string of at most 200 characters "
+            "(a stable name for the workflow, kept by its runs whatever module it moves to)"
+        )
 
 
 def _is_ref(target: str) -> bool:
@@ -222,13 +298,21 @@ def missing_message(name: str, ref: str, tried: Sequence[str] = ()) -> str:
 def trusted_ref(name: str, ref: str) -> bool:
     """True when this process registered workflow `name` from code at `ref`: the stored
     reference then names code the operator already runs, and may be shown as an `--app`."""
-    found = _REGISTRY.get(name)
-    return found is not None and found.ref == ref
+    return any(wf.ref == ref for wf in _REGISTRY.get(name, {}).values())
 
 
 def load_app(target: str) -> None:
     """Import a module (`pkg.agents`) or script (`path/agent.py`) so its workflows register."""
     _import(target)
+
+
+def _search_first(directory: str) -> None:
+    """Put `directory` first on the import path, as Python itself does: `python path/agent.py`
+    for the script's folder (so the script imports its siblings), `python -m agent` for the
+    working directory (so the module named is found there). The console script `daybook` has
+    neither, so daybook's own hints (`--app wf`) failed with ModuleNotFoundError."""
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
 
 
 def _import(target: str) -> None:
@@ -240,6 +324,7 @@ def _import(target: str) -> None:
                 raise ConfigError(f"workflow file {target!r} does not exist")
             if modname in sys.modules:
                 return
+            _search_first(os.path.dirname(os.path.abspath(target)))
             spec = importlib.util.spec_from_file_location(modname, target)
             if spec is None or spec.loader is None:
                 raise ConfigError(f"cannot load workflow file {target!r}")
@@ -247,6 +332,8 @@ def _import(target: str) -> None:
             sys.modules[modname] = module
             spec.loader.exec_module(module)
         else:
+            if "" not in sys.path:  # "" is the working directory already (python -m, -c)
+                _search_first(os.getcwd())
             importlib.import_module(target)
     except ConfigError:
         raise

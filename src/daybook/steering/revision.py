@@ -11,6 +11,7 @@ replay mirrors it: at a recorded position the row is read back; at any other it 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..gates import identity
 from ..journal.execution import step_fingerprint
 from ..journal.steps import Steps
 from ..records import JSON, Kind, Why, check_text
@@ -40,6 +42,9 @@ class Revision:
     author: str
     at: float
     target: str | None = None
+    # True only when the revision carries its author's signature and the author is a registered
+    # operator (`gates.identity`); any other author is a name taken on trust.
+    authenticated: bool = False
 
 
 class Revisions(Steps):
@@ -64,7 +69,7 @@ class Revisions(Steps):
             return self._remember(recorded[0].data)
         if step <= exe.recorded_steps or exe.read_only:
             return []
-        new = _unread(exe.store.inbox(exe.run_id), exe.consumed)
+        new = _unread(exe.store, exe.run_id, exe.consumed)
         if not new:
             return []
         step = exe.alloc()
@@ -109,14 +114,23 @@ class Primers(Steps):
         return str(self.decide(PRIMER, lambda _: text, 0.0, why=Why(note=text)).value)
 
 
-def _unread(inbox: list[tuple[int, str, str, str, float]], consumed: set[int]) -> list[Revision]:
+def _unread(store: Any, run_id: str, consumed: set[int]) -> list[Revision]:
     new = []
-    for inbox_id, name, payload, sender, at in inbox:
+    for inbox_id, name, payload, sender, at in store.inbox(run_id):
         if name != STEER_SIGNAL or inbox_id in consumed:
             continue
         body = json.loads(payload)
-        new.append(Revision(inbox_id, str(body["kind"]), str(body["text"]), sender, at, body.get("target")))
+        kind, text, target = str(body["kind"]), str(body["text"]), body.get("target")
+        act = _act(kind, text, target)
+        sure = identity.verify(store, act, run_id, sender, body.get("identity"))
+        new.append(Revision(inbox_id, kind, text, sender, at, target, sure))
     return new
+
+
+def _act(kind: str, text: str, target: str | None) -> str:
+    """What an author's signature on a revision covers: its content, so it cannot be moved."""
+    body = json.dumps([kind, text, target], ensure_ascii=False)
+    return f"steer:{hashlib.sha256(body.encode()).hexdigest()[:32]}"
 
 
 def _conflicts(before: list[Revision], new: list[Revision]) -> list[JSON]:
@@ -142,25 +156,30 @@ def steer(
     author: str | None,
     target: str | None,
     wait: float,
+    token: str | None = None,
 ) -> dict[str, JSON]:
     """Send a revision and wait up to `wait` seconds for the run to acknowledge it. Returns
-    {"id", "acked", "step", "conflicts"}: `step` is where the run read it, `conflicts` what the
-    acknowledgement reported about it."""
+    {"id", "acked", "step", "conflicts", "authenticated"}: `step` is where the run read it,
+    `conflicts` what the acknowledgement reported about it. An `author` who is a registered
+    approver needs its `token` (and the operator role); any other is journaled unauthenticated
+    (`gates.identity`)."""
     if kind not in KINDS:
         raise ConfigError(f"a revision is one of {', '.join(KINDS)}, not {kind!r}")
     check_text(text, "the revision text")
     if target is not None:
         check_text(target, "the revision target")
     run_id = live(claims, run_id)
-    body: JSON = {"kind": kind, "text": text, "target": target}
+    author, who = identity.actor(claims.store, author, token, _act(kind, text, target), run_id)
+    body: JSON = {"kind": kind, "text": text, "target": target, "identity": who}
     inbox_id = send(claims, run_id, STEER_SIGNAL, body, author, internal=True)
     deadline = time.monotonic() + wait
+    ack: dict[str, JSON] = {"id": inbox_id, "authenticated": bool(who["authenticated"])}
     while True:
         for ev in claims.store.load(run_id):
             ids = ev.data.get("inbox_ids") if ev.kind == Kind.SIGNAL and ev.name == LABEL else None
             if isinstance(ids, list) and inbox_id in ids:
                 mine = [c for c in ev.data.get("conflicts") or [] if inbox_id in c["ids"]]
-                return {"id": inbox_id, "acked": True, "step": ev.step, "conflicts": mine}
+                return {**ack, "acked": True, "step": ev.step, "conflicts": mine}
         if time.monotonic() >= deadline:
-            return {"id": inbox_id, "acked": False, "step": None, "conflicts": []}
+            return {**ack, "acked": False, "step": None, "conflicts": []}
         time.sleep(0.05)

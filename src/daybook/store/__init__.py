@@ -7,7 +7,8 @@ header (status, lease) changes in place. Backends: `sqlite` (with `group` commit
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
 `integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `wal` refuses
 a SQLite commit once the write-ahead log was deleted under the process. `secrets` and
-`keys` turn secret values into keyed digests, `codec` holds the payload codecs and `guarded` the
+`keys` turn secret values into keyed digests, `codec` holds the payload codecs, `codec_check`
+the codec a store records (a handle with another key is refused at open) and `guarded` the
 guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
 erases the payloads of old finished runs (`gc`).
 `open_store(url, read_only=True)` never creates, upgrades or writes a store.
@@ -52,6 +53,13 @@ class Store(Protocol):
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
         past now; suspended and due)."""
+
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        """Take the lease as `claim` does, but only while the run's status is one of `allowed`,
+        and without changing it: an operator's action on a stopped run (a recovery) that no
+        other process may run at the same time, and no worker may mistake for a run to execute."""
 
     def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
 
@@ -160,6 +168,13 @@ class Store(Protocol):
     def meta_value(self, key: str, default: str) -> str:
         """The store-wide setting `key` (e.g. the default secret key), set to `default` first
         if it has none; a read-only handle only reads (`default` when unset)."""
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Every store-wide setting whose key starts with `prefix` (read only, never sets)."""
+
+    def current_role(self) -> str | None:
+        """The database role this handle connects as, journaled beside a name an actor claims;
+        None for SQLite, whose only access control is the file's."""
 
     # -- integrity (daybook check, export --raw) ------------------------------------------------
 
@@ -299,7 +314,7 @@ def resolve_url(url: str | None) -> str:
 
 # Store methods that write; a read-only handle refuses them before they reach the database.
 WRITES = (
-    "create_run", "claim", "claim_next", "renew", "release", "append", "finish", "transition",
+    "create_run", "claim", "hold", "claim_next", "renew", "release", "append", "finish", "transition",
     "suspend",
     "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
     "entity_release", "entity_record", "tx_begin", "tx_mark", "ensure_queue", "declare_queue",

@@ -15,6 +15,7 @@ and `RedactingCodec` (named fields as keyed digests, everywhere in every payload
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from typing import Any, Protocol, runtime_checkable
@@ -25,7 +26,8 @@ from .keys import as_key, digest
 
 ENVELOPE = "$codec"
 # Kept in clear beside an opaque payload: the decision an intent links to (the store indexes it).
-SPINE = ("decision",)
+# `fork_of`: the run a fork shares rows with, which retention must see to keep it.
+SPINE = ("decision", "fork_of")
 ENV = "DAYBOOK_CODEC_KEY"
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 
@@ -65,11 +67,17 @@ class FernetCodec:
             raise ConfigError("FernetCodec needs at least one key (FernetCodec.new_key())")
         try:
             self._fernet = MultiFernet([Fernet(k) for k in keys])
+            self._prints = tuple(key_fingerprint(k) for k in keys)
         except (ValueError, TypeError) as exc:
             raise ConfigError(
                 f"FernetCodec: a key is not a Fernet key ({exc}); make one with "
                 "FernetCodec.new_key() (32 url-safe base64-encoded bytes)"
             ) from None
+
+    def fingerprints(self) -> tuple[str, ...]:
+        """Each key's fingerprint, the writing key first (what the store records; see
+        `key_fingerprint`)."""
+        return self._prints
 
     @staticmethod
     def new_key() -> str:
@@ -135,6 +143,13 @@ def _marked(value: Any) -> bool:
     return isinstance(value, dict) and "$secret" in value
 
 
+def key_fingerprint(key: str | bytes) -> str:
+    """A non-reversible name for a codec key: a domain-separated SHA-256 of it, 16 hex digits.
+    The store records it (never the key) to refuse a handle with another key at open."""
+    raw = key.encode() if isinstance(key, str) else bytes(key)
+    return "sha256:" + hashlib.sha256(b"daybook codec key\0" + raw.strip()).hexdigest()[:16]
+
+
 def from_env() -> PayloadCodec | None:
     """The codec `$DAYBOOK_CODEC_KEY` names: a FernetCodec with those keys (comma-separated),
     so workers and the CLI read an encrypted store without code. None when unset."""
@@ -167,6 +182,9 @@ def decode_payload(codec: PayloadCodec | None, value: JSON) -> JSON:
             f"(Daybook(codec=...), or ${ENV} for Fernet)"
         )
     try:
-        return json.loads(codec.decode(base64.b64decode(value["data"])))
+        opened: JSON = json.loads(codec.decode(base64.b64decode(value["data"])))
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptJournal(f"a {name!r} payload does not decode ({exc})") from None
+    # What the store set beside the envelope in clear (a transaction's epoch, the spine).
+    beside = {k: v for k, v in value.items() if k not in (ENVELOPE, "data")}
+    return {**opened, **beside} if beside and isinstance(opened, dict) else opened

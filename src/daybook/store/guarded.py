@@ -1,22 +1,44 @@
 """The payload guard: a store handle that keeps secrets out of what it writes and applies the
 payload codec, wrapped around any backend (`guard(store, codec)`; `Daybook` always uses one).
 
-On the way in, every payload (journal row data, a run's input, result and error, a deferral's
-error) has each `Secret` replaced by its keyed digest and the text of every live secret scrubbed
-(an error message that quotes a password), then is encoded by the codec, if any. On the way out
-the codec decodes it. Everything else passes through to the backend unchanged.
+On the way in, every payload has each `Secret` replaced by its keyed digest and the text of
+every live secret scrubbed (an error message that quotes a password), then is encoded by the
+codec, if any. On the way out the codec decodes it. A payload is whatever a run, a person or a
+tool gave: journal row data (every kind, transaction rows included), a run's input, result and
+error, a deferral's error, a signal's payload, a staged record, an entity log entry, a
+schedule's input.
+
+There is no side door: every method of the `Store` protocol is either guarded here or named in
+`PASSTHROUGH` (methods that carry no payload: leases, queues, headers' spine, the raw rows of
+`export --raw`). The guard has no `__getattr__`; a method added to the protocol and to neither
+list is missing from the guard, and `tests/test_every_payload_guarded.py` says so.
+At open, `codec_check.verify` holds the handle's codec against the one the store recorded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from typing import Any, cast
 
 from ..errors import ConfigError, NotSerializable
-from ..records import JSON, Event, RunInfo
+from ..records import JSON, Event, RunInfo, dumps
 from . import Store
 from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
+from .codec_check import verify
 from .secrets import concealer_for
+
+# Store methods with no payload in or out: the backend's own, called through unchanged.
+PASSTHROUGH = (
+    "claim", "hold", "claim_next", "renew", "release", "suspend", "set_approver", "approvers",
+    "commit_tx", "abandon_tx", "staging", "commits", "close", "gc", "gc_log", "meta_value",
+    "meta_items", "raw_rows", "journal_run_ids", "quick_check", "entity_claim",
+    "entity_release", "entity_list", "tx_rows", "tx_signal", "ensure_queue", "declare_queue",
+    "queue_rows", "queue_names", "claim_queued", "attributes", "drop_schedule",
+    "pause_schedule", "advance_schedule", "current_role",
+)  # fmt: skip
+_TAG = f'"{ENVELOPE}"'  # an encoded payload's text holds it; a plain one (almost never) does
 
 
 class GuardedStore:
@@ -26,9 +48,26 @@ class GuardedStore:
         self.inner = inner
         self.codec = codec
 
-    def __getattr__(self, name: str) -> Any:
-        # Everything not about payloads is the backend's own (leases, entities, transactions).
-        return getattr(self.inner, name)
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    @property
+    def read_only(self) -> bool:
+        return self.inner.read_only
+
+    @property
+    def damage(self) -> dict[str, str]:
+        return self.inner.damage
+
+    @property
+    def dsn(self) -> str:
+        """The URL that connects (`url` may have its password masked)."""
+        return str(getattr(self.inner, "dsn", self.inner.url))
+
+    def twin(self, inner: Store) -> Store:
+        """Another connection to the same store behind the same guard (a heartbeat's own)."""
+        return cast(Store, GuardedStore(inner, self.codec))
 
     # -- in ---------------------------------------------------------------------------------
 
@@ -46,19 +85,23 @@ class GuardedStore:
             )
         return value if self.codec is None else encode_payload(self.codec, value, spine)
 
-    def _event_in(self, ev: Event | None, conceal: bool = False) -> Event | None:
-        if ev is None:
-            return None
+    def _text_in(self, text: str, what: str) -> str:
+        """A payload given as JSON text (a signal, a record, an entity entry), guarded."""
+        if self.codec is None and not concealer_for(self).live:
+            return text  # the hot path: nothing to conceal, nothing to encode
+        return dumps(self._in(json.loads(text)), what)
+
+    def _event_in(self, ev: Event, conceal: bool = False) -> Event:
         data = self._in(ev.data, spine=True, conceal=conceal)
         # The hot path (no codec, no live secret): the same row, not a copy.
         return ev if data is ev.data else dataclasses.replace(ev, data=cast(dict[str, JSON], data))
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
         sealed = dataclasses.replace(info, input=self._in(info.input))
-        return self.inner.create_run(sealed, cast(Event, self._event_in(first)))
+        return self.inner.create_run(sealed, self._event_in(first))
 
     def append(self, event: Event) -> None:
-        self.inner.append(cast(Event, self._event_in(event)))
+        self.inner.append(self._event_in(event))
 
     def finish(
         self,
@@ -70,21 +113,66 @@ class GuardedStore:
         event: Event | None,
         now: float,
     ) -> None:
-        sealed, row = self._in(result, conceal=True), self._event_in(event, conceal=True)
-        self.inner.finish(run_id, owner, status, sealed, self._in(error), row, now)
+        sealed = self._in(cast(JSON, result), conceal=True)
+        row = None if event is None else self._event_in(event, conceal=True)
+        self.inner.finish(run_id, owner, status, sealed, self._in(cast(JSON, error)), row, now)
+
+    def transition(
+        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
+    ) -> bool:
+        sealed = self._in(cast(JSON, error))
+        return self.inner.transition(run_id, allowed, status, sealed, self._event_in(event), now)
 
     def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
-        cover = concealer_for(self)
-        self.inner.defer(run_id, owner, wake_at, cast(str, cover.scrub(error)), now)
+        self.inner.defer(run_id, owner, wake_at, self._text_in(error, "a deferral's error"), now)
 
     def set_attributes(self, event: Event, attributes: dict[str, JSON]) -> None:
-        self.inner.set_attributes(cast(Event, self._event_in(event)), attributes)
+        # The attribute index itself stays in clear: it is what `find` searches (README).
+        self.inner.set_attributes(self._event_in(event), attributes)
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        epoch = self.inner.tx_begin(tx_id, run_id, scopes, attempt, retries, self._event_in(event), now)
+        event.data["epoch"] = epoch  # the caller's row (the backend set it on the sealed copy)
+        return epoch
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        return self.inner.tx_mark(tx_id, status, self._event_in(event), now)
+
+    def signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: str,
+        sender: str,
+        now: float,
+        any_status: bool = False,
+        wake: bool = True,
+    ) -> int | None:
+        sealed = self._text_in(payload, f"signal {name!r} payload")
+        return self.inner.signal(run_id, name, sealed, sender, now, any_status, wake)
+
+    def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
+        self.inner.stage(txid, collection, record_id, self._text_in(data, "a record"), now)
+
+    def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
+        sealed = self._text_in(data_json, f"entity {name!r} entry")
+        return self.inner.entity_record(name, agent, action, sealed, now)
+
+    def put_schedule(self, row: dict[str, Any]) -> None:
+        self.inner.put_schedule({**row, "input": self._text_in(row["input"], "a schedule's input")})
 
     # -- out --------------------------------------------------------------------------------
 
     def _event_out(self, ev: Event) -> Event:
         data = decode_payload(self.codec, ev.data)
-        return ev if data is ev.data else dataclasses.replace(ev, data=data)
+        return ev if data is ev.data else dataclasses.replace(ev, data=cast(dict[str, JSON], data))
+
+    def _text_out(self, text: str) -> str:
+        if _TAG not in text:
+            return text
+        return dumps(decode_payload(self.codec, json.loads(text)), "a decoded payload")
 
     def _run_out(self, info: RunInfo, strict: bool = True) -> RunInfo:
         try:
@@ -114,23 +202,55 @@ class GuardedStore:
         return [self._run_out(r, strict=False) for r in self.inner.search_runs(filters, limit, after)]
 
     def open_effects(self, skip_damaged: bool = False) -> list[Event]:
-        return self._events(self.inner.open_effects(skip_damaged))
+        return [self._event_out(e) for e in self.inner.open_effects(skip_damaged)]
 
     def events_of_kind(self, kind: str) -> list[Event]:
-        return self._events(self.inner.events_of_kind(kind))
+        return [self._event_out(e) for e in self.inner.events_of_kind(kind)]
 
     def find_intent(self, key: str) -> Event | None:
         ev = self.inner.find_intent(key)
         return ev if ev is None else self._event_out(ev)
 
-    def _events(self, events: list[Event]) -> list[Event]:
-        return [self._event_out(e) for e in events]
+    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
+        return [(i, n, self._text_out(p), s, at) for i, n, p, s, at in self.inner.inbox(run_id)]
+
+    def get_record(self, collection: str, record_id: str) -> tuple[str, str] | None:
+        found = self.inner.get_record(collection, record_id)
+        return found if found is None else (self._text_out(found[0]), found[1])
+
+    def entity_view(
+        self, name: str
+    ) -> tuple[str | None, float | None, list[tuple[int, float, str, str, str]]] | None:
+        found = self.inner.entity_view(name)
+        if found is None:
+            return None
+        holder, deadline, log = found
+        return holder, deadline, [(i, at, a, act, self._text_out(d)) for i, at, a, act, d in log]
+
+    def schedule_rows(self) -> list[dict[str, Any]]:
+        return [{**r, "input": self._text_out(r["input"])} for r in self.inner.schedule_rows()]
+
+
+def _passthrough(name: str) -> Callable[..., Any]:
+    def call(self: GuardedStore, *args: Any, **kwargs: Any) -> Any:
+        # Looked up at each call: a read-only handle's refusals replace the backend's writes.
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"The backend's own `{name}`: it carries no payload."
+    return call
+
+
+for _name in PASSTHROUGH:
+    setattr(GuardedStore, _name, _passthrough(_name))
 
 
 def guard(store: Store, codec: PayloadCodec | None) -> Store:
-    """`store` behind a payload guard (see the module docstring)."""
+    """`store` behind a payload guard (see the module docstring), after checking that `codec`
+    is the one the store records (a wrong key or none on an encrypted store: ConfigError)."""
     if codec is not None and not (
         callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
     ):
         raise ConfigError(f"codec={codec!r}: a payload codec needs encode(bytes) and decode(bytes)")
+    verify(store, codec)
     return cast(Store, GuardedStore(store, codec))

@@ -197,6 +197,18 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
         )
         return cur.rowcount == 1
 
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        marks = ", ".join(["%s"] * len(allowed))
+        cur = self._db.execute(
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s "
+            f"WHERE run_id = %s AND status IN ({marks}) AND "
+            "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)",
+            (owner, now + ttl, run_id, *allowed, now, owner, expect),
+        )
+        return cur.rowcount == 1
+
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         # SKIP LOCKED: workers racing for the queue head each take a different run, no waiting.
         row = self._db.execute(
@@ -368,6 +380,11 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
     def approvers(self) -> dict[str, str]:
         rows = self._db.execute("SELECT name, token_hash FROM daybook_approvers").fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def current_role(self) -> str | None:
+        """The database role this handle connects as (journaled beside a claimed name)."""
+        row = self._db.execute("SELECT current_user").fetchone()
+        return str(row[0]) if row else ""
 
     def load(self, run_id: str) -> list[Event]:
         rows = self._db.execute(
@@ -543,6 +560,10 @@ class PostgresStore(PostgresEntities, PostgresDispatch):
             self._db.execute(sql, (key, default))
         row = self._db.execute("SELECT value FROM daybook_meta WHERE key = %s", (key,)).fetchone()
         return str(row[0]) if row else default
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        sql = "SELECT key, value FROM daybook_meta WHERE left(key, %s) = %s"
+        return {str(k): str(v) for k, v in self._db.execute(sql, (len(prefix), prefix)).fetchall()}
 
     def close(self) -> None:
         self._tx_signal.close()

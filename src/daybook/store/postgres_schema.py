@@ -74,7 +74,9 @@ MIGRATIONS: list[list[str]] = [
         """CREATE OR REPLACE TRIGGER daybook_inbox_append_only BEFORE UPDATE ON daybook_inbox
             FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
     ],
-    # v4: approvers, each with the hash of a secret token, for approval gates.
+    # v4: approvers, each with the hash of a secret token, for approval gates. No longer read or
+    # written: approvers' public keys live in the approvers file, outside the store (gates.roster);
+    # the table stays for old stores (owner-only in the README's role recipe).
     [
         """CREATE TABLE IF NOT EXISTS daybook_approvers (
             name TEXT PRIMARY KEY,

@@ -187,6 +187,18 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
         params = (owner, now + ttl, run_id, now, owner, expect)
         return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
 
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        marks = ", ".join("?" * len(allowed))
+        sql = (
+            "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ? "
+            f"WHERE run_id = ? AND status IN ({marks}) AND "
+            "(lease_owner IS NULL OR lease_expires < ? OR lease_owner = ? OR lease_owner = ?)"
+        )
+        params = (owner, now + ttl, run_id, *allowed, now, owner, expect)
+        return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
+
     def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
         sql = (
             "UPDATE daybook_runs SET lease_owner = ?, lease_expires = ?, wake_at = NULL, status = 'running' "
@@ -541,6 +553,14 @@ class SQLiteStore(SQLiteEntities, SQLiteDispatch):
             self._write(lambda db: db.execute(sql, (key, default)))
         row = self._read("SELECT value FROM daybook_meta WHERE key = ?", (key,))
         return str(row[0][0]) if row else default
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        sql = "SELECT key, value FROM daybook_meta WHERE substr(key, 1, ?) = ?"
+        rows = self._read(sql, (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
+    def current_role(self) -> str | None:
+        return None  # no roles: whoever can write the file is the owner
 
     def close(self) -> None:
         self._db.close()

@@ -73,7 +73,9 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS daybook_inbox_run ON daybook_inbox (run_id, id);
     CREATE TRIGGER IF NOT EXISTS daybook_inbox_no_update BEFORE UPDATE ON daybook_inbox
     BEGIN SELECT RAISE(ABORT, 'daybook inbox is append-only'); END;""",
-    # v4: approvers, each with the hash of a secret token, for approval gates.
+    # v4: approvers, each with the hash of a secret token, for approval gates. No longer read or
+    # written: approvers' public keys live in the approvers file, outside the store (gates.roster);
+    # the table stays for old stores (owner-only in the README's role recipe).
     """CREATE TABLE IF NOT EXISTS daybook_approvers (
         name TEXT PRIMARY KEY,
         token_hash TEXT NOT NULL,

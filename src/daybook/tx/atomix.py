@@ -34,7 +34,12 @@ unknown, so its outcome is known), and at its first live step it aborts like any
 staged calls dropped, calls that ran undone newest first, held calls never released, the
 abort journaled, the frontier released, then a fresh epoch while `retries` last. A run that
 stopped on purpose inside the block (suspended at a gate or a long wait, paused, parked) is
-not abandoned: it journals `tx_left` on the way out and its next execution goes on with it.
+not abandoned: it journals `tx_left` on the way out and its next execution goes on with it
+(so does a wait for the frontier past its spin: the run suspends with the attempt open).
+The takeover's abort replays like any: the body is cut again at the step where the abort was
+journaled, and the unwind goes on from where a kill left it. An attempt released outside the
+run (an operator, or the run ended: store/tx_release.py) is aborted the same way by the run's
+next execution, its rows journaled without the header (already `aborted`).
 Speculation branches are not aborted this way: a replay settles them as it always did.
 """
 
@@ -55,15 +60,20 @@ from ..errors import (
     ScopeViolation,
     TransactionAbandoned,
 )
+from ..journal.effect import act_args
 from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
 from ..records import Event, Kind, Status
-from .frontier import wait_until_clear
+from ..store.tx_rows import OPEN
+from .frontier import RESUMED_SPIN, wait_until_clear
 from .scope import Scope, for_call, outside
 
 BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
 LEFT = "tx:left"  # the name of a `tx_left` row
+# How long a transaction waits for its frontier by default (`wait=`), across suspensions,
+# counted from when it took its epoch; then FrontierTimeout.
+DEFAULT_WAIT = 600.0
 
 # How a call inside a transaction is treated, by tool name, where its flags do not say it: the
 # adapters' own staging steps are invisible already (they run now), and their publish steps
@@ -95,8 +105,9 @@ def treatment(tool: Tool[Any]) -> str:
 class _Call:
     tool: Tool[Any]
     key: str | None
-    args: dict[str, Any]
+    args: dict[str, Any]  # live: what the tool receives at the flush
     step: int
+    stored: dict[str, Any] | None = None  # as journaled: secrets as digests (`act_args`)
 
 
 Raw = Callable[..., Any]  # the effect path under the transaction layer: (tool, key=, **args)
@@ -120,6 +131,13 @@ class EpochTransaction:
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"ctx.transaction(retries={retries!r}): use an int >= 0")
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < float("inf")
+        ):
+            raise ConfigError(
+                f"ctx.transaction(wait={wait!r}): use seconds >= 0 (default {DEFAULT_WAIT:g}), or None "
+                "for no limit"
+            )
         self._exe = exe
         self._raw = raw
         self.scopes = scopes
@@ -140,6 +158,9 @@ class EpochTransaction:
         self._done: list[_Call] = []
         # The journal shows this attempt abandoned by a dead owner: it aborts, never commits.
         self._abandoned = False
+        # The header was released (it ended outside this run's journal): rows without it.
+        self._freed = False
+        self._begun_at = 0.0  # when the attempt took its epoch: its wait= counts from there
 
     # -- entering -------------------------------------------------------------------------------
 
@@ -155,6 +176,7 @@ class EpochTransaction:
             recs = exe.expect(step, Kind.DECISION, BEGIN, fp)
             ev = recs[0] if recs is not None else self._open(step, fp, value)
             self.tx_id, self.epoch, self.attempt = ev.data["value"]["tx_id"], int(ev.data["epoch"]), attempt
+            self._begun_at = ev.at
             end = self._recorded(END)
             if end is None or not end[1].get("retry"):
                 break
@@ -163,10 +185,34 @@ class EpochTransaction:
             exe.next_step = end[0] + 1
             attempt += 1
         self.status = "open"
-        if recs is not None and end is None and self._orphaned():
+        if recs is not None:
+            self._note_abandoned(end is None)
+        self._wait(end)
+
+    def _note_abandoned(self, undecided: bool) -> None:
+        """A replayed attempt that was abandoned aborts where it was aborted: at its first live
+        step if it is still undecided (its owner died), or at the very step where a takeover
+        journaled its abort (which may have been cut by a kill mid-unwind), so the replay reaches
+        the same abort and finishes its unwind instead of asking the journal for a body step."""
+        exe = self._exe
+        self._freed = self._released()
+        aborted = self._recorded(ABORT)
+        if aborted is not None and (aborted[1].get("error") or {}).get("type") == "TransactionAbandoned":
+            self._abandoned = True
+            exe.on_live, exe.live_at = self._abandon, aborted[0]
+        elif undecided and (self._freed or self._orphaned()):
             self._abandoned = True
             exe.on_live = self._abandon
-        self._wait(end)
+
+    def _released(self) -> bool:
+        """The header ended while the journal does not say so: the attempt was released (an
+        operator, or its run ended; store/tx_release.py). Its rows are then journaled without
+        the header, which stays `aborted`."""
+        exe = self._exe
+        if exe.read_only or self.group is not None or self._recorded(END) is not None:
+            return False
+        rows = [r for r in exe.store.tx_rows(run_id=exe.run_id) if r[0] == self.tx_id]
+        return bool(rows) and rows[0][4] not in OPEN
 
     def _orphaned(self) -> bool:
         """This replayed attempt was left undecided by an execution that did not stop on purpose
@@ -181,6 +227,13 @@ class EpochTransaction:
         raise self._abandon_error()
 
     def _abandon_error(self) -> TransactionAbandoned:
+        if self._freed:
+            return TransactionAbandoned(
+                f"transaction {self.tx_id} (epoch {self.epoch}, attempt {self.attempt}) was released "
+                f"(`daybook tx release`, or run {self._exe.run_id!r} ended) while it was open; it "
+                "is aborted and compensated here, then retried under a fresh epoch while its "
+                "retries last"
+            )
         return TransactionAbandoned(
             f"transaction {self.tx_id} (epoch {self.epoch}, attempt {self.attempt}) was left open "
             f"by a process that stopped without deciding it (killed, or its lease lapsed); run "
@@ -215,10 +268,16 @@ class EpochTransaction:
             raise FrontierTimeout(
                 str((recorded.get("error") or {}).get("message", "frontier wait timed out"))
             )
+        until = None if self.wait is None else self._begun_at + self.wait
+        exe = self._exe
+        spin = min(exe.inline_wait, RESUMED_SPIN) if exe.left_tx == self.tx_id else None
         try:
-            wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, self.wait, self.group)
+            wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, until, self.group, spin)
         except FrontierTimeout as exc:
             self._mark(END, "aborted", retry=False, error=error_info(exc))
+            raise
+        except Stop as stop:
+            self._leave(stop)  # a wait past the spin suspends the run with the attempt open
             raise
 
     def _open(self, step: int, fp: str, value: dict[str, Any]) -> Event:
@@ -265,7 +324,13 @@ class EpochTransaction:
                 )
 
         exe.append(
-            Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data={"value": value}, write=write
+            Kind.DECISION,
+            step,
+            name,
+            status=Status.RECORDED.value,
+            fp=fp,
+            data={"value": value},
+            write=None if self._freed else write,
         )
         return value
 
@@ -293,12 +358,14 @@ class EpochTransaction:
         exe = self._exe
         step = exe.alloc()
         key = key or f"{exe.run_id}/{step}"
-        fp = step_fingerprint({"tool": tool.name, "key": key, "args": args}, step, STAGE)
+        # Concealed as ctx.effect conceals its intent: the staged row never holds a secret.
+        stored, _ = act_args(exe, tool, args)
+        fp = step_fingerprint({"tool": tool.name, "key": key, "args": stored}, step, STAGE)
         if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
             value = {"tx_id": self.tx_id, "tool": tool.name, "key": key, "treatment": how}
-            data = {"value": value, "args": args}
+            data = {"value": value, "args": stored}
             exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
-        self._staged.append(_Call(tool, key, args, step))
+        self._staged.append(_Call(tool, key, args, step, stored))
         if tool.is_async:
             return _ready(None)
         return None
@@ -309,7 +376,7 @@ class EpochTransaction:
         """Commit, or abort (then retry, give up, or report stuck). Yields each flush or inverse
         call's return value (an awaitable for an async tool) and is sent its result."""
         if self._exe.on_live == self._abandon:
-            self._exe.on_live = None  # the block ends here, whatever it ran live
+            self._exe.on_live = self._exe.live_at = None  # the block ends here, whatever it ran live
         raised = exc
         if self._abandoned and exc is None:
             exc = self._abandon_error()  # the body replayed to its end: nothing live yet, abort
@@ -337,7 +404,7 @@ class EpochTransaction:
         for c in self._staged:
             if treatment(c.tool) != "held":
                 continue
-            about = {"tool": c.tool.name, "key": c.key, "args": c.args, "tx_id": self.tx_id}
+            about = {"tool": c.tool.name, "key": c.key, "args": c.stored, "tx_id": self.tx_id}
             verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
             if not verdict.approved:
                 declined = ReleaseDeclined(

@@ -16,7 +16,7 @@ from ..journal.execution import Execution
 from ..journal.steps import Steps
 from ..journal.tool import Tool
 from ..records import JSON
-from .atomix import EpochTransaction, drive_async, drive_sync
+from .atomix import DEFAULT_WAIT, EpochTransaction, drive_async, drive_sync
 from .scope import parse_all
 from .speculate import speculate
 
@@ -96,14 +96,17 @@ class Transactions(Steps):
         scopes: Iterable[str],
         *,
         retries: int = 3,
-        wait: float | None = None,
+        wait: float | None = DEFAULT_WAIT,
         gate: bool | Sequence[str] = False,
     ) -> Block:
         """A transaction over the resources `scopes` (`<type>:<path>[:<id>]`, `*` one segment,
         `**` any suffix), as `with` or `async with`.
 
         Entering takes a fresh epoch from the store and waits until no transaction with a smaller
-        epoch on an overlapping scope is open (`wait` seconds at most, else FrontierTimeout).
+        epoch on an overlapping scope is open: in the process for a short spin (`inline_wait`),
+        then suspended (the run holds no process or worker slot; it looks again every second).
+        `wait` (seconds, default 600; None: no limit) bounds the whole wait, across
+        suspensions, from when the epoch was taken; past it FrontierTimeout is raised.
         Inside, `ctx.effect` calls are checked against the scopes (a tool's `scopes=`; outside:
         ScopeViolation, refused before it runs), then: a `bufferable` tool is staged and runs at
         commit; an irreversible one is held and runs at commit, once; any other runs now and its
@@ -129,7 +132,7 @@ class Transactions(Steps):
         *,
         choose: Callable[[dict[str, Any]], str],
         scopes: Iterable[str] | None = None,
-        wait: float | None = None,
+        wait: float | None = DEFAULT_WAIT,
         deadline: float | None = None,
     ) -> Any:
         """Best-of-K: run every branch `fn(ctx)` concurrently (threads), each in its own
@@ -181,21 +184,29 @@ class Transactions(Steps):
         buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
-            if isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False:
-                self._release(tool, key, decision, dict(args))
-            return super().effect(tool, key=key, decision=decision, **args)
+            gated = isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False
+            if gated and self._release(tool, key, decision, dict(args)):
+                # Approved: a fork may make it again with other arguments than its original.
+                self._exe.released = tool.name
+            try:
+                return super().effect(tool, key=key, decision=decision, **args)
+            finally:
+                self._exe.released = None
         return tx.call(tool, key, decision, dict(args))
 
     def _release(
         self, tool: Tool[Any], key: str | None, decision: Decision[Any] | None, args: dict[str, Any]
-    ) -> None:
+    ) -> bool:
         """The one-effect transaction's release policy: an irreversible call outside any block
         passes an approval gate (bound to its tool, arguments and key) before it runs, unless a
-        person already approved the decision it is made under (the agent loop's own gate)."""
+        person already approved the decision it is made under (the agent loop's own gate).
+        True when a person approved it (False: no gate here to ask)."""
         policy = self._exe.gate_irreversible
         gate = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
-        if gate is None or (decision is not None and decision.id in self._exe.approved):
-            return
+        if gate is None:
+            return False
+        if decision is not None and decision.id in self._exe.approved:
+            return True
         approvers = None if policy is True else list(policy or ())
         about = {"tool": tool.name, "args": args, "key": key}
         verdict = gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
@@ -205,3 +216,4 @@ class Transactions(Steps):
                 f"at gate {verdict.gate_id} (Daybook(gate_irreversible=...)); it was not run. "
                 "Catch ReleaseDeclined in the workflow to go on without it"
             )
+        return True

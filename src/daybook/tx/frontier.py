@@ -14,10 +14,14 @@ handle's signal, which moves when a header ends, in this process at once and on 
 process (a NOTIFY sent by the database transaction that ends the header, heard by LISTEN); it
 looks at the headers again only then, or after a safety-net poll backing off from 5 ms to the
 store's `poll` (1 s on PostgreSQL; 0.1 s on SQLite, where that poll is how another process's end
-is seen). Between looks it checks the run's lease. The wait stays in the process (it is not a
-suspension: the transaction holds its epoch, and most waits are as short as the transaction
-ahead), and it is durable in that its state is the store's rows: a process that dies while
-waiting leaves an open header that whoever takes the run over aborts (atomix.py).
+is seen). Between looks it checks the run's lease.
+
+The wait stays in the process only for a short spin (`inline_wait`); past it, or at once when a
+blocker's owner is dead (a takeover is due and needs a slot), the run suspends with its attempt
+open and its epoch kept, due again after `SUSPENDED_POLL`: a waiting run never fills a worker's
+slots. Its `wait=` deadline is wall-clock time from its epoch, so it holds across suspensions.
+A blocker whose run has ended is released by the waiter (store/tx_release.py): a run that
+ended never holds a scope, even if a crash cut its own release.
 """
 
 from __future__ import annotations
@@ -29,13 +33,22 @@ from typing import Any
 
 from ..errors import FrontierTimeout, LeaseLost
 from ..journal.execution import Execution
-from ..journal.stop import Stop
+from ..journal.stop import Stop, Suspend
+from ..records import TERMINAL, RunStatus
+from ..runtime.lease import is_dead_here
 from ..store import Store
+from ..store.tx_release import release_row
 from ..store.tx_rows import TxRow
 from .scope import Scope, any_overlap, overlaps, parse_all
 
 FIRST_POLL = 0.005
 MAX_POLL = 1.0  # the longest sleep between two looks, whatever the store
+# How long a run suspended on a frontier sleeps before its next look (a worker, or `daybook
+# resume`, runs it again then); its wait= deadline wakes it earlier.
+SUSPENDED_POLL = 1.0
+# The spin of a wait resumed after such a suspension: short, so that runs still blocked hold a
+# worker slot for a look only, and the one that can go on is claimed within a poll.
+RESUMED_SPIN = 0.2
 
 
 def scopes_of(row: TxRow) -> tuple[Scope, ...]:
@@ -66,34 +79,70 @@ def wait_until_clear(
     scopes: Sequence[Scope],
     epoch: int,
     tx_id: str,
-    wait: float | None,
+    until: float | None,
     group: str | None = None,
+    spin: float | None = None,
 ) -> None:
     """Block until the commit rule holds for this transaction, woken by the store's signal
-    (poll as safety net); raise FrontierTimeout after `wait` seconds (None: no limit), Stop if
-    the run's lease is lost."""
+    (poll as safety net). Past `spin` seconds (default `exe.inline_wait`), or at once when what
+    blocks it belongs to a run whose owner is dead, the run suspends instead (`Suspend`, woken
+    after `SUSPENDED_POLL`): its process or worker slot is free, and the next execution looks
+    again. FrontierTimeout once the wall clock passes `until` (None: no limit); Stop if the
+    run's lease is lost. Speculation branches (threads of one execution) never suspend."""
     if exe.read_only:
         return  # a pure replay checks history, it does not wait for the present
     signal = exe.store.tx_signal()
     delay = FIRST_POLL
-    deadline = None if wait is None else time.monotonic() + wait
+    spin_until = time.monotonic() + (exe.inline_wait if spin is None else spin)
     while True:
         seen = signal.generation()  # read before looking: an end after the look wakes the wait
-        found = blockers(exe.store, scopes, epoch, tx_id, group)
+        found = _live_blockers(exe.store, scopes, epoch, tx_id, group)
         if not found:
             return
         if exe.heartbeat is not None and exe.heartbeat.lost:
             raise Stop(LeaseLost(f"run {exe.run_id!r}: lease lost while waiting for a frontier"), False)
-        if deadline is not None and time.monotonic() >= deadline:
-            first = found[0]
+        now = time.time()
+        if until is not None and now >= until:
+            first = found[0][0]
             raise FrontierTimeout(
-                f"transaction {tx_id} (epoch {epoch}) waited {wait:g}s for transaction {first[0]} "
-                f"(epoch {first[2]}, run {first[1]!r}, {first[4]}) on an overlapping scope; see "
-                "`daybook frontiers`, and resume or resolve the run that holds it"
+                f"transaction {tx_id} (epoch {epoch}) waited past its wait= for transaction "
+                f"{first[0]} (epoch {first[2]}, run {first[1]!r}, {first[4]}) on an overlapping "
+                f"scope; see `daybook frontiers`, and resume the run that holds it, or release "
+                f"it (`daybook tx release {first[0]} --as NAME --reason TEXT`)"
             )
-        left = MAX_POLL if deadline is None else max(0.0, deadline - time.monotonic())
+        orphaned = any(dead for _, dead in found)
+        if group is None and (orphaned or time.monotonic() >= spin_until):
+            wake = now + SUSPENDED_POLL if until is None else min(now + SUSPENDED_POLL, until)
+            first = found[0][0]
+            raise Suspend(exe.run_id, wake, f"the frontier of transaction {first[0]} (run {first[1]!r})")
+        left = MAX_POLL if until is None else max(0.0, until - now)
         signal.wait(seen, min(delay, left))
         delay = min(delay * 2, signal.poll)
+
+
+def _live_blockers(
+    store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str, group: str | None
+) -> list[tuple[TxRow, bool]]:
+    """The blockers, each with whether its run's owner is dead (its lease lapsed, or its process
+    on this machine is gone: a takeover is due, and this waiter should not hold a slot it
+    needs). A blocker whose run has ended is released here: a run that ended holds no scope
+    (its own release may have been cut by a crash)."""
+    found: list[tuple[TxRow, bool]] = []
+    for row in blockers(store, scopes, epoch, tx_id, group):
+        info = store.get_run(row[1])
+        if info is not None and info.status in TERMINAL:
+            release_row(store, row, "daybook", f"run {row[1]!r} {info.status}")
+            continue
+        dead = (
+            info is not None
+            and info.status == RunStatus.RUNNING
+            and (
+                (info.lease_expires or 0.0) < time.time()
+                or (info.lease_owner is not None and is_dead_here(info.lease_owner))
+            )
+        )
+        found.append((row, dead))
+    return found
 
 
 def frontiers(store: Store) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ store as the CLI.
     live.py     Server-Sent Events from the journal (`journal.follow`)
     otel.py     OpenTelemetry spans of runs and steps, from the journal (the `otel` extra)
     app.py      the Starlette app: routes, body limits, errors as 4xx
+    guard.py    allowed Host names, the same-origin rule for POSTs, security headers
 
 The top layer beside the CLI: may import anything in daybook; nothing in daybook imports it.
 Starlette and uvicorn are imported only here.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 from ..book import Daybook
 from .app import build
+from .guard import hosts_for
 
 __all__ = ["build", "is_loopback", "serve"]
 
@@ -39,15 +41,23 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(
-    book: Daybook, host: str = "127.0.0.1", port: int = 8765, apps: Sequence[str] = (), otel: bool = False
+    book: Daybook,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    apps: Sequence[str] = (),
+    otel: bool = False,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
-    """Serve the inspector over `book` until interrupted; with `otel`, export OpenTelemetry
-    spans of the store's runs as their steps settle (`otel.py`)."""
+    """Serve the inspector over `book` until interrupted, answering the loopback names, `host`
+    and `allowed_hosts` as Host (`guard.hosts_for`); with `otel`, export OpenTelemetry spans of
+    the store's runs as their steps settle (`otel.py`)."""
     import uvicorn
+
+    hosts = hosts_for(host, allowed_hosts)
 
     if otel:
         from .otel import Follower, configured_provider
 
         Follower(book.store, configured_provider()).start()
 
-    uvicorn.run(build(book, apps), host=host, port=port, log_level="warning")
+    uvicorn.run(build(book, apps, hosts), host=host, port=port, log_level="warning")

@@ -1,8 +1,9 @@
 """What a signed-in approver can do from the inspector, each through the same checked call as
-its command: `Daybook.approve` with the approver's own token (`daybook approve`), `resolve`,
-`retry`, `cancel`, `pause`, `resume` and `steer`. Each is journaled with the approver's name
-as who did it. An action returns the line the page shows; a refusal raises (DaybookError or
-`BadRequest`), and nothing is written."""
+its command: `Daybook.approve` with the approver's own key (`daybook approve`; the `approver`
+role), and, with the `operator` role, `resolve`, `retry`, `cancel`, `pause`, `resume` and
+`steer`. Each is journaled with the approver's name as who did it, authenticated by its key. An
+action returns the line the page shows; a refusal raises (DaybookError or `BadRequest`), and
+nothing is written."""
 
 from __future__ import annotations
 
@@ -46,11 +47,12 @@ def on_run(ins: Inspector, who: Session, where: dict[str, str], fields: dict[str
     act = _RUN_ACTS.get(verb)
     if act is None:
         raise ConfigError(f"no action {verb!r} on a run; use one of {', '.join(_RUN_ACTS)}")
+    ins.require(who, "operator", f"{verb} a run")  # a gate's approver is not every run's operator
     return act(ins, who, where["run_id"], fields)
 
 
 def _pause(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
-    done = ins.book.pause(run_id, by=who.name)
+    done = ins.book.pause(run_id, by=who.name, token=who.token)
     return {"paused": f"run {run_id} paused", "already": f"run {run_id} is already paused"}.get(
         done, f"pause of {run_id} requested: it stops at its next step boundary"
     )
@@ -75,13 +77,13 @@ def _resume(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -
 
 
 def _retry(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
-    ins.book.retry(run_id, by=who.name, submit=True)
+    ins.book.retry(run_id, by=who.name, submit=True, token=who.token)
     return f"run {run_id} is due again: a `daybook worker` on this store takes it up"
 
 
 def _cancel(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
     compensate = fields.get("compensate") in ("1", "true", "on")
-    report = ins.book.cancel(run_id, compensate, by=who.name, app=ins.apps)
+    report = ins.book.cancel(run_id, compensate, by=who.name, app=ins.apps, token=who.token)
     if report is None:
         return f"run {run_id} cancelled"
     return f"run {run_id} cancelled; compensated {len(report.compensated)} effect(s)"
@@ -95,6 +97,7 @@ def _steer(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) ->
         author=who.name,
         target=fields.get("target") or None,
         wait=STEER_WAIT,
+        token=who.token,
     )
     if not ack["acked"]:
         return f"revision #{ack['id']} queued; the run reads it at its next step boundary"
@@ -110,7 +113,7 @@ def _resolve(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) 
     except ValueError:
         raise ConfigError("give the effect's step as a whole number") from None
     outcome, ref, evidence = fields.get("outcome"), fields.get("ref") or None, fields.get("evidence", "")
-    common: dict[str, Any] = {"by": who.name, "evidence": evidence}
+    common: dict[str, Any] = {"by": who.name, "evidence": evidence, "token": who.token}
     if outcome == "confirmed":
         result = _result(fields.get("result"), ref)
         ins.book.resolve(run_id, step, ref=ref, confirmed=result, **common)

@@ -14,9 +14,10 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -25,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
 from ..gates.approval import is_approver
-from . import actions, live, pages
+from . import actions, guard, live, pages
 from .auth import COOKIE, Inspector, Session, csrf_ok
 from .html import Markup, field, page, tag
 
@@ -59,7 +60,9 @@ async def read_body(request: Request) -> dict[str, str]:
     """The POST body as {name: value}: a form (urlencoded) or a JSON object of strings, at most
     MAX_BODY bytes (read in chunks, so a lying Content-Length does not get past)."""
     declared = request.headers.get("content-length")
-    if declared and (not declared.isdigit() or int(declared) > MAX_BODY):
+    if declared and (
+        not (declared.isascii() and declared.isdigit()) or len(declared) > 9 or int(declared) > MAX_BODY
+    ):
         raise BadRequest(413, f"the body is over {MAX_BODY} bytes")
     raw = b""
     async for chunk in request.stream():
@@ -95,23 +98,27 @@ def _answer(request: Request, who: str | None, code: int, message: str) -> Respo
     )
 
 
-def build(book: Daybook, apps: Sequence[str] = ()) -> Starlette:
-    """The ASGI app over an open `Daybook`."""
+def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] | None = None) -> Starlette:
+    """The ASGI app over an open `Daybook`, answering the Host names `allowed_hosts` lists
+    (`guard.hosts_for`); by default the loopback names and Starlette's TestClient's."""
     ins = Inspector(book, apps)
     view = _viewer(ins)
     act = _actor(ins)
     routes = [
         Route("/", view(lambda r, c: ("Runs", pages.runs_list(book, dict(r.query_params), c)))),
-        Route("/runs/{run_id:path}/events", live.stream(book), methods=["GET"]),
         Route("/runs/{run_id:path}/{verb}", act(actions.on_run), methods=["POST"]),
         Route(
-            "/runs/{run_id:path}",
-            view(
-                lambda r, c: (
-                    "Run " + r.path_params["run_id"],
-                    pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
-                )
+            "/runs/{rest:path}",
+            _run_or_stream(
+                view(
+                    lambda r, c: (
+                        "Run " + r.path_params["run_id"],
+                        pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
+                    )
+                ),
+                live.stream(book),
             ),
+            methods=["GET"],
         ),
         Route("/approvals", view(lambda r, c: ("Approvals", pages.approvals_page(book, c)))),
         Route("/approvals/{verb}", act(actions.on_gate), methods=["POST"]),
@@ -123,7 +130,8 @@ def build(book: Daybook, apps: Sequence[str] = ()) -> Starlette:
         Route("/api/runs/{run_id:path}", _api_run(book)),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
-    app = Starlette(routes=routes)
+    hosts = [*guard.LOCAL_HOSTS, guard.TEST_HOST] if allowed_hosts is None else allowed_hosts
+    app = Starlette(routes=routes, middleware=guard.middleware(hosts))
     app.state.inspector = ins
     return app
 
@@ -177,7 +185,7 @@ def _actor(ins: Inspector) -> Callable[[Action], Callable[[Request], Any]]:
             if "application/json" in request.headers.get("accept", ""):
                 return JSONResponse({"said": said})
             back = request.headers.get("referer") or "/"
-            return RedirectResponse(_with_said(back, said), status_code=303)
+            return RedirectResponse(_with_said(back, said, request.headers.get("host")), status_code=303)
 
         return endpoint
 
@@ -185,17 +193,44 @@ def _actor(ins: Inspector) -> Callable[[Action], Callable[[Request], Any]]:
 
 
 async def _in_thread(fn: Action, *args: Any) -> str:
-    from starlette.concurrency import run_in_threadpool
-
     return await run_in_threadpool(fn, *args)
 
 
-def _with_said(url: str, said: str) -> str:
+def _with_said(url: str, said: str, host: str | None = None) -> str:
+    """A same-origin path to go back to, with the line to show. Only a path starting with one
+    '/' is kept (never `//other.example/x` or `/\\other.example`, which a browser reads as
+    another host), and only from a Referer naming this Host (when `host` is given)."""
     from urllib.parse import urlencode, urlsplit
 
     parts = urlsplit(url)
-    path = parts.path if parts.path.startswith("/") else "/"
+    path = parts.path
+    foreign = host is not None and parts.netloc.lower() not in ("", host.lower())
+    if foreign or not path.startswith("/") or path.startswith("//") or "\\" in path:
+        path = "/"
     return f"{path}?{urlencode({'said': said})}"
+
+
+def _run_or_stream(
+    page: Callable[[Request], Any], stream: Callable[[Request], Any]
+) -> Callable[[Request], Any]:
+    """GET /runs/...: a run's page, or its live stream when the URL ends in an unencoded
+    `/events`. Read from the raw (still percent-encoded) path, so a run whose id holds '/' (as
+    the pages link it, `/runs/a%2Fevents`) is one segment and never taken for a stream."""
+
+    async def endpoint(request: Request) -> Response:
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        rest = raw.split(b"?", 1)[0][len(b"/runs/") :]
+        head, _, tail = rest.rpartition(b"/")
+        streaming = bool(head) and tail == b"events"
+        run_id = unquote_to_bytes(head if streaming else rest).decode("utf-8", "replace")
+        request.scope["path_params"] = {"run_id": run_id}
+        if streaming:
+            answer: Response = await stream(request)
+        else:
+            answer = await run_in_threadpool(page, request)
+        return answer
+
+    return endpoint
 
 
 def _login_page(ins: Inspector) -> Callable[[Request], Response]:

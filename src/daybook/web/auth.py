@@ -1,11 +1,14 @@
 """Who may act from the inspector: registered approvers, signed in with their token.
 
 Signing in checks the token against the store's approvers (`gates.approval.is_approver`, the
-same hash `daybook approve` checks) and opens a session held in this process's memory: a random
-id in an HttpOnly, SameSite=Strict cookie, and a CSRF token every form posts back. The approver's
-token is kept with the session so a verdict goes through `Daybook.approve` with it, the same
-checked path as `daybook approve` (the token is checked again there). Sessions end with the
-server, on sign-out, or after `SESSION_TTL` seconds.
+approvers file `daybook approve` checks) and opens a session held in this process's memory: a
+random id in an HttpOnly, SameSite=Strict cookie, and a CSRF token every form posts back. The
+approver's key (token) is kept with the session so a verdict is signed through `Daybook.approve`
+with it, the same checked path as `daybook approve`, and an operator's act is journaled as
+authenticated. Every request checks the session's key against the approvers file again, so a
+session ends when its approver's key is rotated or removed; it also ends with the server, on
+sign-out, or after `SESSION_TTL` seconds. What a session may do follows the approver's roles
+(`operator` for acts on runs, `approver` for verdicts).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..book import Daybook
+from ..errors import NotAuthorized
+from ..gates import approval, roster
 
 COOKIE = "daybook_session"
 SESSION_TTL = 8 * 3600.0
@@ -77,4 +82,21 @@ class Inspector:
         self.sessions = Sessions()
 
     def session(self, cookies: Mapping[str, str]) -> Session | None:
-        return self.sessions.get(cookies.get(COOKIE))
+        """The signed-in approver of a request; None (and the session closed) when its key is
+        no longer the one the approvers file holds for it (rotated or removed)."""
+        sid = cookies.get(COOKIE)
+        found = self.sessions.get(sid)
+        if found is not None and not approval.is_approver(self.book.store, found.name, found.token):
+            self.sessions.close(sid)
+            return None
+        return found
+
+    def require(self, who: Session, role: str, what: str) -> None:
+        """Refuse (403) an act the signed-in approver's roles do not cover."""
+        member = roster.member(self.book.store, who.name)
+        if member is None or not member.may(role):
+            held = ", ".join(member.roles) if member else "none"
+            raise NotAuthorized(
+                f"{who.name!r} may not {what}: it needs the {role} role (held: {held}); "
+                f"`daybook approvers add {who.name} --role approver --role {role}`"
+            )

@@ -29,21 +29,29 @@ HEARTBEAT = 15.0  # seconds between comment lines that keep proxies from closing
 def stream(book: Daybook) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        after_text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        if not after_text.isdigit():
+        after = seq_of(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
+        if after is None:
             return JSONResponse({"error": "after is a journal seq (a whole number)"}, status_code=400)
         try:
-            first = await run_in_threadpool(since, book.store, run_id, int(after_text))
+            first = await run_in_threadpool(since, book.store, run_id, after)
             every = await run_in_threadpool(book.store.load, run_id)
         except DaybookError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
         return StreamingResponse(
-            _events(book, request, run_id, int(after_text), first, every[0].at if every else 0.0),
+            _events(book, request, run_id, after, first, every[0].at if every else 0.0),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
     return endpoint
+
+
+def seq_of(text: str) -> int | None:
+    """A journal seq from a query or header: ASCII digits only (`"²".isdigit()` is true, and
+    `int` refuses it), at most 18 of them (a seq is a 64-bit integer); None if it is not one."""
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return None
 
 
 async def _events(

@@ -8,8 +8,9 @@ it can see, in this order:
    `mcp/key/<tool>/<key>`: the same key is the same decision, in any session, after any restart;
    the same key with other arguments is refused.
 2. Otherwise its position in the session: `mcp/<session>/<tool>/<digest>/<n>`, where `digest` is a
-   canonical digest of the arguments and `n` counts the identical calls (same tool, same
-   arguments) this proxy process has started in the session. A proxy restarted with the same
+   canonical digest of the arguments (as journaled: secret ones as their keyed digests) and `n`
+   counts the identical calls (same tool, same arguments) this proxy process has settled in the
+   session: one pending approval or unknown is the same call when made again. A proxy restarted with the same
    `--run` counts from 0 again, so a client that repeats its calls after a crash meets the
    journal: confirmed calls answer from it, an unknown one is resolved, never re-sent blindly.
    An identical call that arrives while the first is still in flight joins it.

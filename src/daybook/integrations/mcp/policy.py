@@ -1,8 +1,10 @@
 """What the proxy may do with each upstream tool: its effect class, whether it is gated, who may
-approve it, and how to ask the server what happened to a call (a status query).
+approve it, how to ask the server what happened to a call (a status query), and which of its
+arguments are secret.
 
-Read from the tool's MCP annotations, the conservative way round, then overridden per tool by a
-policy file (JSON, or TOML when the name ends in `.toml`):
+Read from the tool's MCP annotations, the conservative way round (unless the policy says
+`"trust_hints": false`: then every tool starts irreversible and gated), then overridden per tool
+by a policy file (JSON, or TOML when the name ends in `.toml`; its schema is `schema.py`):
 
     readOnlyHint                       -> read: passed through, not journaled as an effect
     destructiveHint (or unannotated)   -> irreversible: gated until `daybook approve`
@@ -10,8 +12,9 @@ policy file (JSON, or TOML when the name ends in `.toml`):
     destructiveHint false, otherwise   -> reversible: sent once; unknown stays unknown
 
     {"tools": {"send": {"class": "reversible", "gate": false, "approvers": ["alice"],
-                        "timeout": 3600, "status": {"tool": "sent", "argument": "key"}}},
-     "default": {"gate": true}}
+                        "timeout": 3600, "status": {"tool": "sent", "argument": "key"},
+                        "secrets": ["pin"]}},
+     "default": {"gate": true}, "trust_hints": true}
 
 A status query is an upstream tool called with the call's key as `argument`; it answers
 `{"status": "confirmed", "result": ...}`, `{"status": "absent"}` or `{"status": "pending"}`
@@ -22,13 +25,15 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from .concealment import SecretArguments
+from .schema import CLASSES, ToolEntry, overrides, parse
 
-CLASSES = ("read", "idempotent", "reversible", "irreversible")
 # Input-schema properties that mean "the server takes an idempotency key": the proxy fills the
 # first one it finds with the call's key when the client left it empty.
 KEY_ARGUMENTS = ("idempotency_key", "idempotencyKey", "request_id")
@@ -53,6 +58,8 @@ class ToolPolicy:
     timeout: float = 8 * 3600
     status: StatusQuery | None = None
     key_argument: str | None = None
+    secrets: tuple[str, ...] = ()
+    default_secrets: bool = True
 
     @property
     def read(self) -> bool:
@@ -62,20 +69,52 @@ class ToolPolicy:
     def idempotent(self) -> bool:
         return self.effect_class == "idempotent"
 
+    @property
+    def secret(self) -> SecretArguments:
+        """Which of its arguments are secret (journaled as digests, never in clear)."""
+        return SecretArguments(self.secrets, self.default_secrets)
+
 
 @dataclass(frozen=True)
 class Policy:
-    """Per-tool overrides (`tools`) and overrides for every tool (`default`), from a policy file."""
+    """Per-tool overrides (`tools`) and overrides for every tool (`default`), from a policy file;
+    `trust_hints=False` reads no tool's annotations (a tool's own entry may say otherwise)."""
 
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     default: dict[str, Any] = field(default_factory=dict)
+    trust_hints: bool = True
+
+    def __post_init__(self) -> None:
+        # Built in Python as well as from a file: the same schema either way.
+        parse({"tools": self.tools, "default": self.default, "trust_hints": self.trust_hints}, "(Policy)")
 
     def for_tool(self, name: str, annotations: Any, input_schema: Any) -> ToolPolicy:
         """The tool's profile: from its annotations, then the file's default, then its own entry."""
-        base = from_annotations(name, annotations, input_schema)
-        for override in (self.default, self.tools.get(name, {})):
-            base = _apply(base, override)
+        own = self.tools.get(name, {})
+        trust = own.get("trust_hints", self.default.get("trust_hints", self.trust_hints))
+        base = from_annotations(name, annotations if trust else None, input_schema)
+        for override in (self.default, own):
+            base = _apply(base, override, input_schema)
         return base
+
+    def check(self, tools: Iterable[str]) -> None:
+        """Refuse entries for tools the upstream does not have (a typo would be ignored), and
+        status queries naming one."""
+        have = sorted(set(tools))
+        listed = ", ".join(have) or "none"
+        for name in self.tools:
+            if name not in have:
+                raise ConfigError(
+                    f"tools policy: the upstream server has no tool {name!r} (its tools: {listed}); "
+                    "fix the name (names are case-sensitive) or remove the entry"
+                )
+        for where, entry in [("default", self.default), *self.tools.items()]:
+            status = _status(entry.get("status"), where)
+            if status is not None and status.tool not in have:
+                raise ConfigError(
+                    f"tools policy {where!r}: status tool {status.tool!r} is not a tool of the "
+                    f"upstream server (its tools: {listed})"
+                )
 
 
 def from_annotations(name: str, annotations: Any, input_schema: Any) -> ToolPolicy:
@@ -84,8 +123,7 @@ def from_annotations(name: str, annotations: Any, input_schema: Any) -> ToolPoli
     def hint(attr: str) -> Any:
         return getattr(annotations, attr, None) if annotations is not None else None
 
-    props = input_schema.get("properties", {}) if isinstance(input_schema, dict) else {}
-    key_arg = next((k for k in KEY_ARGUMENTS if k in props), None)
+    key_arg = next((k for k in KEY_ARGUMENTS if k in _properties(input_schema)), None)
     if hint("readOnlyHint") is True:
         return ToolPolicy(name, "read", gate=False, key_argument=key_arg)
     if hint("destructiveHint") is not False:  # unannotated, or destructive: the spec's default
@@ -94,27 +132,35 @@ def from_annotations(name: str, annotations: Any, input_schema: Any) -> ToolPoli
     return ToolPolicy(name, cls, gate=False, key_argument=key_arg)
 
 
-def _apply(base: ToolPolicy, raw: dict[str, Any]) -> ToolPolicy:
+def _properties(input_schema: Any) -> dict[str, Any]:
+    props = input_schema.get("properties", {}) if isinstance(input_schema, dict) else {}
+    return props if isinstance(props, dict) else {}
+
+
+def _apply(base: ToolPolicy, raw: dict[str, Any], input_schema: Any) -> ToolPolicy:
     where = f"policy for tool {base.name!r}"
     cls = raw.get("class", base.effect_class)
     if cls not in CLASSES:
         raise ConfigError(f"{where}: class {cls!r} is not one of {', '.join(CLASSES)}")
     gate = raw.get("gate", base.gate if "class" not in raw else cls == "irreversible")
-    approvers = raw.get("approvers", base.approvers)
-    timeout = raw.get("timeout", base.timeout)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 86_400 * 30:
-        raise ConfigError(f"{where}: timeout must be seconds between 0 and 30 days, not {timeout!r}")
-    status = base.status
-    if "status" in raw:
-        status = _status(raw["status"], where)
+    approvers = raw.get("approvers")
+    key_argument = raw.get("key_argument", base.key_argument)
+    if "key_argument" in raw and key_argument not in _properties(input_schema):
+        props = ", ".join(sorted(_properties(input_schema))) or "none"
+        raise ConfigError(
+            f"{where}: key_argument {key_argument!r} is not an argument of the tool's input "
+            f"schema (its arguments: {props})"
+        )
     return replace(
         base,
         effect_class=cls,
         gate=bool(gate),
-        approvers=tuple(str(a) for a in approvers) if approvers else None,
-        timeout=float(timeout),
-        status=status,
-        key_argument=raw.get("key_argument", base.key_argument),
+        approvers=tuple(approvers) if approvers is not None else base.approvers,
+        timeout=float(raw.get("timeout", base.timeout)),
+        status=_status(raw["status"], where) if "status" in raw else base.status,
+        key_argument=key_argument,
+        secrets=base.secrets + tuple(raw.get("secrets", ())),
+        default_secrets=bool(raw.get("default_secrets", base.default_secrets)),
     )
 
 
@@ -126,6 +172,13 @@ def _status(raw: Any, where: str) -> StatusQuery | None:
     if isinstance(raw, dict) and isinstance(raw.get("tool"), str):
         return StatusQuery(raw["tool"], str(raw.get("argument", "key")))
     raise ConfigError(f'{where}: status must be a tool name or {{"tool": NAME, "argument": "key"}}')
+
+
+def policy_from(raw: Any, where: str = "(given)") -> Policy:
+    """A Policy from a policy file's parsed content, validated (see `schema.py`)."""
+    parsed = parse(raw, where)
+    tools = {name: overrides(entry) for name, entry in parsed.tools.items()}
+    return Policy(tools=tools, default=overrides(parsed.default), trust_hints=parsed.trust_hints)
 
 
 def load_policy(path: str | Path | None) -> Policy:
@@ -140,12 +193,7 @@ def load_policy(path: str | Path | None) -> Policy:
         raise ConfigError(
             f"cannot read the tools policy {str(p)!r}: {exc}; give a JSON or TOML file"
         ) from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("tools", {}), dict):
-        raise ConfigError(
-            f'tools policy {str(p)!r}: expected {{"tools": {{NAME: {{...}}}}, "default": {{...}}}}'
-        )
-    tools = raw.get("tools", {})
-    for name, entry in tools.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"tools policy {str(p)!r}: the entry for {name!r} must be a table/object")
-    return Policy(tools=dict(tools), default=dict(raw.get("default", {})))
+    return policy_from(raw, repr(str(p)))
+
+
+__all__ = ["KEY_ARGUMENTS", "Policy", "StatusQuery", "ToolEntry", "ToolPolicy", "load_policy", "policy_from"]

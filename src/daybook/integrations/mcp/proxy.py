@@ -9,21 +9,29 @@ What the client sees: the upstream result, first time and every time after (a co
 answers from the journal); or a tool error (`isError`) that says `pending approval` (with the
 `daybook approve` command), `declined`, `unknown` (with the `daybook resolve` command) or what else
 went wrong. The proxy itself never dies of a bad call.
+
+A call whose connection to the upstream broke (the server died, the pipe closed) is unknown, never
+failed: the server may have acted. It is settled by the tool's status query, by an idempotent
+re-send under its key, or by a person; the upstream is restarted meanwhile (`upstream.py`).
+
+Secret arguments (`concealment.py`) go to the journal as keyed digests: the run's input, the
+gate's `about` and the effect's intent hold digests, the upstream gets the values.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, cast
 
 import anyio
-from mcp import ClientSession, types
+from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
+from mcp.types import CONNECTION_CLOSED
 
 from ...book import Daybook
 from ...context import Context
@@ -35,12 +43,18 @@ from ...errors import (
     RunLeased,
     Suspended,
 )
-from ...journal.tool import Confirmed, NotFound, OutcomeUnknown, ReconcileResult, StillUnknown, Tool
+from ...journal.tool import OutcomeUnknown, ReconcileResult, StillUnknown, Tool
 from ...runtime.workflow import workflow
 from . import naming
+from .answers import answer, error, pass_through, status_answer
+from .concealment import concealed
 from .policy import Policy, ToolPolicy
+from .upstream import Upstream, UpstreamDown
 
 _PROXY: ContextVar[McpProxy] = ContextVar("daybook_mcp_proxy")
+# The call's arguments as the upstream gets them (secret ones as `Secret`): the run's input holds
+# them concealed, so the run's body takes the live ones from here.
+_LIVE: ContextVar[dict[str, Any]] = ContextVar("daybook_mcp_live_arguments")
 MAX_ARGUMENTS = 256 * 1024  # bytes of JSON; larger calls are refused before anything is journaled
 
 # Upstream failures that say the request may have arrived but no answer came back.
@@ -49,8 +63,9 @@ _LOST = (
     anyio.BrokenResourceError,
     anyio.EndOfStream,
     ConnectionError,
-    TimeoutError,
 )
+_REQUEST_TIMEOUT = 408  # the SDK's McpError code when its own read timeout passes
+_UNCERTAIN_CODES = (CONNECTION_CLOSED, _REQUEST_TIMEOUT)
 
 
 class ProxyNotRunning(DaybookError):
@@ -61,25 +76,28 @@ class ProxyNotRunning(DaybookError):
 async def mcp_call(ctx: Context, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One MCP tool call: a gate when the tool is gated, then the call as an effect."""
     proxy = _PROXY.get(None)
-    if proxy is None:
+    live = _LIVE.get(None)
+    if proxy is None or live is None:
         raise ProxyNotRunning(
             f"run {ctx.run_id!r} is an MCP call: it continues when the client calls again through "
             "`daybook proxy` (which holds the upstream connection), not from `daybook resume`"
         )
-    return await proxy.journaled(ctx, tool, arguments)
+    return await proxy.journaled(ctx, tool, arguments, live)
 
 
 class McpProxy:
     """Forwards one client's MCP traffic to `upstream`, journaling tool calls in `book`."""
 
     def __init__(
-        self, book: Daybook, upstream: ClientSession, tools: list[types.Tool], policy: Policy, session: str
+        self, book: Daybook, upstream: Upstream, tools: list[types.Tool], policy: Policy, session: str
     ) -> None:
         self.book = book
         self.upstream = upstream
         self.session = session
         self.tools = {t.name: t for t in tools}
+        policy.check(self.tools)
         self.policies = {t.name: policy.for_tool(t.name, t.annotations, t.inputSchema) for t in tools}
+        # Per identical positional call (tool, argument digest): how many have settled.
         self._ordinals: dict[tuple[str, str], int] = {}
         self._inflight: dict[object, asyncio.Task[types.CallToolResult]] = {}
         self._effects: dict[str, Tool[Any]] = {}
@@ -95,36 +113,36 @@ class McpProxy:
         try:
             policy = self.policies.get(name)
             if policy is None:
-                return _error(
+                return error(
                     f"no tool {name!r} at the upstream server (tools: {', '.join(sorted(self.tools))})"
                 )
+            # Nothing is journaled while the upstream is down: wait for its restart first.
+            up = await self.upstream.session()
             if policy.read:
-                return await self.upstream.call_tool(name, arguments)
+                return await up.call_tool(name, arguments)
             size = len(json.dumps(arguments, default=str))
             if size > MAX_ARGUMENTS:
-                return _error(
+                return error(
                     f"the arguments of {name!r} are {size} bytes; the proxy takes at most {MAX_ARGUMENTS}"
                 )
             return await self._journaled_call(name, arguments, meta, policy)
+        except UpstreamDown as exc:
+            return error(f"daybook proxy: {exc}; nothing was sent, try again shortly")
         except Exception as exc:  # a bad call gives an MCP error, never a dead proxy
-            return _error(f"daybook proxy: {type(exc).__name__}: {exc}")
+            return error(f"daybook proxy: {type(exc).__name__}: {exc}")
 
     async def _journaled_call(
         self, name: str, arguments: dict[str, Any], meta: Any, policy: ToolPolicy
     ) -> types.CallToolResult:
         given = naming.client_key(meta, arguments, policy.key_argument)
-        digest = naming.digest(arguments)
+        live = policy.secret.wrap(arguments)
+        stored = concealed(self.book.store, live)  # the digest never sees a secret in clear
+        digest = naming.digest(stored)
         identity: object = naming.keyed_call(name, given) if given else (name, digest)
         running = self._inflight.get(identity)
         if running is not None:  # the same call again while it is in flight: join it
             return await asyncio.shield(running)
-        if given:
-            run_id = naming.keyed_call(name, given)
-        else:
-            n = self._ordinals.get((name, digest), 0)
-            self._ordinals[(name, digest)] = n + 1
-            run_id = naming.positional_call(self.session, name, digest, n)
-        task = asyncio.ensure_future(self._run(run_id, name, arguments))
+        task = asyncio.ensure_future(self._settle(name, stored, live, given, digest))
         self._inflight[identity] = task
         try:
             return await asyncio.shield(task)
@@ -134,26 +152,48 @@ class McpProxy:
             else:
                 task.add_done_callback(lambda _t: self._inflight.pop(identity, None))
 
-    async def _run(self, run_id: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        token = _PROXY.set(self)
+    async def _settle(
+        self, name: str, stored: dict[str, Any], live: dict[str, Any], given: str | None, digest: str
+    ) -> types.CallToolResult:
+        """Run the call under its name. A positional call counts as made only once it settled:
+        one pending approval, unknown or in flight elsewhere is the same call when made again."""
+        if given:
+            reply, _ = await self._run(naming.keyed_call(name, given), name, stored, live)
+            return reply
+        slot = (name, digest)
+        n = self._ordinals.get(slot, 0)
+        run_id = naming.positional_call(self.session, name, digest, n)
+        reply, settled = await self._run(run_id, name, stored, live)
+        if settled:
+            self._ordinals[slot] = max(self._ordinals.get(slot, 0), n + 1)
+        return reply
+
+    async def _run(
+        self, run_id: str, name: str, stored: dict[str, Any], live: dict[str, Any]
+    ) -> tuple[types.CallToolResult, bool]:
+        """The call's run: its answer, and whether the call settled (an outcome the client got)."""
+        token, live_token = _PROXY.set(self), _LIVE.set(live)
         try:
-            out = await self.book.run_async(mcp_call, name, arguments, run_id=run_id)
+            out = await self.book.run_async(mcp_call, name, stored, run_id=run_id)
         except Suspended:
-            return _error(self._pending(run_id, name))
+            return error(self._pending(run_id, name)), False
         except NeedsAttention as exc:
-            return _error(
-                f"daybook: call {run_id!r} ({name}) has an unknown outcome: {exc}. "
+            # Only the proxy continues an MCP call's run (`daybook resume` would park it).
+            said = str(exc).replace(f", then `daybook resume {run_id}`", "")
+            return error(
+                f"daybook: call {run_id!r} ({name}) has an unknown outcome: {said}. "
                 "Once resolved, make the same call again to get its outcome."
-            )
+            ), False
         except RunConflict as exc:
-            return _error(f"daybook: key {run_id!r} was already used for another call: {exc}")
+            return error(f"daybook: key {run_id!r} was already used for another call: {exc}"), False
         except RunLeased as exc:
-            return _error(
+            return error(
                 f"daybook: call {run_id!r} is in flight in another process; try again later ({exc})"
-            )
+            ), False
         finally:
+            _LIVE.reset(live_token)
             _PROXY.reset(token)
-        return _answer(run_id, out)
+        return answer(run_id, out), True
 
     def _pending(self, run_id: str, name: str) -> str:
         gates = [g for g in self.book.approvals() if g.get("run_id") == run_id]
@@ -164,10 +204,28 @@ class McpProxy:
             "the same call again."
         )
 
+    async def drain(self, timeout: float) -> int:
+        """Wait up to `timeout` seconds for the calls in flight (the client hung up): their
+        outcomes are journaled, not abandoned. The number still running after it."""
+        tasks = list(self._inflight.values())
+        if not tasks:
+            return 0
+        print(
+            f"daybook proxy: the client is gone with {len(tasks)} call(s) in flight; waiting up to "
+            f"{timeout:g} s for their outcomes to be journaled",
+            file=sys.stderr,
+            flush=True,
+        )
+        _done, pending = await asyncio.wait(tasks, timeout=timeout)
+        return len(pending)
+
     # -- inside the run -----------------------------------------------------------------------
 
-    async def journaled(self, ctx: Context, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The run's body: gate (bound to this exact call), then the effect under the run's key."""
+    async def journaled(
+        self, ctx: Context, name: str, arguments: dict[str, Any], live: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The run's body: gate (bound to this exact call), then the effect under the run's key.
+        `arguments` are as journaled (secrets as digests), `live` as the upstream gets them."""
         policy = self.policies[name]
         if policy.gate:
             verdict = ctx.gate(
@@ -179,7 +237,7 @@ class McpProxy:
             if not verdict.approved:
                 return {"gate": verdict.outcome, "approver": verdict.approver, "reason": verdict.reason}
         try:
-            result = await ctx.effect(self._effect_tool(name), key=ctx.run_id, arguments=arguments)
+            result = await ctx.effect(self._effect_tool(name), key=ctx.run_id, arguments=live)
         except EffectFailed as exc:
             return {"failed": str(exc)}
         return {"result": result}
@@ -196,6 +254,8 @@ class McpProxy:
                 reconcile=cast(Any, self._asker(policy)) if policy.status is not None else None,
                 irreversible=policy.effect_class == "irreversible",
                 effect_class=policy.effect_class,
+                # The server answered with an error: it did not act. A lost connection is no
+                # answer (the sender turns it into OutcomeUnknown).
                 certain=(McpError,),
             )
             self._effects[name] = made
@@ -209,8 +269,23 @@ class McpProxy:
             if policy.key_argument is not None and not args.get(policy.key_argument):
                 args[policy.key_argument] = idempotency_key
             try:
-                result = await upstream.call_tool(name, args, meta={naming.KEY_META: idempotency_key})
+                up = await upstream.session()
+            except (
+                UpstreamDown
+            ) as exc:  # never sent; unknown all the same (a re-send may follow one that was)
+                raise OutcomeUnknown(f"{exc}; {name!r} was not sent this time") from exc
+            try:
+                result = await up.call_tool(name, args, meta={naming.KEY_META: idempotency_key})
+            except McpError as exc:
+                if exc.error.code not in _UNCERTAIN_CODES:
+                    raise
+                if exc.error.code == CONNECTION_CLOSED:
+                    upstream.lost(up)
+                raise OutcomeUnknown(f"no answer from the upstream for {name!r}: {exc}") from exc
+            except TimeoutError as exc:
+                raise OutcomeUnknown(f"no answer from the upstream for {name!r} in time") from exc
             except _LOST as exc:
+                upstream.lost(up)
                 raise OutcomeUnknown(f"the upstream connection broke during {name!r}: {exc!r}") from exc
             return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -222,8 +297,12 @@ class McpProxy:
         upstream = self.upstream
 
         async def ask(key: str, _args: dict[str, Any]) -> ReconcileResult:
-            answer = await upstream.call_tool(query.tool, {query.argument: key})
-            return _status_answer(answer)
+            try:
+                up = await upstream.session()  # a restarted upstream, after a lost connection
+                reply = await up.call_tool(query.tool, {query.argument: key})
+            except (McpError, UpstreamDown, *_LOST):
+                return StillUnknown()
+            return status_answer(reply)
 
         return ask
 
@@ -232,7 +311,6 @@ class McpProxy:
     def server(self) -> Server[Any, Any]:
         """A low-level MCP server that answers the client through this proxy."""
         server: Server[Any, Any] = Server("daybook-proxy")
-        up = self.upstream
 
         @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
         async def list_tools() -> list[types.Tool]:
@@ -244,77 +322,5 @@ class McpProxy:
             raw = meta.model_dump(by_alias=True) if meta is not None else None
             return await self.call(name, arguments, raw)
 
-        _pass_through(server, up)
+        pass_through(server, self.upstream)
         return server
-
-
-def _pass_through(server: Server[Any, Any], up: ClientSession) -> None:
-    """Resources and prompts: read-only, answered by the upstream as is."""
-
-    async def resources(req: types.ListResourcesRequest) -> types.ServerResult:
-        return types.ServerResult(await up.list_resources(params=req.params))
-
-    async def read(req: types.ReadResourceRequest) -> types.ServerResult:
-        return types.ServerResult(await up.read_resource(req.params.uri))
-
-    async def prompts(req: types.ListPromptsRequest) -> types.ServerResult:
-        return types.ServerResult(await up.list_prompts(params=req.params))
-
-    async def prompt(req: types.GetPromptRequest) -> types.ServerResult:
-        return types.ServerResult(await up.get_prompt(req.params.name, req.params.arguments))
-
-    handlers: dict[type, Any] = {
-        types.ListResourcesRequest: resources,
-        types.ReadResourceRequest: read,
-        types.ListPromptsRequest: prompts,
-        types.GetPromptRequest: prompt,
-    }
-    server.request_handlers.update(handlers)
-
-
-def _status_answer(answer: types.CallToolResult) -> ReconcileResult:
-    """Read a status query's answer: confirmed (with the result), absent, or pending."""
-    body: Any = answer.structuredContent
-    if body is None and answer.content and isinstance(answer.content[0], types.TextContent):
-        try:
-            body = json.loads(answer.content[0].text)
-        except ValueError:
-            body = None
-    state = body.get("status") if isinstance(body, dict) and not answer.isError else None
-    if state == "confirmed":
-        result = body.get("result")
-        text = json.dumps(result, default=str)
-        content = [{"type": "text", "text": text}]
-        structured = {"structuredContent": result} if isinstance(result, dict) else {}
-        return Confirmed({"content": content, "isError": False, **structured})
-    if state == "absent":
-        return NotFound()
-    return StillUnknown()
-
-
-def _answer(run_id: str, out: Any) -> types.CallToolResult:
-    """The client's answer from the run's result."""
-    if isinstance(out, dict) and "result" in out:
-        return _tool_result(out["result"])
-    if isinstance(out, dict) and "gate" in out:
-        who = f" by {out['approver']}" if out.get("approver") else ""
-        why = f": {out['reason']}" if out.get("reason") else ""
-        return _error(f"daybook: call {run_id!r} was not approved ({out['gate']}{who}{why}); it was not sent")
-    if isinstance(out, dict) and "failed" in out:
-        return _error(f"daybook: call {run_id!r} failed: {out['failed']}")
-    return _error(f"daybook: call {run_id!r} ended without a result: {out!r}")
-
-
-def _tool_result(result: Any) -> types.CallToolResult:
-    """The upstream's result as journaled; or, when a person resolved the call by hand
-    (`daybook resolve KEY --confirmed JSON`), that JSON as the tool's content."""
-    if isinstance(result, dict) and "content" in result:
-        with contextlib.suppress(ValueError):
-            return types.CallToolResult.model_validate(result)
-    content = [types.TextContent(type="text", text=json.dumps(result, default=str))]
-    structured = result if isinstance(result, dict) else None
-    return types.CallToolResult(content=list(content), structuredContent=structured, isError=False)
-
-
-def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)

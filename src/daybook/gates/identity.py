@@ -1,0 +1,80 @@
+"""Who did it: the one identity rule for every act a person takes on a run from outside.
+
+Pause, cancel, retry, resolve and steer name who acts (`by=`, `author=`, `--by`, `--as`). A
+name in the approvers file (`gates.roster`) is a claim that needs its credential: the token
+(private key) given with it must be that person's, and the person must hold the `operator`
+role, else `NotAuthorized` and nothing is written. Any other name is taken as given but
+journaled as unauthenticated, beside what the process can tell for sure: the OS user and, on
+PostgreSQL, the database role (`current_user`). An authenticated act also carries a signature
+over (act, run, name, time), which `verify` checks against the approvers file.
+"""
+
+from __future__ import annotations
+
+import getpass
+import time
+from typing import Any
+
+from ..errors import NotAuthorized
+from ..records import JSON
+from ..store import Store
+from . import roster, signing
+
+ROLE = "operator"
+
+
+def actor(
+    store: Any, name: str | None, token: str | None, act: str, run_id: str
+) -> tuple[str, dict[str, JSON]]:
+    """(the name to journal, the identity record beside it) for `act` on `run_id`."""
+    os_user = getpass.getuser()
+    record: dict[str, JSON] = {"authenticated": False, "os_user": os_user, "db_role": _db_role(store)}
+    if name is None:
+        return os_user, record  # nobody was named: the OS user, as it is, claimed by no one
+    member = roster.member(store, name)
+    if member is None:
+        return name, record
+    if not token:
+        raise NotAuthorized(
+            f"{name!r} is a registered approver: acting under that name needs its key "
+            "($DAYBOOK_TOKEN, --token or --key-file; token= in Python); without one, act "
+            "under another name and it is journaled as unauthenticated"
+        )
+    if _public(token) != member.public_key:
+        raise NotAuthorized(f"the key given is not {name!r}'s; nothing was done")
+    if not member.may(ROLE):
+        raise NotAuthorized(
+            f"{name!r} is an approver of gates, not an operator of runs ({act} needs the "
+            f"operator role): `daybook approvers add {name} --role approver --role operator`"
+        )
+    at = time.time()
+    signed = signing.sign(token, _fields(act, run_id, name, at))
+    return name, {**record, "authenticated": True, "at": at, "signature": signed}
+
+
+def verify(store: Any, act: str, run_id: str, name: str, record: Any) -> bool:
+    """Whether an identity record says, verifiably, that `name` did `act` on `run_id`."""
+    if not isinstance(record, dict) or not record.get("authenticated"):
+        return False
+    member = roster.member(store, name)
+    if member is None or not member.may(ROLE):
+        return False
+    fields = _fields(act, run_id, name, record.get("at"))
+    return signing.verify(member.public_key, fields, record.get("signature"))
+
+
+def _fields(act: str, run_id: str, name: str, at: object) -> dict[str, Any]:
+    return {"act": act, "run_id": run_id, "by": name, "at": at}
+
+
+def _public(token: str) -> str:
+    try:
+        return signing.public_of(token)
+    except NotAuthorized:
+        return ""
+
+
+def _db_role(store: Store) -> str | None:
+    """The database role this handle connects as (PostgreSQL); None for SQLite, whose only
+    access control is the file's."""
+    return store.current_role()

@@ -1,0 +1,42 @@
+"""The `Daybook` methods of Atomix transactions: listing attempts and frontiers, and an
+operator's release of an attempt. A mixin of `Daybook`, so the facade stays one flat object
+while these live with their noun."""
+
+from __future__ import annotations
+
+import getpass
+from typing import TYPE_CHECKING, Any
+
+from ..records import JSON
+from . import frontier
+from .release import release
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+
+class TxMethods:
+    """`transactions`, `frontiers`, `release_transaction`."""
+
+    if TYPE_CHECKING:  # given by Daybook
+
+        @property
+        def store(self) -> Store: ...
+
+    def transactions(self, run_id: str | None = None) -> list[dict[str, JSON]]:
+        """Transaction attempts by epoch (all, or one run's): tx_id, run_id, epoch, scopes,
+        status (open, committing, aborting, committed, aborted, stuck), attempt, retries, times."""
+        return frontier.listing(self.store, run_id)
+
+    def frontiers(self) -> list[dict[str, JSON]]:
+        """Each scope an open transaction holds: its frontier (the smallest open epoch on an
+        overlapping scope), the transaction holding it, and the later ones waiting on it."""
+        return frontier.frontiers(self.store)
+
+    def release_transaction(self, tx_id: str, *, reason: str, by: str | None = None) -> dict[str, Any]:
+        """Release an open transaction attempt so it stops holding its scopes (header `aborted`,
+        a `tx_released` row in its run's journal: who, why, the status it left). For an attempt
+        no execution will finish; refused for one a live process is executing, and for an
+        unknown (TransactionNotFound) or ended attempt. Its run, if it executes again, aborts
+        it where it finds it (inverses run once) and retries under a fresh epoch."""
+        return release(self.store, tx_id, by or getpass.getuser(), reason)
