@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 import sqlite3
+import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -193,3 +197,22 @@ def test_two_effects_with_one_key_are_refused(book: Daybook) -> None:
 
     with pytest.raises(daybook.DuplicateKey, match="already used by another effect"):
         book.run(dup_other_run, run_id="dup2")
+
+
+def test_an_empty_daybook_db_is_an_error_never_a_new_daybook_db(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {**os.environ, "DAYBOOK_DB": ""}
+    for command in (["migrate"], ["runs"], ["worker", "--until-idle"]):
+        argv = [sys.executable, "-m", "daybook", *command]
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "empty" in done.stderr and "DAYBOOK_DB" in done.stderr and "Traceback" not in done.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAYBOOK_DB", " ")
+    with pytest.raises(daybook.ConfigError, match=r"\$DAYBOOK_DB is set but empty"):
+        Daybook()
+    monkeypatch.delenv("DAYBOOK_DB")
+    with pytest.raises(daybook.ConfigError, match="store URL"):
+        Daybook("")
+    assert not (tmp_path / "daybook.db").exists()

@@ -129,6 +129,8 @@ JUNK = st.sampled_from(
         "/nonexistent.py",
         "no_such_module_xyz",
         "os.path",
+        "/dev/null",
+        "shape.json",  # a JSON file of the wrong shape (written by the fixture)
         *RUN_IDS,
         "gate-1/1",
         "ok-1/2",
@@ -218,6 +220,7 @@ def fuzz_store(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     cwd = os.getcwd()
     os.chdir(tmp_path)  # a relative --db made by a write command lands here, not in the repo
+    (tmp_path / "shape.json").write_text('{"transitions": 5}')
     try:
         yield db_url, token
     finally:
@@ -254,6 +257,8 @@ REAL = [
     ["orphans", "--sweep", "-10"],
     ["worker", "--concurrency", "100000", "--until-idle"],
     ["runs", "--db", ""],
+    ["boundaries", "/dev/null"],
+    ["boundaries", "shape.json"],
     ["nosuchcommand\x1b[2J"],
 ]
 
@@ -263,8 +268,9 @@ def test_real_processes_exit_cleanly(fuzz_store: tuple[str, str], args: list[str
     db, _token = fuzz_store
     env = {**os.environ, "DAYBOOK_DB": db}
     done = subprocess.run(
-        [sys.executable, "-m", "daybook", *args], capture_output=True, text=True, timeout=60, env=env
-    )
+        [sys.executable, "-m", "daybook", *args], capture_output=True, text=True, timeout=60, env=env,
+        cwd=os.getcwd(),
+    )  # fmt: skip
     _no_traceback(args, done.returncode, None, done.stdout + done.stderr)
     if args[0] != "show":
         assert done.returncode != 0, done.stdout  # each of these is a mistake, and says so

@@ -33,7 +33,7 @@ def echo(ctx: daybook.Context, text: str) -> str:
 
 def gated(book: Daybook, bank_url: str, run_id: str = "sre") -> str:
     """A run suspended on an approval gate for `oncall`; returns the oncall token (rotated)."""
-    token = book.add_approver("oncall")
+    token = book.add_approver("oncall", roles=["approver", "operator"])
     with pytest.raises(Suspended):
         book.run(agents.restart, bank_url, 3600.0, run_id=run_id)
     return token
@@ -233,7 +233,7 @@ def test_in_a_browser_the_pages_work_under_their_content_security_policy(tmp_pat
 
     db_url = f"sqlite:///{tmp_path / 'csp.db'}"
     with Daybook(db_url, inline_wait=0.1) as book:
-        token = book.add_approver("oncall")
+        token = book.add_approver("oncall", roles=["approver", "operator"])
         with pytest.raises(Suspended):
             book.run(agents.restart, bank.url, 3600.0, run_id="sre")
         browser = chromium()

@@ -96,3 +96,31 @@ def _sql(db_url: str, sql: str) -> object:
         pg.execute(f'SET search_path TO "{schema}"')
         cur = pg.execute(sql)  # type: ignore[arg-type]
         return cur.fetchone()[0] if cur.description else None
+
+
+@daybook.workflow(name="worker_poison_value")
+def _poison_value(ctx: daybook.Context) -> object:
+    return ctx.decide("plan", lambda: {"text": "Sure \ud83d"}).value  # half an emoji
+
+
+@daybook.workflow(name="worker_poison_return")
+def _poison_return(ctx: daybook.Context) -> str:
+    return "a\ud800"
+
+
+@daybook.workflow(name="worker_fails_on_purpose")
+def _fails(ctx: daybook.Context) -> None:
+    raise daybook.WorkflowFailed("no stock")
+
+
+def test_a_worker_counts_parked_runs_as_needing_attention_not_failed(db_url: str) -> None:
+    with Daybook(db_url) as book:
+        book.submit(_poison_value, run_id="pv")
+        book.submit(_poison_return, run_id="pr")
+        book.submit(_fails, run_id="ff")
+    said: list[str] = []
+    stats = Worker(db_url, poll=0.01, echo=said.append).run(until_idle=True)
+    assert (stats.attention, stats.failed) == (2, 1), said
+    with Daybook(db_url) as book:
+        assert [book.get_run(r).status for r in ("pv", "pr", "ff")] == ["needs_attention"] * 2 + ["failed"]
+    assert sum("needs attention" in line for line in said) == 2

@@ -23,6 +23,7 @@ from .books.resolve import MISSING
 from .books.resolve import resolve as resolve_effect
 from .books.unknowns import unknowns as open_effects
 from .books.why import why as why_of
+from .checks import checked
 from .context import Context
 from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
@@ -72,6 +73,7 @@ def inline_wait_of(value: object) -> float:
     return bounded(value, "inline_wait (seconds)", low=0.0, high=MAX_SECONDS)
 
 
+@functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 @name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
 class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
@@ -528,5 +530,4 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         return self.store.gc_log()
 
 
-def _wait_of(value: object) -> float:
-    return bounded(value, "wait (seconds)", low=0.0, high=MAX_SECONDS)
+_wait_of = functools.partial(bounded, what="wait (seconds)", low=0.0, high=MAX_SECONDS)

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from .books.obligation import Obligations
 from .books.unknowns import Barriers
+from .checks import CONTEXT_RULES, checked
 from .coordination.budget import Budget
 from .coordination.child import Children
 from .coordination.entity import Entity
@@ -68,3 +69,7 @@ class Context(
         state now; make a claim or a record part of the run's history by wrapping it in a step:
         `ctx.decide("claim", lambda: ctx.entity(name).claim(agent, ttl)).value`."""
         return Entity(self._exe.store, name)
+
+
+# A bad step name or key is refused before the step runs (a `ConfigError` parks the run).
+checked(Context, CONTEXT_RULES, "ctx")

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 
 class DaybookError(Exception):
-    """Base class of every error daybook raises on purpose."""
+    """Base class of every error daybook raises on purpose.
+
+    Every subclass can be built from one argument: a message (`EffectFailed("card declined")`),
+    or, for the errors about one run (`RunNotFound`, `RunLeased`, `RunFailed`, `RunParked`,
+    `RunPaused`, `RunCancelled`, `RunExpired`, `RunErased`, `RecoveryInProgress`, `Suspended`),
+    the run id; the other arguments have defaults."""
 
     # Set by `book.recover` on the error of the re-run it started (parked, failed again,
     # waiting): what the recovery did before it (a `daybook.Recovery`). None otherwise.
@@ -26,9 +31,9 @@ class CorruptJournal(DaybookError):
 class RunNotFound(DaybookError):
     """No run with the given id exists in the store."""
 
-    def __init__(self, run_id: str, url: str) -> None:
-        url = redact_url(url)
-        super().__init__(f"no run {run_id!r} in {url}; list runs with `daybook runs --db {url}`")
+    def __init__(self, run_id: str, url: str = "") -> None:
+        where, db = (f" in {redact_url(url)}", f" --db {redact_url(url)}") if url else ("", "")
+        super().__init__(f"no run {run_id!r}{where}; list runs with `daybook runs{db}`")
         self.run_id = run_id
 
 
@@ -39,7 +44,7 @@ class RunConflict(DaybookError):
 class RunLeased(DaybookError):
     """Another live process owns the run; only one process may execute a run at a time."""
 
-    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+    def __init__(self, run_id: str, owner: str = "another process", expires_in: float = 0.0) -> None:
         super().__init__(
             f"run {run_id!r} is being executed by {owner} (lease expires in {expires_in:.1f}s); "
             "wait for it, or resume with wait=SECONDS (CLI: --wait) to take it over once the "
@@ -53,7 +58,7 @@ class RunLeased(DaybookError):
 class RecoveryInProgress(RunLeased):
     """Another live process is recovering the run (`daybook recover`): one recovery at a time."""
 
-    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+    def __init__(self, run_id: str, owner: str = "another process", expires_in: float = 0.0) -> None:
         parts = owner.split(":")
         who = f"process {parts[1]} on {parts[0]}" if len(parts) == 6 else "another process"
         DaybookError.__init__(
@@ -84,11 +89,10 @@ class RunFailed(DaybookError):
     exception the workflow lists in `fail_on`) or, for any other exception, parked
     (`RunParked`): `daybook retry` continues it after a fix."""
 
-    def __init__(self, run_id: str, error: dict[str, str]) -> None:
-        super().__init__(
-            f"run {run_id!r} failed: {error.get('type', 'Error')}: {error.get('message', '')}; "
-            f"inspect it with `daybook show {run_id}`"
-        )
+    def __init__(self, run_id: str, error: dict[str, str] | None = None) -> None:
+        error = error if error is not None else {}
+        what = f": {error.get('type', 'Error')}: {error.get('message', '')}" if error else ""
+        super().__init__(f"run {run_id!r} failed{what}; inspect it with `daybook show {run_id}`")
         self.run_id = run_id
         self.error = error
 
@@ -96,7 +100,9 @@ class RunFailed(DaybookError):
 class NeedsAttention(DaybookError):
     """The run stopped at an effect whose outcome nobody can establish automatically."""
 
-    def __init__(self, run_id: str, message: str) -> None:
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        # One argument is the message (raised by hand, outside any run).
+        run_id, message = (run_id, message) if message is not None else ("", run_id)
         super().__init__(message)
         self.run_id = run_id
 
@@ -108,7 +114,8 @@ class RunParked(NeedsAttention, RunFailed):
 
     It is a `RunFailed` too, so code that catches that still sees a run that did not finish."""
 
-    def __init__(self, run_id: str, error: dict[str, str]) -> None:
+    def __init__(self, run_id: str, error: dict[str, str] | None = None) -> None:
+        error = error if error is not None else {}
         DaybookError.__init__(
             self,
             f"run {run_id!r} is parked: the workflow raised {error.get('type', 'Error')}: "
@@ -153,7 +160,7 @@ class RunErased(DaybookError):
     """What a run needs was erased by retention (`daybook gc`): only its audit spine is left, and
     an erasure mark is never handed to code as data."""
 
-    def __init__(self, run_id: str, gc_id: object, what: str = "its payloads") -> None:
+    def __init__(self, run_id: str, gc_id: object = "a gc pass", what: str = "its payloads") -> None:
         super().__init__(
             f"run {run_id!r}: {what} were erased by `daybook gc` ({gc_id}), so they cannot be "
             f"read or replayed; `daybook show {run_id}` shows the audit spine that is left. Start "
@@ -193,15 +200,23 @@ class DuplicateKey(DaybookError):
 
 class StepFailed(DaybookError):
     """A recorded step (decision or effect) raised; the same error is raised again on replay.
-    For a decision, `step` names it, and `bug` says its function raised an exception it did
-    not mean (not a `WorkflowFailed`, `StepFailed` or `BudgetExceeded`): left uncaught, such a
-    failure parks the run; either way `retry` runs that step again."""
+
+    `error` is the journaled error (`type`, `message`); raised by hand with a message alone
+    (`raise daybook.EffectFailed("card declined")` in a tool: a certain failure, not re-sent),
+    it is this exception's own. For a decision, `step` names it, and `bug` says its function
+    raised an exception it did not mean (not a `WorkflowFailed`, `StepFailed` or
+    `BudgetExceeded`): left uncaught, such a failure parks the run; either way `retry` runs that
+    step again."""
 
     def __init__(
-        self, message: str, error: dict[str, str], step: int | None = None, bug: bool = False
+        self,
+        message: str = "",
+        error: dict[str, str] | None = None,
+        step: int | None = None,
+        bug: bool = False,
     ) -> None:
         super().__init__(message)
-        self.error = error
+        self.error = error if error is not None else {"type": type(self).__name__, "message": str(message)}
         self.step = step
         self.bug = bug
 
@@ -232,7 +247,7 @@ class EnvironmentLost(WorkflowFailed):
 class Suspended(DaybookError):
     """The run is waiting (a durable timer or a signal) and holds no process while it waits."""
 
-    def __init__(self, run_id: str, wake_at: float | None, waiting_for: str) -> None:
+    def __init__(self, run_id: str, wake_at: float | None = None, waiting_for: str = "a signal") -> None:
         import time
 
         when = (
@@ -256,7 +271,7 @@ class NotAuthorized(DaybookError):
 class BudgetExceeded(DaybookError):
     """A spend was refused because it would pass a budget cap."""
 
-    def __init__(self, message: str, cap_name: str, cap: float) -> None:
+    def __init__(self, message: str, cap_name: str = "", cap: float = 0.0) -> None:
         super().__init__(message)
         self.cap_name = cap_name
         self.cap = cap

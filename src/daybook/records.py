@@ -289,8 +289,21 @@ def _bad_text(text: str) -> str:
 
 
 def _brief(value: object) -> str:
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def shown(value: object) -> str:
+    """`value` as a message shows a bad argument: its repr, cut short, safe for any value."""
+    return _shown(value)
+
+
+def _repr(value: object) -> str:
+    """`repr(value)` for a message; a value too deep to print (a recursive list) is named."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deep to print>"
 
 
 def safe_text(text: str) -> str:
@@ -365,7 +378,7 @@ def whole(value: object, what: str, *, low: int, high: int) -> int:
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

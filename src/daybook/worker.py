@@ -25,7 +25,7 @@ from .book import Daybook, lease_ttl_of
 from .dispatch import schedules as schedule_firing
 from .dispatch.queues import queue_name
 from .errors import DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
-from .records import bounded, whole
+from .records import RunStatus, bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
 
@@ -267,14 +267,27 @@ class Worker:
             self.stats.add("errors")
             self.echo(f"run {run_id} given back, to be taken again later: {exc}")
         except DaybookError as exc:
-            self.stats.add("failed")
-            self.echo(f"run {run_id}: {exc}")
+            # Counted by where the run is now: a value no store can hold (NotSerializable)
+            # parks the run, it does not fail it.
+            if self._status(book, run_id) == RunStatus.NEEDS_ATTENTION:
+                self.stats.add("attention")
+                self.echo(f"run {run_id} needs attention: {exc}")
+            else:
+                self.stats.add("failed")
+                self.echo(f"run {run_id}: {exc}")
         except Exception:
             self.stats.add("errors")
             self.echo(f"run {run_id}: worker error\n{traceback.format_exc()}")
         else:
             self.stats.add("completed")
             self.echo(f"run {run_id} completed in {time.monotonic() - start:.3f}s")
+
+    @staticmethod
+    def _status(book: Daybook, run_id: str) -> str | None:
+        try:
+            return book.get_run(run_id).status
+        except DaybookError:
+            return None
 
 
 def _to_stderr(line: str) -> None:

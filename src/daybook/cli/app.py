@@ -31,7 +31,7 @@ from .. import CorruptJournal, Daybook, DaybookError, NeedsAttention, Suspended,
 from ..errors import redact_url
 from ..gates.signing import read_key_file
 from ..hints import with_db as hinted
-from ..runtime.workflow import app_of, load_app
+from ..runtime.workflow import app_of, load_app, trusted_ref
 from . import render
 
 # The distribution's name on the package index (`pip install daybook-runtime`); the import
@@ -153,6 +153,8 @@ def with_db(text: str, db: str | None = None) -> str:
 def remember_db(db: str | None) -> str | None:
     """Check `--db` (an empty one, e.g. an unset `$DAYBOOK_DB` in a script, is a usage error, not
     ./daybook.db) and keep it for `with_db`."""
+    if db is None and os.environ.get("DAYBOOK_DB", "x").strip() == "":
+        db = ""  # click reads a set but empty variable as unset: it is not
     if db is not None and not db.strip():
         raise click.BadParameter(
             "is empty (an empty $DAYBOOK_DB?); give a store URL, or leave both unset for ./daybook.db",
@@ -342,10 +344,13 @@ def apps_option(help_text: str) -> Decorator:
 
 
 def resume_hint(book: Daybook, run_id: str) -> str:
-    """`daybook resume RUN --app X` for a run, X from its stored reference (a hint for the
-    operator: daybook itself never imports it)."""
-    ref = book.get_run(run_id).ref
-    app = f" --app {shlex.quote(app_of(ref))}" if ref else ""
+    """`daybook resume RUN --app X` for a run. X comes from its stored reference only when this
+    process loaded that workflow from that very reference (the operator's own code); else the
+    stored text is untrusted data and the hint says `--app MODULE|FILE.py`."""
+    info = book.get_run(run_id)
+    app = " --app MODULE|FILE.py"
+    if info.ref and trusted_ref(info.workflow, info.ref):
+        app = f" --app {shlex.quote(app_of(info.ref))}"
     return f"`daybook resume {shlex.quote(run_id)}{app}`"
 
 

@@ -138,8 +138,11 @@ def boundaries(config: str, as_json: bool, db: str | None) -> None:
     are not reviewed exits (legal is not recoverable) and reviewed exits that are not legal.
     Exits 1 if any edge needs review. (--db is accepted like on every command; the config is a
     file, not the store.)"""
-    edges, skels = lint.load(config)
-    found = lint.lint(edges, skels)
+    try:
+        edges, skels = lint.load(config)
+        found = lint.lint(edges, skels)
+    except DaybookError as exc:  # a config that is not JSON or not the shape: a usage error
+        raise click.BadParameter(str(exc), param_hint="'CONFIG'") from None
     open_edges = [f for f in found if f.verdict != "exit boundary"]
     if as_json:
         json_out(

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from ..checks import checked
 from ..errors import ConfigError, CorruptJournal
-from ..records import JSON, check_json, check_text, dumps
+from ..records import JSON, check_json, check_text, dumps, shown
 from ..store import Store
 
 # Written by claim() and release() themselves; record() may not forge them.
@@ -84,6 +85,7 @@ class EntityView:
         return asdict(self)
 
 
+@checked
 class Entity:
     """A handle on coordination entity `name` in a store (from `Daybook.entity(name)`).
 
@@ -107,7 +109,7 @@ class Entity:
         who = _name(agent, "the claiming agent")
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
             raise ConfigError(
-                f"claim of entity {self.name!r}: ttl must be a positive number of seconds, got {ttl!r} "
+                f"claim of entity {self.name!r}: ttl must be a positive number of seconds, got {shown(ttl)} "
                 "(e.g. claim(agent, ttl=600) for ten minutes)"
             )
         return self.store.entity_claim(self.name, who, float(ttl), self._clock())

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..checks import checked
 from ..errors import ConfigError
 from ..store import Store
 from .entity import Entity
@@ -21,6 +22,7 @@ from .entity import Entity
 _CLAIM_FOR = 5.0  # seconds a draw may hold the pool; a draw takes milliseconds
 
 
+@checked
 @dataclass
 class BudgetPool:
     store: Store

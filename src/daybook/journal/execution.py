@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..errors import (
+    ConfigError,
     DuplicateKey,
     LeaseLost,
     NeedsAttention,
@@ -21,7 +22,7 @@ from ..errors import (
     StoreUnavailable,
     TimedOut,
 )
-from ..records import Event, Kind, check_json, fingerprint, safe_text
+from ..records import Event, Kind, check_json, fingerprint, safe_text, shown
 from ..store import Store
 from .stop import Pause, Stop
 
@@ -201,6 +202,8 @@ class Execution:
             )
         if self.heartbeat is not None and self.heartbeat.lost:
             raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
+        if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
+            raise _bad_name(self.run_id, step, name, fields.get("key"))
         ev = Event(
             run_id=self.run_id,
             seq=self.next_seq,
@@ -373,3 +376,15 @@ def check_step_json(value: Any, what: str) -> None:
     except NotSerializable as exc:
         # Refused at the step that produced it, before it is written: the run is parked.
         raise Stop(exc, True) from None
+
+
+def _bad_name(run_id: str, step: int | None, name: object, key: object) -> Stop:
+    """A step name or key that is not text: the code's fault, not the store's, so the run is
+    parked rather than retried for ever (`ctx` refuses these first; this is the last line)."""
+    return Stop(
+        ConfigError(
+            f"run {run_id!r} step {step}: a step name and key must be strings, got name "
+            f"{shown(name)} and key {shown(key)}; fix the workflow code"
+        ),
+        True,
+    )

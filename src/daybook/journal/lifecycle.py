@@ -276,9 +276,11 @@ class EffectLifecycle:
     def _verdict(self, exc: BaseException) -> str:
         """How to read the exception: a tool that can ask the counterparty reads anything not
         declared certain as unknown, and asks, rather than guess that nothing happened."""
-        verdict = classify(exc)
         tool = self.tool
-        if verdict == "failed" and (tool.reconcile or tool.verify) and not is_certain(exc, tool.certain):
+        if is_certain(exc, tool.certain):
+            return "failed"  # declared certain: whatever it wraps, the tool knows it did not happen
+        verdict = classify(exc)
+        if verdict == "failed" and (tool.reconcile or tool.verify):
             return "unknown"
         return verdict
 

@@ -11,11 +11,8 @@ its effect class. A tool with no profile at all is irreversible and keyless.
 
 from __future__ import annotations
 
-import http.client
 import inspect
 import math
-import socket
-import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
@@ -444,33 +441,19 @@ def classify(exc: BaseException) -> str:
 
     `unknown` when the request may have been delivered without an answer (timeouts, a connection
     dropped mid-exchange, from the standard library or from requests, urllib3, httpx, aiohttp,
-    botocore and asyncio, recognised by class name); `transient` when it certainly was not
-    delivered (connection refused, never connected); `failed` for everything else. The lifecycle
-    reads `failed` as unknown too when the tool can ask the counterparty (`status`, `verify`)
-    and the exception is not declared certain.
+    botocore, asyncio, grpc and the SDKs wrapping them, recognised by class name along the
+    exception's `__cause__`/`__context__` chain: see `wire`); `transient` when it certainly was
+    not delivered (connection refused, never connected); `failed` for everything else, and
+    always for `EffectFailed`. The lifecycle reads `failed` as unknown too when the tool can ask
+    the counterparty (`status`, `verify`) and the exception is not declared certain.
     """
-    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
-        reason = exc.reason
-        if isinstance(reason, BaseException):
-            return classify(reason)
-        return "unknown"
+    if isinstance(exc, EffectFailed):
+        return "failed"  # the tool said so: a certain failure, whatever it was raised from
     if isinstance(exc, OutcomeUnknown):
         return "unknown"
-    if isinstance(exc, TransientError | ConnectionRefusedError | socket.gaierror):
+    if isinstance(exc, TransientError):
         return "transient"
-    known = wire.read(exc)
-    if known is not None:
-        return known
-    if isinstance(
-        exc,
-        TimeoutError
-        | ConnectionError
-        | http.client.RemoteDisconnected
-        | http.client.IncompleteRead
-        | http.client.BadStatusLine,
-    ):
-        return "unknown"
-    return "failed"
+    return wire.read(exc) or "failed"
 
 
 def is_certain(exc: BaseException, certain: tuple[type[BaseException] | int, ...]) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ConfigError, RunNotFound
 from ..journal.execution import Execution
 from ..journal.tool import lookup as lookup_tool
-from ..records import JSON, Event, Kind, RunInfo, RunStatus, check_json, check_text, settles
+from ..records import JSON, Event, Kind, RunInfo, RunStatus, check_json, check_text, settles, shown
 from ..store import Store
 
 FORK_OF = "fork_of"
@@ -76,7 +76,7 @@ def fork(
     events = current_branch(store, run_id)
     last = max((ev.step for ev in events if ev.step is not None), default=0)
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= last:
-        raise ConfigError(f"--at must be a step of run {run_id!r}, from 0 to {last}, not {at!r}")
+        raise ConfigError(f"--at must be a step of run {run_id!r}, from 0 to {last}, not {shown(at)}")
     _check_settled(run_id, events, at)
     later = _later_effects(events, at)
     blocking = [

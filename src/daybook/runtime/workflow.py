@@ -15,7 +15,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -247,10 +246,13 @@ def _another_message(name: str, ref: str) -> str:
             f"several workflows are named {name!r} ({refs}): give each its own name "
             "(@daybook.workflow(name=...)) so it can be named alone"
         )
+    # The stored reference is data anyone with write access to the store wrote: it is shown,
+    # never pasted into an `--app` an operator could run as it stands.
     return (
-        f"the run belongs to workflow {name!r} at {ref!r}; this process has {refs} of that "
-        f"name, which is another workflow. Import the code at {ref!r} (--app "
-        f"{shlex.quote(app_of(ref))}); if that code moved, declare its name where it now is "
+        f"the run belongs to workflow {name!r}, stored with the reference {ref!r} (data from "
+        f"the store, not checked by anyone); this process has {refs} of that name, which is "
+        f"another workflow. Pass the code that defines the run's workflow with --app "
+        f"MODULE|FILE.py; if that code moved, declare its name where it now is "
         f"(@daybook.workflow(name={name!r})) so the run resumes with it"
     )
 
@@ -275,20 +277,28 @@ def app_of(ref: str) -> str:
 
 
 def missing_message(name: str, ref: str, tried: Sequence[str] = ()) -> str:
-    """What to say when the workflow a run names is not loaded: the stored reference (a hint,
-    never imported) and the exact `--app` to pass."""
-    hint = app_of(ref) if ref else ""
+    """What to say when the workflow a run names is not loaded: the workflow by name, and the
+    stored reference only as untrusted data (anyone who can write the store wrote it), never as
+    a ready-to-run `--app` command."""
     looked = f" (looked in {', '.join(repr(t) for t in tried)})" if tried else ""
-    fix = (
-        f"pass the code that defines it: --app {shlex.quote(hint)} on the command line, "
-        f"app={hint!r} in Python, or list it in ${APP_ENV}"
-        if hint
-        else f"pass the module or script that defines it with --app (or list it in ${APP_ENV})"
+    stored = (
+        f"; the run's stored reference is {ref!r}, which is data from the store, not checked by "
+        "anyone: daybook never imports it, and neither should you unless you know that file is "
+        "your own code"
+        if ref
+        else ""
     )
     return (
-        f"workflow {name!r} is not registered in this process{looked}; the run names {ref!r}, "
-        f"which daybook never imports on its own (only code you name runs); {fix}"
+        f"workflow {name!r} is not registered in this process{looked}{stored}; pass the module "
+        f"or script that defines workflow {name!r} with --app MODULE|FILE.py on the command "
+        f"line, app=... in Python, or list it in ${APP_ENV} (only code you name runs)"
     )
+
+
+def trusted_ref(name: str, ref: str) -> bool:
+    """True when this process registered workflow `name` from code at `ref`: the stored
+    reference then names code the operator already runs, and may be shown as an `--app`."""
+    return any(wf.ref == ref for wf in _REGISTRY.get(name, {}).values())
 
 
 def load_app(target: str) -> None:

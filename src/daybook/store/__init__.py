@@ -293,8 +293,23 @@ class Store(Protocol):
 
 
 def resolve_url(url: str | None) -> str:
-    """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db."""
-    return url or os.environ.get("DAYBOOK_DB") or DEFAULT_URL
+    """The URL a bare `Daybook()` or CLI without --db uses: $DAYBOOK_DB, else ./daybook.db. An
+    empty one (a variable a script forgot to set) is an error, never ./daybook.db."""
+    if url is None:
+        url = os.environ.get("DAYBOOK_DB")
+        if url is None:
+            return DEFAULT_URL
+        if not url.strip():
+            raise ConfigError(
+                "$DAYBOOK_DB is set but empty; give it a store URL (sqlite:///path.db or "
+                "postgresql://...), or unset it for ./daybook.db"
+            )
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(
+            f"the store URL is {url!r}; give a store URL (sqlite:///path.db or postgresql://...), "
+            "or none for $DAYBOOK_DB, else ./daybook.db"
+        )
+    return url
 
 
 # Store methods that write; a read-only handle refuses them before they reach the database.

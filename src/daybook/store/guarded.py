@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from typing import Any, cast
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NotSerializable
 from ..records import JSON, Event, RunInfo, dumps
 from . import Store
 from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
@@ -77,6 +77,12 @@ class GuardedStore:
             value = cover.conceal(value)[0]
         if cover.live:
             value = cover.scrub(value)
+        if isinstance(value, dict) and ENVELOPE in value:
+            # It would read back as an encoded payload, and nothing could read the run again.
+            raise NotSerializable(
+                f"a value whose top-level key is {ENVELOPE!r} cannot be stored: the key marks a "
+                "payload codec's envelope; rename the key"
+            )
         return value if self.codec is None else encode_payload(self.codec, value, spine)
 
     def _text_in(self, text: str, what: str) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checks import checked
 from ..errors import DaybookError
 from ..records import JSON, check_json, dumps
 from ..store import Store
@@ -36,6 +37,7 @@ class TxResult:
     records: list[tuple[str, str]]
 
 
+@checked
 @dataclass
 class Transaction:
     store: Store
