@@ -287,7 +287,7 @@ def test_a_name_that_is_empty_or_not_text_is_refused(book: Daybook, who: Any) ->
         lambda: book.gc(86_400.0, by=who),
         lambda: book.fork("N1", 0, by=who),
     ):
-        with pytest.raises(daybook.ConfigError, match="non-empty name"):
+        with pytest.raises(daybook.ConfigError, match=r"non-empty name|must be a string"):
             act()
     assert book.store.inbox("N1") == []
 
@@ -295,7 +295,7 @@ def test_a_name_that_is_empty_or_not_text_is_refused(book: Daybook, who: Any) ->
 def test_a_key_that_is_not_text_or_not_a_key_is_refused(book: Daybook) -> None:
     book.add_approver("olga", roles=["operator"])
     _suspended(book, inbox_reader, "K1")
-    with pytest.raises(daybook.ConfigError, match="not bytes"):
+    with pytest.raises(daybook.ConfigError, match="bytes"):
         book.signal("K1", "go", 1, sender="olga", token=b"key")  # type: ignore[arg-type]
     for bad in ("", "not-a-key", book.add_approver("eve")):
         with pytest.raises(daybook.NotAuthorized):
