@@ -81,6 +81,7 @@ def _steered_offer(book: Daybook, bank: Bank, run_id: str, *steer: list[str]) ->
 def test_an_unauthenticated_retraction_does_not_run_the_counterpartys_inverse(
     book: Daybook, bank: Bank
 ) -> None:
+    book.add_approver("olga", roles=["operator"])  # identities are in use: retractions need a key
     done = _steered_offer(book, bank, "spoof", ["--as", "ceo"])
     assert done["outcome"] == "ok"
     assert len(bank.records["payments"]) == 2 and bank.records.get("cancels", []) == []  # the holds stand
@@ -90,6 +91,16 @@ def test_an_unauthenticated_retraction_does_not_run_the_counterpartys_inverse(
     acts = [h["state"] for h in done["history"] if h.get("tool") == "book_leg"]
     assert acts == ["done", "done"]  # not passed off as retracted
     assert book.replay("spoof") == done
+
+
+def test_without_registered_operators_a_retraction_taken_on_trust_still_undoes_once(
+    book: Daybook, bank: Bank
+) -> None:
+    # No identities set up: the retraction keeps its force, journaled as unauthenticated.
+    done = _steered_offer(book, bank, "plain", ["--as", "ceo"])
+    assert len(bank.records.get("cancels", [])) == 1
+    retraction = next(h for h in done["history"] if h.get("revision") == "retract")
+    assert retraction["authenticated"] is False and retraction["undone"] == ["plain/2/book_leg/0"]
 
 
 def test_an_authenticated_operators_retraction_runs_the_inverse_once(
@@ -129,6 +140,7 @@ def test_an_unauthenticated_retraction_does_not_stop_a_running_call(db_url: str)
     STOP.clear()
     STARTS.clear()
     with Daybook(db_url, lease_ttl=0.9) as book:  # the heartbeat looks every 0.3 s
+        book.add_approver("olga", roles=["operator"])  # identities in use: a retraction needs a key
         done: list[str] = []
         runner = threading.Thread(target=lambda: done.append(book.run(uploader, run_id="up")))
         runner.start()

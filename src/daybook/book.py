@@ -47,7 +47,7 @@ from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
 from .steering.expiry import expire as expire_paused
 from .steering.methods import MessageMethods
-from .steering.revision import signed as revision_signed
+from .steering.revision import binding as revision_binding
 from .steering.revision import steer as steer_run
 from .store import Store, integrity, open_store, resolve_url, retention
 from .store.codec import PayloadCodec
@@ -133,7 +133,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
             gate_irreversible=policy,
         )
         self._runner.recover = self._auto_recover
-        self._runner.claims.trusted = functools.partial(revision_signed, self._store)
+        self._runner.claims.trusted = functools.partial(revision_binding, self._store)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.

@@ -187,10 +187,11 @@ class AgentLoop:
             if rev.kind == "revise":
                 entry["redo"] = self._reevaluate(ctx, rev, list(history))
             elif rev.kind == "retract" and rev.target is not None:
-                # Undoing confirmed effects needs an operator's key: a name taken on trust is
-                # read (the model sees it) but undoes nothing, and says what it left standing.
+                # Undoing confirmed effects needs an operator's key once operators exist: a name
+                # taken on trust is then read (the model sees it) but undoes nothing, and says
+                # what it left standing (`Revision.binding`).
                 entry["authenticated"] = rev.authenticated
-                undo = _retract if rev.authenticated else _held
+                undo = _retract if rev.binding else _held
                 entry.update(undo(ctx, rev.target, history))
             history.append(entry)
 

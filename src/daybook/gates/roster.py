@@ -125,6 +125,12 @@ def member(store: Any, name: str) -> Member | None:
     return members(store).get(name)
 
 
+def has_operators(store: Any) -> bool:
+    """Whether anyone holds the operator role: until someone does, nobody can act authenticated
+    on runs, and an act taken on trust keeps the force it had before identities existed."""
+    return any(m.may("operator") for m in members(store).values())
+
+
 def add(store: Any, name: str, roles: tuple[str, ...] | None = None) -> str:
     """Register `name` with a new key pair (or rotate its key); returns the private key (the
     token), which is kept nowhere. `roles` None: its roles so far, else `approver`."""

@@ -38,9 +38,10 @@ Trusted = Callable[[str, str, Any], bool]
 def retractions(
     inbox: list[tuple[int, str, str, str, float]], run_id: str = "", trusted: Trusted | None = None
 ) -> list[tuple[int, str, str]]:
-    """The retractions in a run's inbox that name a target and whose author is authenticated
-    (`trusted`): (inbox id, target, who sent it). A name taken on trust stops no running call:
-    the run reads it as a revision like any other, and only an operator's key undoes an act."""
+    """The retractions in a run's inbox that name a target and that bind (`trusted`: signed by an
+    operator, or sent while no operator is registered): (inbox id, target, who sent it). Once
+    operators exist, a name taken on trust stops no running call: the run reads it as a
+    revision like any other, and only an operator's key undoes an act."""
     found = []
     for inbox_id, name, payload, sender, _at in inbox:
         if name != STEER_SIGNAL:

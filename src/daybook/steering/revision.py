@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..gates import identity
+from ..gates import identity, roster
 from ..journal.execution import step_fingerprint
 from ..journal.steps import Steps
 from ..records import JSON, Kind, Why, check_text
@@ -45,6 +45,11 @@ class Revision:
     # True only when the revision carries its author's signature and the author is a registered
     # operator (`gates.identity`); any other author is a name taken on trust.
     authenticated: bool = False
+    # Whether a retraction may stop a running call and undo confirmed effects: its author is
+    # authenticated, or no operator is registered in the approvers file (a deployment without
+    # identities keeps retractions as they were). Read and journaled when the run reads it, so
+    # replay sees the same answer; True for revisions journaled before this field existed.
+    binding: bool = True
 
 
 class Revisions(Steps):
@@ -122,8 +127,15 @@ def _unread(store: Any, run_id: str, consumed: set[int]) -> list[Revision]:
         body = json.loads(payload)
         kind, text, target = str(body["kind"]), str(body["text"]), body.get("target")
         sure = signed(store, run_id, sender, body)
-        new.append(Revision(inbox_id, kind, text, sender, at, target, sure))
+        binds = sure or not roster.has_operators(store)
+        new.append(Revision(inbox_id, kind, text, sender, at, target, sure, binds))
     return new
+
+
+def binding(store: Any, run_id: str, sender: str, body: Any) -> bool:
+    """Whether a retraction may stop a running call (`Claims.trusted`): signed by a registered
+    operator, or sent while no operator is registered (see `Revision.binding`)."""
+    return signed(store, run_id, sender, body) or not roster.has_operators(store)
 
 
 def signed(store: Any, run_id: str, sender: str, body: Any) -> bool:
