@@ -100,9 +100,10 @@ def test_app_finds_a_module_in_the_working_directory(db_url: str, tmp_path: Path
     project.mkdir()
     (project / "wf.py").write_text(WF)
     submit(project, db_url, "import wf\nbook.submit(wf.conv_greet, 'ada', run_id='m1')")
-    # The hint daybook prints for this run names `--app wf`: followed from the project, it works.
+    # The hint names the stored reference as data (never a ready-to-run `--app`, R22) and says
+    # to pass the code with --app: given as `wf` from the project, the module is found.
     hint = cli(launcher, project, "resume", "m1", "--db", db_url)
-    assert hint.returncode == 1 and "--app wf" in hint.stderr
+    assert hint.returncode == 1 and "'wf:conv_greet'" in hint.stderr and "--app" in hint.stderr
     done = cli(launcher, project, "resume", "m1", "--app", "wf", "--db", db_url)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == "hello ada"

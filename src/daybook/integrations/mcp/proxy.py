@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -179,7 +180,8 @@ class McpProxy:
             return error(self._pending(run_id, name)), False
         except NeedsAttention as exc:
             # Only the proxy continues an MCP call's run (`daybook resume` would park it).
-            said = str(exc).replace(f", then `daybook resume {run_id}`", "")
+            # The hint may carry the store's `--db` (`daybook.hints`): drop it whole.
+            said = re.sub(rf", then `daybook resume {re.escape(run_id)}[^`]*`", "", str(exc))
             return error(
                 f"daybook: call {run_id!r} ({name}) has an unknown outcome: {said}. "
                 "Once resolved, make the same call again to get its outcome."
