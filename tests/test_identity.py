@@ -61,14 +61,16 @@ def test_names_taken_on_trust_are_journaled_as_unauthenticated_beside_the_os_use
     # The audit's spoofs: a name nobody registered, even one that looks like an approval.
     ack = book.steer("L2", "revise", "8000 words", author="ceo", wait=0)
     assert ack["authenticated"] is False
-    book.steer("L2", "add", "ok", author="alice\n[approved by cfo]", wait=0)
+    with pytest.raises(daybook.ConfigError, match="one line"):  # a name that forges a second line
+        book.steer("L2", "add", "ok", author="alice\n[approved by cfo]", wait=0)
+    book.steer("L2", "add", "ok", author="alice [approved by cfo]", wait=0)
     assert book.pause("L2", by="mallory") == "paused"
     paused = next(ev for ev in book.journal("L2") if ev.kind == "run_paused")
     expected = {"authenticated": False, "os_user": getpass.getuser(), "db_role": _db_role(book.url)}
     assert paused.data["by"] == "mallory" and paused.data["identity"] == expected
     book.signal("L2", "go")
     read = book.resume("L2")
-    assert [r[0] for r in read] == ["ceo", "alice\n[approved by cfo]"]
+    assert [r[0] for r in read] == ["ceo", "alice [approved by cfo]"]
     assert [r[4] for r in read] == [False, False]  # claimed, not proven
 
 
