@@ -36,7 +36,8 @@ def _rows(db_url: str) -> str:
     if db_url.startswith("sqlite:"):
         with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
             return "\n".join(db.iterdump())
-    return store_text(db_url)
+    # PostgreSQL lists tables and rows in no fixed order: compare them sorted.
+    return "\n".join(sorted(store_text(db_url).split("\n")))
 
 
 def _env(key: str | None) -> dict[str, str]:

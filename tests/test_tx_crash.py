@@ -267,7 +267,7 @@ def test_a_worker_that_takes_over_a_dead_owners_run_aborts_its_open_transaction_
     assert killed(first)
     with Daybook(db_url) as book:
         assert [f["held_by"]["run_id"] for f in book.frontiers()] == ["r1", "r1"]
-    waiter = _child(db_url, "count", "w1", str(root), "counter", "1", "tx", timeout=60)
+    waiter = _child(db_url, "count", "w1", str(root), "counter", "1", "tx", "--as-worker", timeout=60)
     assert waiter.returncode == 3 and "Suspended" in waiter.stdout, waiter.stdout + waiter.stderr
     assert not (root / "counter").exists()
     assert _visible(root, bank) == {"a": None, "b": None, "legs": 1, "notices": 0, "cancels": 0}

@@ -61,6 +61,7 @@ def test_an_operator_releases_an_attempt_and_its_run_later_undoes_it_once_and_re
 ) -> None:
     with Daybook(db_url) as book:
         tx_id = _suspended_holder(book, bank)
+        book.frontier_spin = book.inline_wait  # as a worker's handle does: a blocked run suspends
         with pytest.raises(daybook.Suspended):  # waits on p's scope: suspended, not blocked
             book.run(waiter, None, run_id="w")
         done = cli(
@@ -156,9 +157,22 @@ def test_a_cancel_killed_before_its_release_is_healed_by_the_next_waiter(db_url:
         assert (row["by"], row["reason"]) == ("daybook", "run 'p' cancelled")
 
 
+def test_a_frontier_wait_in_book_run_waits_in_the_process_and_ends_with_frontier_timeout(
+    db_url: str, bank: Bank
+) -> None:
+    # A handle's default: whoever calls book.run wants the result, so the wait stays here.
+    with Daybook(db_url) as book:
+        _suspended_holder(book, bank)
+        started = time.monotonic()
+        with pytest.raises(daybook.RunParked, match="FrontierTimeout"):
+            book.run(waiter, 1.0, run_id="w")  # never Suspended: it waited here, then gave up
+        assert time.monotonic() - started >= 1.0
+
+
 def test_a_frontier_wait_ends_with_frontier_timeout_across_suspensions(db_url: str, bank: Bank) -> None:
     with Daybook(db_url) as book:
         _suspended_holder(book, bank)
+        book.frontier_spin = book.inline_wait  # as a worker's handle does: a blocked run suspends
         with pytest.raises(daybook.Suspended):
             book.run(waiter, 1.0, run_id="w")
         time.sleep(1.2)  # its wait= counts from its epoch, not from this execution

@@ -6,7 +6,7 @@ with SIGKILL at a chosen protocol point; and read-then-write counter increments 
     tx_child.py DB spec RUN_ID ROOT BANK [kill flags as for start]
     tx_child.py DB resume RUN_ID
     tx_child.py DB cancel RUN_ID [--kill-tx ...]
-    tx_child.py DB count RUN_ID ROOT NAME TIMES MODE [--ready-go]    MODE: tx | plain | hold
+    tx_child.py DB count RUN_ID ROOT NAME TIMES MODE [--ready-go] [--as-worker]    MODE: tx | plain | hold
 
 KIND:N is the N-th journal row of that kind written through `store.append`; METHOD:N the N-th
 call of the store's `tx_begin` or `tx_mark` (the rows that change a transaction's header).
@@ -151,6 +151,9 @@ def main() -> None:
     # The counters' runs wait for each other in the process (a loaded machine may take longer
     # than the default spin before a frontier wait suspends the run).
     book = daybook.Daybook(db, lease_ttl=2.0, inline_wait=120.0 if action == "count" else 2.0)
+    if "--as-worker" in rest:  # a worker's handle: a frontier wait suspends (at once past a dead owner)
+        rest.remove("--as-worker")
+        book.frontier_spin = book.inline_wait
     kill_at_journal_write(book, rest)
     _kill_tx(book, rest)
     if action == "start":

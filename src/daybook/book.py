@@ -168,6 +168,18 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.inline_wait = inline_wait_of(value)
 
     @property
+    def frontier_spin(self) -> float | None:
+        """How long a transaction waiting on a frontier stays in this process before its run
+        suspends: None (a handle's default) waits here until the transaction's `wait=`; a
+        number suspends past it, or at once when the holder's owner is dead (a worker's handles
+        use `inline_wait`, so a blocked run frees its slot for the run it waits on)."""
+        return self._runner.frontier_spin
+
+    @frontier_spin.setter
+    def frontier_spin(self, value: float | None) -> None:
+        self._runner.frontier_spin = None if value is None else inline_wait_of(value)
+
+    @property
     def read_only(self) -> bool:
         return self._store.read_only
 

@@ -100,7 +100,7 @@ class Worker:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
         (runs leased by other live workers count: this worker waits to take them over if those
         workers die)."""
-        shared = Daybook(self.url, lease_ttl=self.lease_ttl)
+        shared = _handle(self.url, self.lease_ttl)
         # SQLite: one handle, so parallel runs share group commits. PostgreSQL: a connection
         # per work thread, so they do not queue behind one socket; the schedule thread uses
         # the shared handle (concurrency + 1 connections in all).
@@ -154,7 +154,7 @@ class Worker:
         crew.idle[i] = True
         while not (self.stop.is_set() or crew.drained.is_set()):
             try:
-                book = Daybook(self.url, lease_ttl=self.lease_ttl)
+                book = _handle(self.url, self.lease_ttl)
             except Exception as exc:  # reported, and tried again: the thread must not die
                 self.stats.add("errors")
                 crew.lost(i, exc, delay, failed)
@@ -341,3 +341,11 @@ def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bo
         for queue in ([*queues] if queues else [None])
         for info in book.runs(status, 1000, queue=queue)
     )
+
+
+def _handle(url: str | None, lease_ttl: float) -> Daybook:
+    """A worker's handle: a transaction blocked on a frontier suspends its run past the short
+    spin (or at once when the holder's owner is dead), so its slot serves the run it waits on."""
+    book = Daybook(url, lease_ttl=lease_ttl)
+    book.frontier_spin = book.inline_wait
+    return book

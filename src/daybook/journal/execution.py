@@ -112,6 +112,10 @@ class Execution:
         self.sleep: Callable[[float], None] = _SLEEP
         # Waits up to this long happen in this process; longer ones suspend the run.
         self.inline_wait = 2.0
+        # How long a transaction's frontier wait stays in this process before the run suspends:
+        # None waits here until its `wait=` (whoever called `book.run` wants the result); a
+        # worker sets a number, so a blocked run frees its slot (`tx.frontier`).
+        self.frontier_spin: float | None = None
         self.consumed: set[int] = set()
         # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
         self.retracted: dict[str, tuple[int, str]] = {}

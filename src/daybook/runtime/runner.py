@@ -51,6 +51,7 @@ class Runner:
         self.gate_irreversible = gate_irreversible
         self.lease_ttl = lease_ttl
         self.inline_wait = inline_wait
+        self.frontier_spin: float | None = None  # see `Execution.frontier_spin`
         self.strict = strict
         self.owner = new_owner()
         self.claims = Claims(store, self.owner, lease_ttl)
@@ -171,6 +172,7 @@ class Runner:
     def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
         exe = Execution(self.store, info.run_id, events, self.claims.heartbeat(info.run_id))
         exe.inline_wait = self.inline_wait
+        exe.frontier_spin = self.frontier_spin
         exe.gate_irreversible = self.gate_irreversible
         exe.parent_run = info.parent_run
         exe.spawn = self.drive_child
@@ -244,7 +246,7 @@ class Runner:
     def _again(self, exe: Execution) -> Execution:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
-        fresh.inline_wait = exe.inline_wait
+        fresh.inline_wait, fresh.frontier_spin = exe.inline_wait, exe.frontier_spin
         fresh.gate_irreversible = exe.gate_irreversible
         fresh.parent_run, fresh.spawn, fresh.deadline = exe.parent_run, exe.spawn, exe.deadline
         return fresh

@@ -270,7 +270,9 @@ class EpochTransaction:
             )
         until = None if self.wait is None else self._begun_at + self.wait
         exe = self._exe
-        spin = min(exe.inline_wait, RESUMED_SPIN) if exe.left_tx == self.tx_id else None
+        spin = None  # the execution's own (`Execution.frontier_spin`)
+        if exe.left_tx == self.tx_id and exe.frontier_spin is not None:
+            spin = min(exe.frontier_spin, RESUMED_SPIN)  # resumed after a suspension: look briefly
         try:
             wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, until, self.group, spin)
         except FrontierTimeout as exc:

@@ -27,6 +27,7 @@ ended never holds a scope, even if a crash cut its own release.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -93,7 +94,8 @@ def wait_until_clear(
         return  # a pure replay checks history, it does not wait for the present
     signal = exe.store.tx_signal()
     delay = FIRST_POLL
-    spin_until = time.monotonic() + (exe.inline_wait if spin is None else spin)
+    spin = exe.frontier_spin if spin is None else spin  # None: in this process until `until`
+    spin_until = math.inf if spin is None else time.monotonic() + spin
     while True:
         seen = signal.generation()  # read before looking: an end after the look wakes the wait
         found = _live_blockers(exe.store, scopes, epoch, tx_id, group)
@@ -111,7 +113,7 @@ def wait_until_clear(
                 f"it (`daybook tx release {first[0]} --as NAME --reason TEXT`)"
             )
         orphaned = any(dead for _, dead in found)
-        if group is None and (orphaned or time.monotonic() >= spin_until):
+        if group is None and spin is not None and (orphaned or time.monotonic() >= spin_until):
             wake = now + SUSPENDED_POLL if until is None else min(now + SUSPENDED_POLL, until)
             first = found[0][0]
             raise Suspend(exe.run_id, wake, f"the frontier of transaction {first[0]} (run {first[1]!r})")
