@@ -60,8 +60,9 @@ def check(name: object, token: object) -> None:
     not text (`ConfigError`)."""
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(f"who acts must be a non-empty name (or None: the OS user), not {name!r}")
-    if isinstance(name, str) and any(ord(c) < 32 or ord(c) == 127 for c in name):
-        # A line break or escape in a name forges what a reader sees ("alice\n[approved by cfo]").
+    if isinstance(name, str) and any(0 < ord(c) < 32 or ord(c) == 127 for c in name):
+        # A line break or escape in a name forges what a reader sees ("alice\n[approved by cfo]");
+        # a NUL is left to the store's own check (`NotSerializable`, naming the field).
         raise ConfigError(f"who acts must be one line of printable text, not {name!r}")
     if token is not None and not isinstance(token, str):
         raise ConfigError(

@@ -110,17 +110,14 @@ class Execution:
         self.held: dict[object, list[Any]] = {}
         self.clock: Callable[[], float] = time.time
         self.sleep: Callable[[float], None] = _SLEEP
-        # Waits up to this long happen in this process; longer ones suspend the run.
+        # Waits up to `inline_wait` happen in this process, longer ones suspend the run; a frontier
+        # wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
         self.inline_wait = 2.0
-        # How long a transaction's frontier wait stays in this process before the run suspends:
-        # None waits here until its `wait=` (whoever called `book.run` wants the result); a
-        # worker sets a number, so a blocked run frees its slot (`tx.frontier`).
         self.frontier_spin: float | None = None
         self.consumed: set[int] = set()
         # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
         self.retracted: dict[str, tuple[int, str]] = {}
-        # The run's parent (a child run, H8), and how to drive a child run in this process: set
-        # by the runner, which this layer cannot import.
+        # The run's parent (H8), and how to drive a child run here: set by the runner (above us).
         self.parent_run: str | None = None
         self.spawn: Callable[[str, Any], None] | None = None
         # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
@@ -131,8 +128,7 @@ class Execution:
         # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
         self.on_live: Callable[[], None] | None = None
         self.live_at: int | None = None
-        # `Daybook(gate_irreversible=)` (daybook.tx.facet), and the decisions whose gate was
-        # approved here (an act under one was approved already: the loop's gate is not re-asked).
+        # `Daybook(gate_irreversible=)` (tx.facet); decisions whose gate was approved here.
         self.gate_irreversible: bool | tuple[str, ...] = False
         self.approved: set[str] = set()
         self.released: str | None = None  # a gate just approved it: a fork may make it anew
