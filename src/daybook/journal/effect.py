@@ -64,6 +64,12 @@ def unbranched(key: str | None) -> str:
 class Effects(Facet):
     """`ctx.effect`, `ctx.key` and `ctx.held` (what bufferable adapters hold until commit)."""
 
+    def __init__(self, exe: Execution) -> None:
+        super().__init__(exe)
+        # What bufferable adapters hold until their commit step, per adapter instance: memory
+        # of this execution only, refilled on replay by the steps that filled it.
+        self._held: dict[object, list[Any]] = {}
+
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
         return decision.key(kind, i)
@@ -73,8 +79,8 @@ class Effects(Facet):
         this execution until its commit step; `take=True` returns it and starts a new list. Not
         journaled: the steps that fill it replay in order, so a resumed run rebuilds it."""
         if take:
-            return self._exe.held.pop(owner, [])
-        return self._exe.held.setdefault(owner, [])
+            return self._held.pop(owner, [])
+        return self._held.setdefault(owner, [])
 
     @overload
     def effect(
@@ -156,8 +162,8 @@ class Effects(Facet):
             key = decision.key(tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
-        if named and step in exe.branch:
-            key = f"{key}~r{exe.branch[step]}"  # a step run again on a journal branch
+        if named and step in exe.rebranched:
+            key = f"{key}~r{exe.rebranched[step]}"  # a step run again on a journal branch
         key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:

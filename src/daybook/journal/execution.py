@@ -7,13 +7,17 @@ runtime understands. Step arguments are fingerprinted here so replay can tell a 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import (
     ConfigError,
+    DaybookError,
     DuplicateKey,
     LeaseLost,
     NeedsAttention,
@@ -51,6 +55,30 @@ class Liveness(Protocol):
     def stop(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """How one execution of a run behaves, fixed when the runner builds it (and the same for a
+    fresh execution of the run, `Rerun`)."""
+
+    # Waits up to `inline_wait` seconds happen in this process, longer ones suspend the run; a
+    # frontier wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
+    inline_wait: float = 2.0
+    frontier_spin: float | None = None
+    # `Daybook(gate_irreversible=)`: the release policy of an irreversible call outside a block.
+    gate_irreversible: bool | tuple[str, ...] = False
+    # The run's parent (H8), and how to drive a child run here (the runner's, above us).
+    parent_run: str | None = None
+    spawn: Callable[[str, Any], None] | None = None
+    # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
+    deadline: float | None = None
+    # How a wait in this process sleeps (replay: not at all).
+    sleep: Callable[[float], None] = _SLEEP
+
+
+class BranchCut(DaybookError):
+    """A speculative branch past the speculation's deadline: it may not write another row."""
+
+
 # How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
 TRACEBACK_CHARS = 16_000
 
@@ -80,19 +108,22 @@ class Execution:
         events: list[Event],
         heartbeat: Liveness | None,
         read_only: bool = False,
+        settings: RunSettings | None = None,
     ) -> None:
         self.store = store
         self.read_only = read_only
         self.run_id = run_id
         self.heartbeat = heartbeat
+        self.settings = settings or RunSettings()
+        self._deadline = self.settings.deadline  # read at every step: one lookup, not two
         self.steps: dict[int, list[Event]] = {}
         # Steps a fork shares with the run it branched from keep that run's ids and keys.
         self.id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
-        self.paused_at: float | None = None
+        self._paused_at: float | None = None
         # Journal branches (`daybook.recovery`): superseded steps run again under keys suffixed
         # `~r<branch>`; soft ones (confirmed effects) replay if asked for as the same act.
-        self.branch: dict[int, int] = {}
+        self.rebranched: dict[int, int] = {}
         self.soft: dict[int, int] = {}
         # The transaction the run left open on purpose, if its steps end there (a `tx_left`
         # row with no step after it): the next execution goes on with it rather than abort it.
@@ -105,33 +136,17 @@ class Execution:
         self.per_decision: dict[str, int] = {}
         # The latest decision made or replayed: an effect with no explicit decision links to it.
         self.last_decision: str | None = None
-        # What bufferable adapters hold until their commit step, per adapter instance: memory
-        # of this execution only, refilled on replay by the steps that filled it.
-        self.held: dict[object, list[Any]] = {}
         self.clock: Callable[[], float] = time.time
-        self.sleep: Callable[[float], None] = _SLEEP
-        # Waits up to `inline_wait` happen in this process, longer ones suspend the run; a frontier
-        # wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
-        self.inline_wait = 2.0
-        self.frontier_spin: float | None = None
         self.consumed: set[int] = set()
         # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
         self.retracted: dict[str, tuple[int, str]] = {}
-        # The run's parent (H8), and how to drive a child run here: set by the runner (above us).
-        self.parent_run: str | None = None
-        self.spawn: Callable[[str, Any], None] | None = None
-        # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
-        self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
         # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
-        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
-        self.on_live: Callable[[], None] | None = None
-        self.live_at: int | None = None
-        # `Daybook(gate_irreversible=)` (tx.facet); decisions whose gate was approved here.
-        self.gate_irreversible: bool | tuple[str, ...] = False
-        self.approved: set[str] = set()
-        self.released: str | None = None  # a gate just approved it: a fork may make it anew
+        # transaction abandoned by a dead owner aborts there, on replay where it was (`at_live`).
+        self._on_live: Callable[[], None] | None = None
+        self._live_at: int | None = None
+        self._released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
 
     def _note_inbox(self, events: list[Event]) -> None:
@@ -160,10 +175,10 @@ class Execution:
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
                     self.id_owner[ev.step] = ev.run_id
-                self.paused_at = None
+                self._paused_at = None
                 self.left_tx = None
             elif ev.kind == Kind.RUN_PAUSED:
-                self.paused_at = ev.at
+                self._paused_at = ev.at
             elif ev.kind == Kind.TX_LEFT:
                 self.left_tx = str(ev.data.get("tx_id"))
 
@@ -182,7 +197,7 @@ class Execution:
 
     def _rebranch(self, step: int, branch: int) -> None:
         if branch:
-            self.branch[step] = branch
+            self.rebranched[step] = branch
         else:  # a fork's own step now, no longer the parent's
             self.id_owner.pop(step, None)
 
@@ -250,14 +265,14 @@ class Execution:
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
         base = f"{self.id_owner.get(step, self.run_id)}/{step}"
-        return f"{base}~r{self.branch[step]}" if step in self.branch else base
+        return f"{base}~r{self.rebranched[step]}" if step in self.rebranched else base
 
     def alloc(self) -> int:
         step = self.next_step
-        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
-            hook, self.on_live, self.live_at = self.on_live, None, None
+        if self._on_live is not None and (step > self.recorded_steps or step == self._live_at):
+            hook, self._on_live, self._live_at = self._on_live, None, None
             hook()
-        if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
+        if self._deadline is not None and step > self.recorded_steps and time.time() > self._deadline:
             raise TimedOut(
                 f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "
                 "here, its journal kept; `daybook retry` would time out again unless the workflow's "
@@ -328,7 +343,7 @@ class Execution:
             verdict = recs[0].fp == fp or (same_act(recs[0]) if same_act is not None else False)
         if verdict:
             return recs  # the same act: replayed, never re-fired
-        if verdict is None and not branch and self.released == name:
+        if verdict is None and not branch and self._released == name:
             verdict = False  # a fork's changed irreversible act that a person approved: made
         if verdict is None:
             who = "the re-run asks" if branch else "the fork asks, unlike the run it was forked from,"
@@ -360,6 +375,103 @@ class Execution:
                 ),
                 True,
             )
+
+    # -- moving the cursor (the verbs the facets and the runtime use; nothing else writes it) ---
+
+    def skip_through(self, end: int) -> None:
+        """Go on after step `end`: the recorded steps from here to it are not replayed (an
+        attempt the journal shows aborted with a retry)."""
+        for skipped in range(self.next_step, end + 1):
+            self.steps.pop(skipped, None)
+        self.next_step = end + 1
+
+    def jump_to(self, step: int) -> None:
+        """Go on at `step`: the steps before it were written by other cursors (a speculation's
+        branches), which replay their own."""
+        self.next_step = step
+
+    def start_at(self, first: int) -> None:
+        """Begin at step `first`, as if the journal began there (a cancelled run's unwind runs
+        after the run's own steps): the steps before it are not replayed."""
+        self.steps = {step: rows for step, rows in self.steps.items() if step >= first}
+        self.recorded_steps = max(self.steps, default=0)
+        self.next_step = first
+
+    @contextlib.contextmanager
+    def revisit(self, step: int, rows: list[Event]) -> Iterator[None]:
+        """Replay `step` from `rows` once more (an undo begun before and never settled is
+        settled at its own step), then go on where the cursor was."""
+        saved = self.next_step
+        self.steps[step] = rows
+        self.next_step = step
+        try:
+            yield
+        finally:
+            self.next_step = saved
+
+    def at_live(self, hook: Callable[[], None], step: int | None = None) -> None:
+        """Call `hook` once, at the first step taken live or at `step` (on replay, where it was
+        called the first time), whichever comes first."""
+        self._on_live, self._live_at = hook, step
+
+    def drop_live(self, hook: Callable[[], None]) -> None:
+        """Forget `hook` (`at_live`) if it has not been called yet."""
+        if self._on_live == hook:
+            self._on_live = self._live_at = None
+
+    def release(self, name: str | None) -> None:
+        """While set, a fork's changed irreversible act `name` may be made anew: a person just
+        approved it at a gate (None: no act is)."""
+        self._released = name
+
+    def take_paused_at(self) -> float | None:
+        """When the run was paused, if it has taken no step since; None from then on (once per
+        resume)."""
+        at, self._paused_at = self._paused_at, None
+        return at
+
+    def consume(self, inbox_ids: Iterable[int]) -> None:
+        """The inbox messages a step just journaled as read: never read again."""
+        self.consumed.update(inbox_ids)
+
+    def branch(self, first_step: int, lock: threading.Lock) -> Execution:
+        """A speculation's branch: a cursor over the same journal (its recorded steps, keys and
+        inbox state shared with this one), writing its own steps from `first_step`, its rows
+        serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
+        twin = object.__new__(_Branch)
+        twin.__dict__.update(self.__dict__)
+        twin.next_step = first_step
+        twin._parent = self
+        twin._lock = lock
+        twin._cut_thread = None
+        return twin
+
+    def cut(self, thread: int | None) -> None:
+        """A branch cut at its speculation's deadline: nothing `thread` writes from now on lands."""
+        raise TypeError(f"run {self.run_id!r}: only a speculation's branch cursor can be cut")
+
+
+class _Branch(Execution):
+    """A speculation's branch cursor (`Execution.branch`)."""
+
+    _parent: Execution
+    _lock: threading.Lock
+    _cut_thread: int | None
+
+    def cut(self, thread: int | None) -> None:
+        self._cut_thread = thread
+
+    def append(
+        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+    ) -> Event:
+        if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
+            raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
+        with self._lock:
+            self.next_seq = self._parent.next_seq
+            try:
+                return super().append(kind, step, name, write=write, **fields)
+            finally:
+                self._parent.next_seq = self.next_seq
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
