@@ -220,8 +220,8 @@ class Transactions(Facet):
         decision: Decision[Any] | None = None,
         **args: JSON,
     ) -> Any:
-        """`ctx.effect` (see `Effects.effect`); inside `ctx.transaction`, the call is scoped and
-        buffered, held or compensated by the transaction."""
+        """`ctx.effect` (`Context.effect`; outside a transaction, `Effects.effect`); inside
+        `ctx.transaction`, the call is scoped and buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
             exe = self._exe
