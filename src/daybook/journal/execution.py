@@ -3,6 +3,12 @@
 It owns the recorded steps not yet replayed, the next step and sequence numbers, and the single
 write path into the journal (`append`), which turns every store failure into a `Stop` the
 runtime understands. Step arguments are fingerprinted here so replay can tell a changed call.
+
+Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
+its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
+`at_live`, `release`, `consume`, `branch`), and the runner fixes how it behaves once, as
+`RunSettings`; `tests/test_shape.py` checks that no module outside `daybook.journal` assigns a
+field.
 """
 
 from __future__ import annotations
@@ -118,7 +124,7 @@ class Execution:
         self._deadline = self.settings.deadline  # read at every step: one lookup, not two
         self.steps: dict[int, list[Event]] = {}
         # Steps a fork shares with the run it branched from keep that run's ids and keys.
-        self.id_owner: dict[int, str] = {}
+        self._id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
         self._paused_at: float | None = None
         # Journal branches (`daybook.recovery`): superseded steps run again under keys suffixed
@@ -174,7 +180,7 @@ class Execution:
                     self._rebranch(ev.step, self.soft.pop(ev.step))
                 self.steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
-                    self.id_owner[ev.step] = ev.run_id
+                    self._id_owner[ev.step] = ev.run_id
                 self._paused_at = None
                 self.left_tx = None
             elif ev.kind == Kind.RUN_PAUSED:
@@ -199,7 +205,7 @@ class Execution:
         if branch:
             self.rebranched[step] = branch
         else:  # a fork's own step now, no longer the parent's
-            self.id_owner.pop(step, None)
+            self._id_owner.pop(step, None)
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -264,7 +270,7 @@ class Execution:
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
-        base = f"{self.id_owner.get(step, self.run_id)}/{step}"
+        base = f"{self._id_owner.get(step, self.run_id)}/{step}"
         return f"{base}~r{self.rebranched[step]}" if step in self.rebranched else base
 
     def alloc(self) -> int:
