@@ -126,16 +126,18 @@ def test_context_is_one_class_over_facet_objects() -> None:
 
 
 def _cursor_fields() -> set[str]:
-    """The attributes the execution cursor sets on itself (`journal/execution.py`)."""
+    """The attributes the execution cursor sets on itself (`journal/execution.py`), by their
+    own names and, for a private one, the public name it may be read by."""
     tree = ast.parse((SRC / "journal" / "execution.py").read_text())
     cursor = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Execution")
-    return {
+    own = {
         t.attr
         for node in ast.walk(cursor)
         if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
         for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
+    return own | {name.lstrip("_") for name in own}
 
 
 # How the code outside the journal names a cursor: `exe`, `fresh`, `view`, ..., `x._exe`, `x.exe`.

@@ -135,9 +135,9 @@ class Execution:
         # row with no step after it): the next execution goes on with it rather than abort it.
         self.left_tx: str | None = None
         self._index(events)
-        self.recorded_steps = max(self.steps, default=0)
-        self.next_seq = (events[-1].seq if events else 0) + 1
-        self.next_step = 1
+        self._recorded_steps = max(self.steps, default=0)
+        self._next_seq = (events[-1].seq if events else 0) + 1
+        self._next_step = 1
         self.keys: dict[str, int] = {}
         self.per_decision: dict[str, int] = {}
         # The latest decision made or replayed: an effect with no explicit decision links to it.
@@ -154,6 +154,21 @@ class Execution:
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
+
+    @property
+    def next_step(self) -> int:
+        """The step the next `alloc` hands out."""
+        return self._next_step
+
+    @property
+    def recorded_steps(self) -> int:
+        """The last step the loaded journal holds: steps past it are taken live."""
+        return self._recorded_steps
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number of the next journal row (a terminal row the runtime writes)."""
+        return self._next_seq
 
     def _note_inbox(self, events: list[Event]) -> None:
         """The inbox messages the journal has consumed, and the calls retractions cancelled."""
@@ -227,7 +242,7 @@ class Execution:
             raise _bad_name(self.run_id, step, name, fields.get("key"))
         ev = Event(
             run_id=self.run_id,
-            seq=self.next_seq,
+            seq=self._next_seq,
             kind=kind.value,
             step=step,
             name=name,
@@ -265,7 +280,7 @@ class Execution:
             ) from exc
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
-        self.next_seq += 1
+        self._next_seq += 1
         return ev
 
     def id_of(self, step: int) -> str:
@@ -274,23 +289,23 @@ class Execution:
         return f"{base}~r{self.rebranched[step]}" if step in self.rebranched else base
 
     def alloc(self) -> int:
-        step = self.next_step
-        if self._on_live is not None and (step > self.recorded_steps or step == self._live_at):
+        step = self._next_step
+        if self._on_live is not None and (step > self._recorded_steps or step == self._live_at):
             hook, self._on_live, self._live_at = self._on_live, None, None
             hook()
-        if self._deadline is not None and step > self.recorded_steps and time.time() > self._deadline:
+        if self._deadline is not None and step > self._recorded_steps and time.time() > self._deadline:
             raise TimedOut(
                 f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "
                 "here, its journal kept; `daybook retry` would time out again unless the workflow's "
                 "timeout is raised",
                 {},
             )
-        if step > self.recorded_steps and self.heartbeat is not None:
+        if step > self._recorded_steps and self.heartbeat is not None:
             asked = self.heartbeat.pause
             if asked is not None and asked[0] not in self.consumed:
                 # A step boundary, live: everything before it is journaled, nothing after began.
                 raise Pause(self.run_id, asked[1], asked[0])
-        self.next_step += 1
+        self._next_step += 1
         return step
 
     def expect(
@@ -367,7 +382,7 @@ class Execution:
         return None
 
     def check_complete(self) -> None:
-        done = self.next_step - 1
+        done = self._next_step - 1
         # A fork that finished before the parent's later acts it left standing: they stay the
         # parent's (listed by `fork`), not steps this run skipped.
         left = [k for k in self.steps if k > done and self.soft.get(k) != 0]
@@ -387,33 +402,33 @@ class Execution:
     def skip_through(self, end: int) -> None:
         """Go on after step `end`: the recorded steps from here to it are not replayed (an
         attempt the journal shows aborted with a retry)."""
-        for skipped in range(self.next_step, end + 1):
+        for skipped in range(self._next_step, end + 1):
             self.steps.pop(skipped, None)
-        self.next_step = end + 1
+        self._next_step = end + 1
 
     def jump_to(self, step: int) -> None:
         """Go on at `step`: the steps before it were written by other cursors (a speculation's
         branches), which replay their own."""
-        self.next_step = step
+        self._next_step = step
 
     def start_at(self, first: int) -> None:
         """Begin at step `first`, as if the journal began there (a cancelled run's unwind runs
         after the run's own steps): the steps before it are not replayed."""
         self.steps = {step: rows for step, rows in self.steps.items() if step >= first}
-        self.recorded_steps = max(self.steps, default=0)
-        self.next_step = first
+        self._recorded_steps = max(self.steps, default=0)
+        self._next_step = first
 
     @contextlib.contextmanager
     def revisit(self, step: int, rows: list[Event]) -> Iterator[None]:
         """Replay `step` from `rows` once more (an undo begun before and never settled is
         settled at its own step), then go on where the cursor was."""
-        saved = self.next_step
+        saved = self._next_step
         self.steps[step] = rows
-        self.next_step = step
+        self._next_step = step
         try:
             yield
         finally:
-            self.next_step = saved
+            self._next_step = saved
 
     def at_live(self, hook: Callable[[], None], step: int | None = None) -> None:
         """Call `hook` once, at the first step taken live or at `step` (on replay, where it was
@@ -446,7 +461,7 @@ class Execution:
         serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)
-        twin.next_step = first_step
+        twin._next_step = first_step
         twin._parent = self
         twin._lock = lock
         twin._cut_thread = None
@@ -473,11 +488,11 @@ class _Branch(Execution):
         if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
             raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
         with self._lock:
-            self.next_seq = self._parent.next_seq
+            self._next_seq = self._parent._next_seq
             try:
                 return super().append(kind, step, name, write=write, **fields)
             finally:
-                self._parent.next_seq = self.next_seq
+                self._parent._next_seq = self._next_seq
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
