@@ -64,6 +64,7 @@ def journaled_call(
     status: Status | None = None,
     idempotent: bool = False,
     irreversible: bool | None = None,
+    effect_class: str | None = None,
     secrets: Sequence[str] = (),
     certain: tuple[type[BaseException] | int, ...] = (),
 ) -> Any:
@@ -72,7 +73,8 @@ def journaled_call(
 
     The profile is `daybook.tool`'s: `status(key, args)` asks the counterparty about an unknown
     outcome; `idempotent=True` allows a re-send under the key; with neither the call is
-    irreversible (an unknown waits for `daybook resolve`), unless `irreversible=False`.
+    irreversible (an unknown waits for `daybook resolve`), unless `irreversible=False`;
+    `effect_class` as `daybook.tool` takes it (inferred when unset, never spelled out here).
     `secrets`: argument names journaled as a keyed digest (`fn` gets the values); `certain`:
     exceptions that prove the act did not happen. `args` must be JSON (a `daybook.Secret` in
     them is concealed too). Inside `fn`, `daybook.idempotency_key()` is the key. An `async def`
@@ -93,14 +95,14 @@ def journaled_call(
             f"'idempotency_key', which daybook.idempotency_key() gives inside fn); got {bad!r}"
         )
     act = tool(
-        _acting(fn),
         name=name,
         status=status,
         idempotent=idempotent,
         irreversible=irreversible,
+        effect_class=effect_class,
         secrets=tuple(secrets),
         certain=certain,
-    )
+    )(_acting(fn))
     return ctx.effect(act, key=key, **given)
 
 
