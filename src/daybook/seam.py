@@ -84,7 +84,9 @@ def journaled_call(
     if not isinstance(name, str) or not name:
         raise ConfigError(f"journaled_call needs a tool name (e.g. 'agents:refund'), got {name!r}")
     if key is not None and (not isinstance(key, str) or not key):
-        raise ConfigError(f"journaled_call: key must be a non-empty string naming the call, or None; got {key!r}")
+        raise ConfigError(
+            f"journaled_call: key must be a non-empty string naming the call, or None; got {key!r}"
+        )
     if not callable(fn):
         raise ConfigError(f"journaled_call: fn must be callable, got {fn!r}")
     given = dict(args or {})
@@ -127,5 +129,3 @@ def _acting(fn: Callable[..., Any]) -> Callable[..., Any]:
         return out
 
     return act
-
-

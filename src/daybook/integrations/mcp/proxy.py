@@ -48,6 +48,7 @@ from daybook import (
     StillUnknown,
     Suspended,
 )
+
 from . import naming
 from .answers import answer, error, pass_through, status_answer
 from .policy import Policy, ToolPolicy
