@@ -84,8 +84,8 @@ def tool_call(ctx: Context, thread: str, name: str, args: Any) -> Any:
 
 @daybook.workflow(name="langgraph.model_call")
 def model_call(ctx: Context, thread: str, digest: str) -> Any:
-    """One model call as a daybook run: a recorded decision."""
-    return ctx.decide("langgraph:model", _live(ctx.run_id).call).value
+    """One model call as a daybook run: a recorded decision (replayed without the live call)."""
+    return ctx.decide("langgraph:model", lambda: _live(ctx.run_id).call()).value
 
 
 def _live(run_id: str) -> _Live:
