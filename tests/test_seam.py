@@ -67,6 +67,7 @@ def test_current_is_the_running_ctx_sync_and_async_and_refused_outside_a_run(boo
     out = book.run(sync_body, run_id="cur")
     assert out == {"same": True, "in_run": True, "helper": "cur", "tool": ["cur/1", "cur/1", "cur"]}
     assert book.run(async_body, run_id="cur-async") == {"same": True, "tasks": [True, True]}
+    assert book.replay("cur") == out and book.replay("cur-async")["tasks"] == [True, True]
     assert daybook.in_run() is False
     with pytest.raises(NotInRun) as outside:
         daybook.current()
@@ -192,3 +193,27 @@ def test_a_worker_with_a_tracer_provider_exports_only_what_it_executed(db_url: s
     assert {s.context.trace_id for s in spans} == {trace_ids("w2")[0]}
     names = sorted(s.name for s in spans)
     assert names == ["daybook.effect ledger:refund", "daybook.run refund"]
+
+
+def test_an_unknown_outcome_is_resent_under_its_key_only_when_the_call_is_declared_idempotent(
+    book: Daybook,
+) -> None:
+    calls: list[str] = []
+
+    def send() -> str:
+        calls.append(daybook.idempotency_key())
+        if len(calls) % 2:
+            raise daybook.OutcomeUnknown("the connection dropped after the request went out")
+        return "sent"
+
+    @daybook.workflow(name="seam.unknown")
+    def unknown(ctx: Context, idempotent: bool) -> Any:
+        return daybook.journaled_call(ctx, "x:send", f"{ctx.run_id}/send", send, idempotent=idempotent)
+
+    assert book.run(unknown, True, run_id="idem") == "sent"
+    assert calls == ["idem/send", "idem/send"]  # re-sent under the same key
+    calls.clear()
+    # No status, not idempotent: the class daybook.tool infers is irreversible, never re-sent.
+    with pytest.raises(daybook.NeedsAttention):
+        book.run(unknown, False, run_id="once")
+    assert calls == ["once/send"]
