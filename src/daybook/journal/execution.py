@@ -17,7 +17,7 @@ import contextlib
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -122,7 +122,7 @@ class Execution:
         self.heartbeat = heartbeat
         self.settings = settings or RunSettings()
         self._deadline = self.settings.deadline  # read at every step: one lookup, not two
-        self.steps: dict[int, list[Event]] = {}
+        self._steps: dict[int, list[Event]] = {}
         # Steps a fork shares with the run it branched from keep that run's ids and keys.
         self._id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
@@ -135,7 +135,7 @@ class Execution:
         # row with no step after it): the next execution goes on with it rather than abort it.
         self.left_tx: str | None = None
         self._index(events)
-        self._recorded_steps = max(self.steps, default=0)
+        self._recorded_steps = max(self._steps, default=0)
         self._next_seq = (events[-1].seq if events else 0) + 1
         self._next_step = 1
         self.keys: dict[str, int] = {}
@@ -154,6 +154,11 @@ class Execution:
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
+
+    @property
+    def steps(self) -> Mapping[int, list[Event]]:
+        """The recorded steps not yet replayed, by step (the verbs move past them)."""
+        return self._steps
 
     @property
     def next_step(self) -> int:
@@ -191,9 +196,9 @@ class Execution:
                 self._supersede(ev, fork=True)
             elif ev.step is not None:
                 if ev.step in self.soft:  # the re-run asked for another act: the old rows are history
-                    self.steps.pop(ev.step, None)
+                    self._steps.pop(ev.step, None)
                     self._rebranch(ev.step, self.soft.pop(ev.step))
-                self.steps.setdefault(ev.step, []).append(ev)
+                self._steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
                     self._id_owner[ev.step] = ev.run_id
                 self._paused_at = None
@@ -210,10 +215,10 @@ class Execution:
         branch = 0 if fork else int(ev.data.get("branch") or 1)
         soft = {int(s) for s in ev.data.get("soft") or ()}
         for step in ev.data["supersede"]:
-            if int(step) in soft and int(step) in self.steps:
+            if int(step) in soft and int(step) in self._steps:
                 self.soft[int(step)] = branch
                 continue
-            self.steps.pop(int(step), None)
+            self._steps.pop(int(step), None)
             self._rebranch(int(step), branch)
 
     def _rebranch(self, step: int, branch: int) -> None:
@@ -317,7 +322,7 @@ class Execution:
         same_act: Callable[[Event], bool | None] | None = None,
     ) -> list[Event] | None:
         # Popped: a replayed step is never looked up again, so a resume frees as it goes.
-        recs = self.steps.pop(step, None)
+        recs = self._steps.pop(step, None)
         if not recs:
             return None
         if step in self.soft:
@@ -385,9 +390,9 @@ class Execution:
         done = self._next_step - 1
         # A fork that finished before the parent's later acts it left standing: they stay the
         # parent's (listed by `fork`), not steps this run skipped.
-        left = [k for k in self.steps if k > done and self.soft.get(k) != 0]
+        left = [k for k in self._steps if k > done and self.soft.get(k) != 0]
         if left:
-            first = self.steps[min(left)][0]
+            first = self._steps[min(left)][0]
             raise Stop(
                 NonDeterminismError(
                     f"run {self.run_id!r}: the workflow finished after step {done}, but the "
@@ -403,7 +408,7 @@ class Execution:
         """Go on after step `end`: the recorded steps from here to it are not replayed (an
         attempt the journal shows aborted with a retry)."""
         for skipped in range(self._next_step, end + 1):
-            self.steps.pop(skipped, None)
+            self._steps.pop(skipped, None)
         self._next_step = end + 1
 
     def jump_to(self, step: int) -> None:
@@ -414,8 +419,8 @@ class Execution:
     def start_at(self, first: int) -> None:
         """Begin at step `first`, as if the journal began there (a cancelled run's unwind runs
         after the run's own steps): the steps before it are not replayed."""
-        self.steps = {step: rows for step, rows in self.steps.items() if step >= first}
-        self._recorded_steps = max(self.steps, default=0)
+        self._steps = {step: rows for step, rows in self._steps.items() if step >= first}
+        self._recorded_steps = max(self._steps, default=0)
         self._next_step = first
 
     @contextlib.contextmanager
@@ -423,7 +428,7 @@ class Execution:
         """Replay `step` from `rows` once more (an undo begun before and never settled is
         settled at its own step), then go on where the cursor was."""
         saved = self._next_step
-        self.steps[step] = rows
+        self._steps[step] = rows
         self._next_step = step
         try:
             yield
