@@ -139,3 +139,23 @@ def _commands() -> set[tuple[str, ...]]:
 def test_every_daybook_command_the_docs_name_exists() -> None:
     unknown = sorted({name for name, _ in _commands() if name not in main.commands})
     assert unknown == []
+
+
+def test_the_layout_in_docs_architecture_is_true() -> None:
+    """docs/architecture.md names every sub-package and top-level module of src/daybook, and
+    every file it names exists (the layout went stale once, in the README)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    layout = blocks(ROOT / "docs" / "architecture.md")[0].code
+    src = ROOT / "src" / "daybook"
+    parts = [p.name + "/" for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    parts += [p.name for p in src.glob("*.py") if p.name not in {"__init__.py", "__main__.py"}]
+    assert [p for p in sorted(parts) if not re.search(rf"^  {re.escape(p)}\s", layout, re.M)] == []
+    files = {p.name for d in ("src", "benchmarks", "examples", "tests", "docs") for p in (ROOT / d).rglob("*.py")}
+    assert sorted(set(re.findall(r"\b([a-z_]+\.py)\b", text)) - files) == []
+
+
+def test_every_link_in_the_readme_reaches_a_file() -> None:
+    """The site's own links are checked by `mkdocs build --strict`; the README's, here."""
+    text = (ROOT / "README.md").read_text()
+    targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t}
+    assert sorted(t for t in targets if t and not (ROOT / t).exists()) == []
