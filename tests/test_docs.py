@@ -71,7 +71,12 @@ def test_every_python_block_runs(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "block.py"
     script.write_text(block.code)
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, f"{block.id}:\n{proc.stderr}"
 
@@ -100,6 +105,7 @@ def _run_step(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", SESSIONS, ids=[str(p.relative_to(ROOT)) for p in SESSIONS])
 def test_every_console_session_prints_what_the_page_shows(page: Path, tmp_path: Path) -> None:
     """The page's files are written to a fresh folder and its sessions run there in order: each
@@ -150,7 +156,9 @@ def test_the_layout_in_docs_architecture_is_true() -> None:
     parts = [p.name + "/" for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
     parts += [p.name for p in src.glob("*.py") if p.name not in {"__init__.py", "__main__.py"}]
     assert [p for p in sorted(parts) if not re.search(rf"^  {re.escape(p)}\s", layout, re.M)] == []
-    files = {p.name for d in ("src", "benchmarks", "examples", "tests", "docs") for p in (ROOT / d).rglob("*.py")}
+    files = {
+        p.name for d in ("src", "benchmarks", "examples", "tests", "docs") for p in (ROOT / d).rglob("*.py")
+    }
     assert sorted(set(re.findall(r"\b([a-z_]+\.py)\b", text)) - files) == []
 
 

@@ -1,6 +1,6 @@
 """The package's shape as a user and a maintainer rely on it: the public surface is exactly what
-the README documents, every name the README and the docs site use exists, modules and functions stay small, each
-sub-package says what it owns, and no module imports another in a cycle."""
+the README documents, every name the README and the docs site use exists, modules and functions
+stay small, each sub-package says what it owns, and no module imports another in a cycle."""
 
 from __future__ import annotations
 
