@@ -167,3 +167,11 @@ def test_every_link_in_the_readme_reaches_a_file() -> None:
     text = (ROOT / "README.md").read_text()
     targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t}
     assert sorted(t for t in targets if t and not (ROOT / t).exists()) == []
+
+
+JSON_BLOCKS = [b for b in all_blocks() if b.lang == "json"]
+
+
+@pytest.mark.parametrize("block", JSON_BLOCKS, ids=[b.id for b in JSON_BLOCKS])
+def test_every_json_block_parses(block: Block) -> None:
+    json.loads(block.code)
