@@ -175,3 +175,21 @@ JSON_BLOCKS = [b for b in all_blocks() if b.lang == "json"]
 @pytest.mark.parametrize("block", JSON_BLOCKS, ids=[b.id for b in JSON_BLOCKS])
 def test_every_json_block_parses(block: Block) -> None:
     json.loads(block.code)
+
+
+DIFFS = [p for p in pages() if any(b.lang == "diff" for b in blocks(p))]
+
+
+@pytest.mark.parametrize("page", DIFFS, ids=[str(p.relative_to(ROOT)) for p in DIFFS])
+def test_every_diff_shows_lines_of_the_files_it_compares(page: Path) -> None:
+    """A first-hour page's diff ("the lines it takes") goes from its `before.py` to the durable
+    file: each removed line is one of before.py's, each added line one of the other's."""
+    files = {b.title: b.code.splitlines() for b in blocks(page) if b.title}
+    before = files.pop("before.py")
+    (after,) = [lines for title, lines in files.items() if title != "scripted.py"]
+    for b in (b for b in blocks(page) if b.lang == "diff"):
+        for line in b.code.splitlines():
+            if line.startswith("-"):
+                assert line[1:] in before, f"{b.id}: {line}"
+            elif line.startswith("+"):
+                assert line[1:] in after, f"{b.id}: {line}"
