@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from documentation import ROOT, Block, all_blocks, all_text, blocks, pages
 
+import daybook
 from daybook.cli import main
 
 FROZEN = json.loads((Path(__file__).parent / "documented_036cbea.json").read_text())
@@ -193,3 +194,9 @@ def test_every_diff_shows_lines_of_the_files_it_compares(page: Path) -> None:
                 assert line[1:] in before, f"{b.id}: {line}"
             elif line.startswith("+"):
                 assert line[1:] in after, f"{b.id}: {line}"
+
+
+def test_the_api_reference_renders_every_public_name() -> None:
+    text = (ROOT / "docs" / "reference" / "api.md").read_text()
+    rendered = set(re.findall(r"^::: daybook\.(\w+)$", text, re.M))
+    assert set(daybook.__all__) - {"SCHEMA_VERSION", "__version__"} - rendered == set()
