@@ -211,3 +211,29 @@ def test_no_facet_reaches_another_by_getattr() -> None:
             ):
                 found.append(f"{path.relative_to(SRC.resolve())}:{node.lineno}")
     assert found == []
+
+
+def test_ctx_says_what_each_facet_says() -> None:
+    # `help(ctx.x)` and the API reference read Context's docstrings; the facet that does the
+    # work keeps its own. Where a facet's method says something, Context's says it too.
+    import inspect
+
+    from daybook.journal.facet import Facet
+
+    stale, classes, todo = [], set(), [Facet]
+    while todo:
+        cls = todo.pop()
+        classes.add(cls)
+        todo.extend(cls.__subclasses__())
+    for cls in classes:
+        for name, fn in vars(cls).items():
+            if name.startswith("_") or not hasattr(daybook.Context, name) or not callable(fn):
+                continue
+            said = inspect.getdoc(fn) or ""
+            if (
+                said
+                and "Context." not in said
+                and said not in (inspect.getdoc(getattr(daybook.Context, name)) or "")
+            ):
+                stale.append(f"{cls.__name__}.{name}")
+    assert stale == []

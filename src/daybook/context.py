@@ -69,6 +69,7 @@ class Context:
 
     @property
     def run_id(self) -> str:
+        """This run's id."""
         return self._exe.run_id
 
     @overload
