@@ -30,8 +30,8 @@ from store_bytes import store_text
 from daybook import Daybook, FernetCodec, RunStatus, Suspended, UpdateTimeout
 from daybook.errors import RunFailed, RunParked
 from daybook.store import Store
-from daybook.store.parts import methods
 from daybook.store.guarded import PASSTHROUGH, GuardedStore
+from daybook.store.parts import methods
 from daybook.web.app import build
 
 APP = str(HERE / "secrecy_app.py")
