@@ -5,9 +5,10 @@ they return.
 totally ordered allocator, the dialect's `next_epoch`: one counter row on SQLite, a sequence
 drawn under a transaction lock on PostgreSQL, so a smaller epoch is always visible before a
 larger one), its scopes and its status. It is a header like `daybook_runs`, documented as
-mutable: only `status` and `updated_at` ever change, a terminal status (committed, aborted, stuck) never changes again
-(a trigger refuses it), and every change is written in the same database transaction as the
-journal row that records it, so the header never says what the journal does not.
+mutable: only `status` and `updated_at` ever change, a terminal status (committed, aborted,
+stuck) never changes again (a trigger refuses it), and every change is written in the same
+database transaction as the journal row that records it, so the header never says what the
+journal does not.
 """
 
 from __future__ import annotations
