@@ -28,11 +28,17 @@ from ..records import Event
 from .parts import WRITES as WRITES
 from .parts import Admin as Admin
 from .parts import Commits as Commits
+from .parts import CommitsReads as CommitsReads
 from .parts import Dispatch as Dispatch
+from .parts import DispatchReads as DispatchReads
 from .parts import Entities as Entities
+from .parts import EntitiesReads as EntitiesReads
 from .parts import Epochs as Epochs
+from .parts import EpochsReads as EpochsReads
 from .parts import Inbox as Inbox
+from .parts import InboxReads as InboxReads
 from .parts import Journal as Journal
+from .parts import JournalReads as JournalReads
 from .parts import Leases as Leases
 from .parts import ReadStore as ReadStore
 from .parts import Store as Store
