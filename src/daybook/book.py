@@ -54,6 +54,7 @@ from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
+from .store.secrets import concealer_for
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
@@ -145,6 +146,13 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     @property
     def url(self) -> str:
         return self._store.url
+
+    def conceal(self, value: JSON) -> JSON:
+        """`value` as this store's journal would hold it: each `daybook.Secret` in it as its keyed
+        digest (the same concealment as `ctx.effect`'s, and the secret's text is scrubbed from
+        this handle's writes from now on). For a run's input that must not hold a secret in
+        clear (the MCP proxy's calls): pass the result to `book.run`, the live value around it."""
+        return concealer_for(self._store).conceal(value)[0]
 
     @property
     def owner(self) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from ...journal.tool import Confirmed, NotFound, ReconcileResult, StillUnknown
+from daybook import Confirmed, NotFound, ReconcileResult, StillUnknown
+
 from .upstream import Upstream
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
+from daybook import ConfigError
+
 from .concealment import SecretArguments
 from .schema import CLASSES, ToolEntry, overrides, parse
 
