@@ -113,6 +113,19 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 raise
             raise conflict_error(event, on_key) from None
 
+    def _moved(self, update: str, params: tuple[Any, ...], event: Event) -> bool:
+        """Change a header with `update` and insert `event` with it, or neither (False) if the
+        header was not in a state to change."""
+        row = event_params(event)
+
+        def write(db: Db) -> bool:
+            if db.execute(update, params).rowcount == 0:
+                return False
+            db.execute(INSERT_EVENT, row)
+            return True
+
+        return bool(self._journaled(event, write))
+
     # -- runs and leases ------------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
@@ -223,18 +236,7 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     ) -> None:
         what = f"run {run_id!r}"
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
-        if event is None:
-            changed = self._changed(_FINISH, params)  # idempotent
-        else:
-            row = event_params(event)
-
-            def write(db: Db) -> bool:
-                if db.execute(_FINISH, params).rowcount == 0:
-                    return False
-                db.execute(INSERT_EVENT, row)
-                return True
-
-            changed = self._journaled(event, write)
+        changed = self._changed(_FINISH, params) if event is None else self._moved(_FINISH, params, event)
         if not changed:
             raise LeaseLost(
                 f"run {run_id!r}: another process took the run over before this one could record how "
@@ -246,15 +248,7 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     ) -> bool:
         update = _TRANSITION.format(marks=_marks(len(allowed)))
         params = (status, dumps(error, f"run {run_id!r} error"), now, status, now, run_id, *allowed)
-        row = event_params(event)
-
-        def write(db: Db) -> bool:
-            if db.execute(update, params).rowcount == 0:
-                return False
-            db.execute(INSERT_EVENT, row)
-            return True
-
-        return bool(self._journaled(event, write))
+        return self._moved(update, params, event)
 
     def load(self, run_id: str) -> list[Event]:
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
@@ -340,15 +334,7 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         return int(self._journaled(event, write))
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        row = event_params(event)
-
-        def write(db: Db) -> bool:
-            if db.execute(mark_sql("%s"), (status, now, tx_id)).rowcount == 0:
-                return False
-            db.execute(INSERT_EVENT, row)
-            return True
-
-        changed = bool(self._journaled(event, write))
+        changed = self._moved(mark_sql("%s"), (status, now, tx_id), event)
         if status in TX_ENDED:
             self._tx_signal.bump()  # this handle's waiters look again at once
         return changed
