@@ -89,7 +89,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     (terminal `failed`). Raised on purpose: `WorkflowFailed`, a certain `StepFailed`,
     `BudgetExceeded`, and what the workflow lists in `@workflow(fail_on=...)`.
     `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
-    else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
+    else a key kept in the store; see docs/security.md). `codec`: a payload codec the
     store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
     `gate_irreversible`: True (any approver) or approvers' names puts every irreversible
     `ctx.effect` outside a transaction through an approval gate first (the one-effect
@@ -246,7 +246,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
         step that raised runs again. Journaled with who asked (`by`, default the OS user; a
-        registered approver's name needs its `token`, see "Security model" in the README).
+        registered approver's name needs its `token`, see "Security model" in docs/security.md).
 
         Runs it here and returns its result (as `resume`), or with `submit=True` only marks it
         due for a worker (`daybook worker`) and returns None."""
