@@ -30,7 +30,6 @@ from typing import Any
 from ..context import Context
 from ..errors import ConfigError, DaybookError
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
-from ..tx.atomix import treat
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -196,6 +195,9 @@ def unstage(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     reference=lambda r: r["sha256"],
     effect_class="compensable",
     bufferable=True,
+    # Inside ctx.transaction staging a file is invisible already: it runs now, and its inverse
+    # removes the staged file on abort (publishing, `files.commit`, is what is deferred).
+    in_transaction="now",
     certain=(DaybookError,),  # refused before any file changed
 )
 def write(*, root: str, run: str, path: str, content: str, idempotency_key: str) -> dict[str, Any]:
@@ -216,6 +218,7 @@ def write(*, root: str, run: str, path: str, content: str, idempotency_key: str)
     inverse=unstage,
     effect_class="compensable",
     bufferable=True,
+    in_transaction="now",  # as `files.write`: only stages
 )
 def delete(*, root: str, run: str, path: str, idempotency_key: str) -> dict[str, Any]:
     """Stage the removal of `path` (it is removed at commit; nothing is written now)."""
@@ -330,6 +333,8 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     inverse=restore,
     reference=lambda r: r["backup"],
     effect_class="compensable",
+    # Publishing: inside ctx.transaction it is deferred to the transaction's commit.
+    in_transaction="buffered",
     certain=(DaybookError,),  # refused before any file changed
 )
 def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_key: str) -> dict[str, Any]:
@@ -373,10 +378,6 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
     return _commit_result(base, backups, final)
 
 
-# Inside ctx.transaction: staging a file is invisible already (it runs now, and its inverse
-# removes the staged file on abort); publishing is deferred to the transaction's commit.
-treat("now", write, delete)
-treat("buffered", commit)
 
 
 # -- the workspace --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ An MCP client sends no idempotency information of its own, so the proxy names ea
 it can see, in this order:
 
 1. A key the client gives: `_meta["daybook/idempotency_key"]` on the request, or the tool's own
-   idempotency-key argument (when its input schema has one) filled in by the client. The call is
+   idempotency-key argument (when its input schema has one) filled in by the client. The call is (the key grammar: `journal/keys.py`)
    `mcp/key/<tool>/<key>`: the same key is the same decision, in any session, after any restart;
    the same key with other arguments is refused.
 2. Otherwise its position in the session: `mcp/<session>/<tool>/<digest>/<n>`, where `digest` is a
@@ -22,6 +22,8 @@ import hashlib
 import json
 from typing import Any
 
+from ...journal import keys
+
 KEY_META = "daybook/idempotency_key"
 MAX_KEY = 120
 
@@ -30,13 +32,6 @@ def digest(arguments: Any) -> str:
     """A canonical digest of a call's arguments (key order and whitespace do not matter)."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _part(text: str) -> str:
-    """A tool name or client key as a run-id segment: kept when short, else shortened with a hash."""
-    if len(text) <= 60 and "/" not in text:
-        return text
-    return f"{text[:24].replace('/', '_')}~{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def client_key(meta: Any, arguments: dict[str, Any], key_argument: str | None) -> str | None:
@@ -50,8 +45,8 @@ def client_key(meta: Any, arguments: dict[str, Any], key_argument: str | None) -
 
 
 def keyed_call(tool: str, key: str) -> str:
-    return f"mcp/key/{_part(tool)}/{_part(key)}"
+    return keys.mcp_keyed(tool, key)
 
 
 def positional_call(session: str, tool: str, args_digest: str, n: int) -> str:
-    return f"mcp/{_part(session)}/{_part(tool)}/{args_digest}/{n}"
+    return keys.mcp_positional(session, tool, args_digest, n)
