@@ -378,8 +378,6 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
     return _commit_result(base, backups, final)
 
 
-
-
 # -- the workspace --------------------------------------------------------------------------------
 
 

@@ -157,7 +157,7 @@ class Effects(Facet):
             key = keys.decision_key(decision.id, tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
-        if named and step in exe.branch:
+        if named and step in exe.branch and key is not None:
             key = keys.branched(key, exe.branch[step])  # a step run again on a journal branch
         key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step

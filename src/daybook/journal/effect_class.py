@@ -39,13 +39,13 @@ class Row:
 
 # fmt: off
 TABLE: dict[str, Row] = {
-    #                       undone resend gate   inverse cost
-    "idempotent":      Row(True,  True,  False, False,  False, "re-sent under its key when its outcome is unknown"),
-    "manual":          Row(True,  False, False, False,  False, "not irreversible, but no inverse: a rollback leaves it to a person"),
-    "reversible":      Row(True,  False, False, True,   False, "undone exactly by its inverse"),
-    "compensable":     Row(True,  False, False, True,   False, "undone by its inverse, a compensating act"),
-    "reversible-with-cost": Row(True, False, False, True, True, "undone by its inverse; the fee or quota it spent stays, recorded"),
-    "irreversible":    Row(False, False, True,  False,  False, "never undone: held in a transaction, gated by the agent loop"),
+    #                        undone resend gate   inverse cost
+    "idempotent":           Row(True,  True,  False, False, False, "re-sent under its key if unknown"),
+    "manual":               Row(True,  False, False, False, False, "no inverse: a person undoes it"),
+    "reversible":           Row(True,  False, False, True,  False, "undone exactly by its inverse"),
+    "compensable":          Row(True,  False, False, True,  False, "undone by a compensating inverse"),
+    "reversible-with-cost": Row(True,  False, False, True,  True,  "undone; the fee it spent stays"),
+    "irreversible":         Row(False, False, True,  False, False, "never undone; held, gated"),
 }
 # fmt: on
 
@@ -181,7 +181,8 @@ def declare(
     # Declaring a class whose row says re-sending is safe is declaring it (`idempotent=True`);
     # a `Tool` built directly says it with its own `idempotent` flag, which wins.
     resend = bool(idempotent or (strict and effect_class is not None and TABLE[effect_class].resend))
-    if not strict and (TABLE[name].inverse and not inverse or TABLE[name].resend and not (resend or asks)):
+    promises = (TABLE[name].inverse and not inverse) or (TABLE[name].resend and not (resend or asks))
+    if not strict and promises:
         name = "compensable" if inverse else "manual"  # the label promises what the facts do not
     row = TABLE[name]
     how = in_transaction or ("held" if never else "buffered" if bufferable else "now")
@@ -215,7 +216,8 @@ def _refuse(
             "spend; give cost=<(args, result) -> dict of amounts>"
         )
     if in_transaction is not None and in_transaction not in IN_TRANSACTION:
-        raise ConfigError(f"{what}: in_transaction={in_transaction!r}; use one of " + ", ".join(IN_TRANSACTION))
+        choices = ", ".join(IN_TRANSACTION)
+        raise ConfigError(f"{what}: in_transaction={in_transaction!r}; use one of {choices}")
     never = irreversible is True or effect_class == "irreversible"
     if in_transaction is not None and (in_transaction == "held") != never:
         raise ConfigError(
@@ -253,4 +255,5 @@ def mcp_class(policy_class: str, *, status: bool) -> EffectClass | None:
     if policy_class == "read":
         return None
     label = {"idempotent": "idempotent", "reversible": "manual"}.get(policy_class, "irreversible")
-    return declare(f"mcp tool ({policy_class})", label, idempotent=label == "idempotent", asks=status, strict=False)
+    what = f"mcp tool ({policy_class})"
+    return declare(what, label, idempotent=label == "idempotent", asks=status, strict=False)

@@ -56,6 +56,11 @@ def is_compensation(key: str | None) -> bool:
     return (key or "").startswith(COMP)
 
 
+def compensated(key: str) -> str:
+    """The key of the act an undo under `key` (`comp/<key>`) undoes."""
+    return key[len(COMP) :]
+
+
 def _part(text: str) -> str:
     """A tool name or client key as a run-id segment: kept when short, else shortened with a hash."""
     if len(text) <= 60 and "/" not in text:

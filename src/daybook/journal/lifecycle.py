@@ -51,7 +51,7 @@ from . import keys, resolution
 from .act import Act
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
+from .tool import Confirmed, NotFound, StillUnknown, classify, is_certain
 
 log = logging.getLogger("daybook")
 

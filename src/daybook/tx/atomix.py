@@ -412,7 +412,7 @@ class EpochTransaction:
         if self._done:
             settled = _settled(self._exe)
             for c in reversed(self._done):
-                problem = yield from self._undo(c, settled.get(c.step))
+                problem = yield from self._undo(c, settled.get(c.step or 0))  # set when it ran now
                 if problem:
                     stuck.append(problem)
         # A refused scope, a bad configuration or a declined release would fail again: no retry.

@@ -187,7 +187,8 @@ class Transactions(Steps):
         buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
-            gated = isinstance(tool, Tool) and tool.effect.irreversible and self._exe.gate_irreversible is not False
+            policy = self._exe.gate_irreversible
+            gated = isinstance(tool, Tool) and tool.effect.irreversible and policy is not False
             if gated and self._release(tool, key, decision, dict(args)):
                 # Approved: a fork may make it again with other arguments than its original.
                 self._exe.released = tool.name

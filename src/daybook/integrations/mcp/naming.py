@@ -4,9 +4,9 @@ An MCP client sends no idempotency information of its own, so the proxy names ea
 it can see, in this order:
 
 1. A key the client gives: `_meta["daybook/idempotency_key"]` on the request, or the tool's own
-   idempotency-key argument (when its input schema has one) filled in by the client. The call is (the key grammar: `journal/keys.py`)
-   `mcp/key/<tool>/<key>`: the same key is the same decision, in any session, after any restart;
-   the same key with other arguments is refused.
+   idempotency-key argument (when its input schema has one) filled in by the client. The call is
+   `mcp/key/<tool>/<key>` (the key grammar: `journal/keys.py`): the same key is the same
+   decision, in any session, after any restart; the same key with other arguments is refused.
 2. Otherwise its position in the session: `mcp/<session>/<tool>/<digest>/<n>`, where `digest` is a
    canonical digest of the arguments (as journaled: secret ones as their keyed digests) and `n`
    counts the identical calls (same tool, same arguments) this proxy process has settled in the

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from ...journal.effect_class import EffectClass, mcp_class
 from .concealment import SecretArguments
 from .schema import CLASSES, ToolEntry, overrides, parse
 
@@ -67,7 +68,12 @@ class ToolPolicy:
 
     @property
     def idempotent(self) -> bool:
-        return self.effect_class == "idempotent"
+        return self.effect is not None and self.effect.resend
+
+    @property
+    def effect(self) -> EffectClass | None:
+        """The policy's class as an effect class (`journal/effect_class.py`); None for `read`."""
+        return mcp_class(self.effect_class, status=self.status is not None)
 
     @property
     def secret(self) -> SecretArguments:

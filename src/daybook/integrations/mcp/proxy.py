@@ -248,14 +248,14 @@ class McpProxy:
         made = self._effects.get(name)
         if made is None:
             policy = self.policies[name]
+            klass = policy.effect
+            assert klass is not None, f"{name}: a read tool is passed through, never journaled"
             made = Tool(
                 fn=self._sender(name, policy),
                 name=f"mcp:{name}",
-                idempotent=policy.idempotent,
                 # The async driver awaits what a status query returns (see journal/driver.py).
                 reconcile=cast(Any, self._asker(policy)) if policy.status is not None else None,
-                irreversible=policy.effect_class == "irreversible",
-                effect_class=policy.effect_class,
+                effect=klass,
                 # The server answered with an error: it did not act. A lost connection is no
                 # answer (the sender turns it into OutcomeUnknown).
                 certain=(McpError,),
