@@ -288,17 +288,10 @@ def tool(
     `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own
     reference, used once the dedup window has passed; `verify(args)` looks at the world for a
     keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
-    answer is pending (a durable timer, unlimited rounds); `effect_class` is a row of
-    `daybook.journal.effect_class.TABLE` (idempotent, manual, reversible, compensable,
-    reversible-with-cost, irreversible; inferred when unset; one that cannot be honoured, such as
-    "reversible" with no inverse, is refused here); `bufferable` says the effect is invisible
-    until a commit step (inside `ctx.transaction` it is staged and runs at the commit; outside a
-    transaction there is no commit step and it runs at once); `in_transaction` ("buffered", "held",
-    "now") overrides what a transaction does with a call (an adapter whose own call only stages
-    runs now); `cost(args, result)` returns the fee or quota an act spent, recorded with its
-    outcome (required by "reversible-with-cost"). `certain`: exception types (and HTTP
-    4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
-    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
+    answer is pending (a durable timer, unlimited rounds); `effect_class`, `bufferable`,
+    `in_transaction`, `cost`: what daybook does with its acts (`journal/effect_class.py`).
+    `certain`: exception types (and HTTP 4xx codes) proving the act did not happen (`failed`,
+    even for a tool with `status` or `verify`, whose other exceptions are read as `unknown`).
     `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
     receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay
     hands back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`),
@@ -306,11 +299,10 @@ def tool(
     inside `ctx.transaction(scopes=...)` a call outside them is refused before it runs.
     `cancel(**args, idempotency_key=key)` stops a running call a retraction names; `volatile`:
     arguments that do not change which act a call is (a timestamp; for recovery re-runs)."""
-    # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
-        made = _make(f, **profile)
+        made = _make(f, **profile)  # every keyword above, as given: checked, built
         _TOOLS[made.name] = made
         return made
 
@@ -348,39 +340,22 @@ def _make(
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, cost)
     asker = reconcile or status
-    profiled = bool(
-        idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
-    )
-    klass = declare(
-        f"tool {f.__qualname__}",
-        effect_class,
-        irreversible=irreversible,
-        idempotent=idempotent,
-        inverse=inverse is not None,
-        bufferable=bufferable,
-        profiled=profiled or effect_class == "idempotent",
-        accepts_keys=accepts_keys,
-        asks=asker is not None,
-        cost=cost is not None,
-        in_transaction=in_transaction,
-    )
+    # Every keyword as given: the one mapping onto an effect class reads the facts it needs.
+    klass, profiled = _declared(f, dict(locals()))
     return Tool(
         fn=f,
         name=name or f.__name__,
-        idempotent=klass.resend,
         reconcile=asker,
         dedup_window=dedup_window,
         retry=retry or Retry(),
         inverse=inverse,
-        irreversible=klass.irreversible,
         list_keys=list_keys,
         reference=reference,
         lookup=lookup,
         verify=verify,
         poll=poll,
-        effect=klass,
-        bufferable=bufferable,
-        accepts_keys=accepts_keys and (profiled or effect_class == "idempotent" or irreversible is False),
+        effect=klass,  # its idempotent, irreversible and bufferable fields follow from it
+        accepts_keys=accepts_keys and (profiled or irreversible is False),
         certain=_certain(f, certain),
         secrets=_secret_names(f, secrets),
         secret_result=bool(secret_result),
@@ -389,6 +364,29 @@ def _make(
         volatile=tuple(volatile),
         cost=cost,
     )
+
+
+def _declared(f: Callable[..., Any], p: dict[str, Any]) -> tuple[EffectClass, bool]:
+    """The effect class of a `@daybook.tool` declaration (`effect_class.declare`, strict), and
+    whether the tool has any counterparty profile at all."""
+    asks = p["reconcile"] or p["status"]
+    profiled = p["effect_class"] == "idempotent" or any(
+        p[k] for k in ("idempotent", "inverse", "dedup_window", "list_keys", "reference", "lookup", "verify")
+    )
+    klass = declare(
+        f"tool {p['name'] or f.__qualname__}",
+        p["effect_class"],
+        irreversible=p["irreversible"],
+        idempotent=p["idempotent"],
+        inverse=p["inverse"] is not None,
+        bufferable=p["bufferable"],
+        profiled=bool(profiled or asks),
+        accepts_keys=p["accepts_keys"],
+        asks=asks is not None,
+        cost=p["cost"] is not None,
+        in_transaction=p["in_transaction"],
+    )
+    return klass, bool(profiled or asks)
 
 
 def _certain(f: Callable[..., Any], certain: Any) -> tuple[type[BaseException] | int, ...]:
