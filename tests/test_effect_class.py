@@ -188,7 +188,7 @@ def test_a_declaration_that_cannot_be_honoured_is_refused_when_the_tool_is_decla
 # -- the defects ----------------------------------------------------------------------------------
 
 
-@daybook.tool(irreversible=True)
+@daybook.tool(name="ec.pay", irreversible=True)  # named apart: tools register by name
 def pay(to: str, idempotency_key: str) -> str:
     calls.append(("pay", 0))
     return "ok"
@@ -234,7 +234,7 @@ def test_d5_a_reversible_tool_is_undone_by_its_inverse_on_abort(book: Daybook) -
     assert book.get_run("REV").status != "stuck" and REFUNDS == ["comp/REV/2"]
 
 
-@daybook.tool(bufferable=True, idempotent=True)
+@daybook.tool(name="ec.stage", bufferable=True, idempotent=True)
 def stage(x: int, idempotency_key: str) -> int:
     calls.append(("stage", x))
     return x
