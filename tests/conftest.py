@@ -50,6 +50,18 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: floa
         time.sleep(interval)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): two workers per CPU this process may use, 2 to 8. Most
+    tests wait on child processes, sockets and the database rather than compute, so two per core
+    keeps the cores busy; past that a loaded machine only queues them. $PYTEST_XDIST_AUTO_NUM_WORKERS
+    still decides when set (or `-n N` on the command line)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(2, min(2 * cpus, 8))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked slow first, each group in file order (the sort is stable): handed out to the
     xdist workers in this order, the long tests start early and the run ends on short ones."""

@@ -358,7 +358,3 @@ def test_the_key_grammar_keeps_the_stored_formats() -> None:
     assert keys.attempt_key("k", 1) == "k" and keys.attempt_key("k", 2) == "k#attempt2"
     assert keys.compensation_key("run/3") == "comp/run/3" and keys.compensated("comp/run/3") == "run/3"
     assert keys.is_compensation("comp/x") and not keys.is_compensation("x/comp/")
-    assert keys.mcp_keyed("send", "abc") == "mcp/key/send/abc"
-    assert keys.mcp_positional("s1", "send", "d" * 16, 0) == f"mcp/s1/send/{'d' * 16}/0"
-    long = keys.mcp_keyed("t", "a/" * 40)
-    assert long.startswith("mcp/key/t/a_a_a_a_a_a_a_a_a_a_a_a_~") and len(long.rsplit("~", 1)[1]) == 16

@@ -395,3 +395,21 @@ def test_the_proxy_serves_clients_over_streamable_http(db_url: str, ledger: Path
         proc.wait()
     with Daybook(db_url) as book:
         assert [e["key"] for e in book.effects()] == ["mcp/key/send/over-http"]
+
+
+def test_a_call_settled_by_the_status_query_is_answered_as_the_tool_itself_would_answer() -> None:
+    """After a crash the answer comes from the status query: a string result is the text as is,
+    and structured content is there (wrapped as the SDKs wrap a non-object result), so a client
+    whose tool declares an output schema accepts it (docs/durable/mcp.md runs the whole path)."""
+    from mcp import types as mcp_types
+
+    from daybook import Confirmed
+    from daybook.integrations.mcp.answers import status_answer, tool_result
+
+    said = '{"status": "confirmed", "result": "paid 5 to bob"}'
+    reply = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=said)])
+    settled = status_answer(reply)
+    assert isinstance(settled, Confirmed)
+    answer = tool_result(settled.result)
+    assert answer.content[0].text == "paid 5 to bob"  # type: ignore[union-attr]
+    assert answer.structuredContent == {"result": "paid 5 to bob"}

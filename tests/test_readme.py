@@ -1,4 +1,5 @@
-"""The README is a contract: its Python example runs, and its commands exist."""
+"""The README is a contract: its Python example runs, and its commands (and the full table in
+docs/cli.md) exist. tests/test_docs.py holds the site to the same."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_the_readme_python_example_runs_and_attaches_on_the_second_call(tmp_path
 def test_every_documented_cli_command_exists() -> None:
     # In one process through click's runner: forty `daybook X --help` processes in a row once
     # passed the per-test timeout on a busy machine. The entry point itself is started once.
-    commands = set(re.findall(r"^\| `daybook (\w[\w-]*)", README, re.M))
+    tables = README + (ROOT / "docs" / "cli.md").read_text()
+    commands = set(re.findall(r"^\| `daybook (\w[\w-]*)", tables, re.M))
     assert commands >= {"demo", "runs", "show", "resume", "export", "unknowns", "resolve"}
     proc = subprocess.run(
         [sys.executable, "-m", "daybook", "--help"], capture_output=True, text=True, timeout=120

@@ -1,6 +1,6 @@
 """The package's shape as a user and a maintainer rely on it: the public surface is exactly what
-the README documents, every name the README uses exists, modules and functions stay small, each
-sub-package says what it owns, and no module imports another in a cycle."""
+the README documents, every name the README and the docs site use exists, modules and functions
+stay small, each sub-package says what it owns, and no module imports another in a cycle."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import grimp
+from documentation import all_text
 
 import daybook
 
@@ -40,15 +41,17 @@ def test_internal_names_do_not_leak_from_the_package() -> None:
 
 
 def test_every_name_the_readme_uses_exists() -> None:
-    for name in set(re.findall(r"\bdaybook\.([A-Z][A-Za-z0-9_]*)", README)):
-        assert name in daybook.__all__, f"README uses daybook.{name}, which is not exported"
-    for method in set(re.findall(r"\bbook\.([a-z_]+)\(", README)):
-        assert callable(getattr(daybook.Daybook, method, None)), f"README uses book.{method}()"
-    ctx_attrs = set(re.findall(r"\bctx\.([a-z_]+)", README))
-    assert ctx_attrs, "the README documents ctx"
+    """The README and every page under docs/ (tests/documentation.py reads them)."""
+    docs = all_text()
+    for name in set(re.findall(r"\bdaybook\.([A-Z][A-Za-z0-9_]*)", docs)):
+        assert name in daybook.__all__, f"the docs use daybook.{name}, which is not exported"
+    for method in set(re.findall(r"\bbook\.([a-z_]+)\(", docs)):
+        assert callable(getattr(daybook.Daybook, method, None)), f"the docs use book.{method}()"
+    ctx_attrs = set(re.findall(r"\bctx\.([a-z_]+)", docs))
+    assert ctx_attrs, "the docs document ctx"
     for attr in ctx_attrs - {"budget"}:  # budget is set per context instance
-        assert callable(getattr(daybook.Context, attr, None)), f"README uses ctx.{attr}"
-    for module in set(re.findall(r"\bdaybook\.adapters\.([a-z_]+)", README)):
+        assert callable(getattr(daybook.Context, attr, None)), f"the docs use ctx.{attr}"
+    for module in set(re.findall(r"\bdaybook\.adapters\.([a-z_]+)", docs)):
         importlib.import_module(f"daybook.adapters.{module}")
 
 
@@ -110,9 +113,11 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycles == []
 
 
-def test_only_the_cli_imports_the_package_root() -> None:
-    # The CLI is a client of the public API (`from .. import Daybook`); nothing below it may
-    # import the root, which imports everything.
+def test_only_the_clients_of_the_public_api_import_the_package_root() -> None:
+    # The CLI, the integrations and the adapters are clients of the public API (`from daybook
+    # import Daybook`; the last two may import nothing else of daybook's, see pyproject.toml);
+    # nothing else may import the root, which imports everything.
     graph = grimp.build_graph("daybook")
     importers = graph.find_modules_that_directly_import("daybook")
-    assert {m for m in importers if not m.startswith("daybook.cli.")} == set()
+    clients = ("daybook.cli.", "daybook.integrations.", "daybook.adapters.")
+    assert {m for m in importers if not m.startswith(clients)} == set()

@@ -31,6 +31,7 @@ from .errors import (
     NeedsAttention,
     NonDeterminismError,
     NotAuthorized,
+    NotInRun,
     NotSerializable,
     RecoveryInProgress,
     ReleaseDeclined,
@@ -66,6 +67,7 @@ from .journal.tool import (
     NotFound,
     OutcomeUnknown,
     Pending,
+    ReconcileResult,
     Retry,
     StillUnknown,
     Tool,
@@ -80,6 +82,7 @@ from .recovery.select import RecoveryPolicy
 from .recovery.signal import FailureSignal
 from .recovery.subtask import Skeleton, Subtask
 from .runtime.workflow import Workflow, workflow
+from .seam import current, idempotency_key, in_run, journaled_call
 from .steering.revision import Revision
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
@@ -133,12 +136,14 @@ __all__ = [
     "NonDeterminismError",
     "NotAuthorized",
     "NotFound",
+    "NotInRun",
     "NotSerializable",
     "OutcomeUnknown",
     "PayloadCodec",
     "Pending",
     "Policy",
     "Queue",
+    "ReconcileResult",
     "Recovery",
     "RecoveryInProgress",
     "RecoveryPolicy",
@@ -187,6 +192,10 @@ __all__ = [
     "Workflow",
     "WorkflowFailed",
     "__version__",
+    "current",
+    "idempotency_key",
+    "in_run",
+    "journaled_call",
     "tool",
     "workflow",
 ]

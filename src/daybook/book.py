@@ -54,6 +54,7 @@ from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
+from .store.secrets import concealer_for
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
@@ -88,7 +89,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     (terminal `failed`). Raised on purpose: `WorkflowFailed`, a certain `StepFailed`,
     `BudgetExceeded`, and what the workflow lists in `@workflow(fail_on=...)`.
     `secret_key`: the key of the digests secrets are journaled as (else `$DAYBOOK_SECRET_KEY`,
-    else a key kept in the store; see the README's "Secrets"). `codec`: a payload codec the
+    else a key kept in the store; see docs/security.md). `codec`: a payload codec the
     store applies to every payload (`FernetCodec`, `RedactingCodec`; else `$DAYBOOK_CODEC_KEY`).
     `gate_irreversible`: True (any approver) or approvers' names puts every irreversible
     `ctx.effect` outside a transaction through an approval gate first (the one-effect
@@ -145,6 +146,13 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     @property
     def url(self) -> str:
         return self._store.url
+
+    def conceal(self, value: JSON) -> JSON:
+        """`value` as this store's journal would hold it: each `daybook.Secret` in it as its keyed
+        digest (the same concealment as `ctx.effect`'s, and the secret's text is scrubbed from
+        this handle's writes from now on). For a run's input that must not hold a secret in
+        clear (the MCP proxy's calls): pass the result to `book.run`, the live value around it."""
+        return concealer_for(self._store).conceal(value)[0]
 
     @property
     def owner(self) -> str:
@@ -238,7 +246,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """After a code fix, continue a `failed`, parked (`needs_attention`) or `stuck` run from
         its journal: confirmed effects and recorded decisions are replayed, never repeated; the
         step that raised runs again. Journaled with who asked (`by`, default the OS user; a
-        registered approver's name needs its `token`, see "Security model" in the README).
+        registered approver's name needs its `token`, see "Security model" in docs/security.md).
 
         Runs it here and returns its result (as `resume`), or with `submit=True` only marks it
         due for a worker (`daybook worker`) and returns None."""

@@ -20,6 +20,11 @@ class ConfigError(DaybookError):
     """A store URL, option or argument that daybook cannot use."""
 
 
+class NotInRun(ConfigError):
+    """`daybook.current()` outside a workflow body, or `daybook.idempotency_key()` outside a
+    tool's call that daybook is executing."""
+
+
 class SchemaVersionError(DaybookError):
     """The store was written by a daybook whose schema this code does not know."""
 

@@ -20,11 +20,12 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .book import Daybook, lease_ttl_of
 from .dispatch import schedules as schedule_firing
 from .dispatch.queues import queue_name
-from .errors import DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
+from .errors import ConfigError, DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
 from .records import RunStatus, bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
@@ -69,6 +70,7 @@ class Worker:
         schedules: bool = True,
         warn: Callable[[str], None] | None = None,
         grace: float = DEFAULT_GRACE,
+        otel: Any = False,
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -95,6 +97,10 @@ class Worker:
         # Lost and regained capacity (a thread that cannot open its connection): said on stderr
         # whatever `echo` does, since the worker runs on with fewer threads meanwhile.
         self.warn = warn or _to_stderr
+        # OpenTelemetry spans of the runs this worker executes: True for the SDK's standard
+        # settings (`OTEL_*`), or the tracer provider to export with (`daybook.telemetry`).
+        self.otel = otel
+        self._spans: Any = None
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -110,7 +116,12 @@ class Worker:
             threading.Thread(target=self._loop, args=(i, crew), name=f"daybook-worker-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
+        self._spans = _follower(shared, self.otel)
         self._join(threads, shared)
+        if self._spans is not None:
+            self._spans.stop()
+            self._spans.poll_once()  # what the last runs settled goes out before the worker ends
+            _flush(self._spans.provider)
         shared.close()
         return self.stats
 
@@ -141,7 +152,7 @@ class Worker:
                     self.stop.wait(self.poll)
                     continue
                 crew.idle[i] = False
-                self._execute(book, run_id)
+                self._traced(book, run_id)
         finally:
             if crew.per_thread:
                 book.close()
@@ -243,6 +254,17 @@ class Worker:
                 return info.run_id
         return None
 
+    def _traced(self, book: Daybook, run_id: str) -> None:
+        """Execute `run_id`, its steps exported as spans while it runs here (with `otel`)."""
+        if self._spans is None:
+            self._execute(book, run_id)
+            return
+        self._spans.watch(run_id)
+        try:
+            self._execute(book, run_id)
+        finally:
+            self._spans.release(run_id)
+
     def _execute(self, book: Daybook, run_id: str) -> None:
         start = time.monotonic()
         try:
@@ -288,6 +310,28 @@ class Worker:
             return book.get_run(run_id).status
         except DaybookError:
             return None
+
+
+def _follower(book: Daybook, otel: Any) -> Any:
+    """The span exporter of a worker with `otel` (None without): it follows the runs the worker
+    executes, polling each second on a thread of its own."""
+    if otel is False or otel is None:
+        return None
+    try:
+        from .telemetry.otel import Follower, configured_provider
+    except ImportError as exc:
+        raise ConfigError(
+            f"exporting spans needs the otel extra: pip install 'daybook-runtime[otel]' ({exc})"
+        ) from None
+    spans = Follower(book.store, configured_provider() if otel is True else otel, watched=True)
+    spans.start()
+    return spans
+
+
+def _flush(provider: Any) -> None:
+    flush = getattr(provider, "force_flush", None)
+    if callable(flush):
+        flush()
 
 
 def _to_stderr(line: str) -> None:

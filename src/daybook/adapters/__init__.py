@@ -5,5 +5,8 @@
 SMTP) and `git` (commits on a working branch). Import the one you need; none is loaded by
 `import daybook`, so the core stays light.
 
-May import: `daybook.context` and everything below it. Never the CLI, and never each other.
+May import: public `daybook` names only (`from daybook import Context, tool, ...`; an
+import-linter contract in pyproject.toml), never daybook's rooms, never each other. The one
+exception left: `files` registers its staged writes with `daybook.tx.atomix.treat`, until the
+effect class declared on the tool replaces that registry.
 """

@@ -24,12 +24,12 @@ from email.policy import SMTP
 from email.utils import formatdate
 from typing import Any
 
-from ..context import Context
-from ..errors import ConfigError
-from ..journal.decision import Decision
-from ..journal.tool import (
+from daybook import (
     Absent,
+    ConfigError,
     Confirmed,
+    Context,
+    Decision,
     OutcomeUnknown,
     Pending,
     ReconcileResult,

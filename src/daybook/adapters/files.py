@@ -27,9 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..context import Context
-from ..errors import ConfigError, DaybookError
-from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
+from daybook import Absent, ConfigError, Confirmed, Context, DaybookError, ReconcileResult, tool
 
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -19,10 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Context
-from ..errors import ConfigError, DaybookError
-from ..journal.decision import Decision
-from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
+from daybook import Absent, ConfigError, Confirmed, Context, DaybookError, Decision, ReconcileResult, tool
 
 DEFAULT_BRANCH = "daybook/work"
 KEY_TRAILER = "Daybook-Key"

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..context import Context
-from ..errors import ConfigError, DaybookError
-from ..journal.tool import (
+from daybook import (
     Absent,
+    ConfigError,
     Confirmed,
+    Context,
+    DaybookError,
     OutcomeUnknown,
     Pending,
     ReconcileResult,

@@ -30,10 +30,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..context import Context
-from ..errors import ConfigError
-from ..journal.decision import Decision
-from ..journal.tool import Confirmed, NotFound, OutcomeUnknown, ReconcileResult, Tool, TransientError, tool
+from daybook import (
+    ConfigError,
+    Confirmed,
+    Context,
+    Decision,
+    NotFound,
+    OutcomeUnknown,
+    ReconcileResult,
+    Tool,
+    TransientError,
+    tool,
+)
 
 Param = str | int | float | bool | None
 Params = list[Param] | dict[str, Param]

@@ -75,6 +75,13 @@ grace_option = click.option(
 @queue_option
 @click.option("--no-schedules", is_flag=True, help="Do not start the runs of schedule firings.")
 @grace_option
+@click.option(
+    "--otel",
+    is_flag=True,
+    envvar="DAYBOOK_OTEL",
+    help="Export OpenTelemetry spans of the runs this worker executes (daybook-runtime[otel]; "
+    "OTEL_* settings).",
+)
 def worker(db: str | None, apps: tuple[str, ...], until_idle: bool, quiet: bool, **options: Any) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -33,53 +35,76 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ..book import Daybook
-from ..context import Context
-from ..errors import ConfigError
-from ..journal.tool import ReconcileResult, Tool
-from ..runtime.workflow import workflow
+import daybook
+from daybook import ConfigError, Context, Daybook, NotInRun, ReconcileResult
 
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 Execute = Callable[[ToolCallRequest], Any]
 
-# The call each live run stands for, in this process: the graph that asks for it puts it here.
-_CALLS: dict[str, Callable[[], Any]] = {}
-_PROFILES: dict[str, Tool[Any]] = {}
-_KEY: ContextVar[str | None] = ContextVar("daybook_langgraph_key", default=None)
+
+@dataclass(frozen=True)
+class _Live:
+    """The call a run started here stands for (the graph's own, not JSON) and its profile."""
+
+    run_id: str
+    call: Callable[[], Any]
+    status: Status | None = None
+    idempotent: bool = False
+    irreversible: bool | None = None
+
+
+# Handed from the graph's wrapper to the run it starts, in the same thread (`book.run`).
+_LIVE: ContextVar[_Live | None] = ContextVar("daybook_langgraph_live", default=None)
 
 
 def idempotency_key() -> str | None:
     """Inside a journaled tool call: the key naming this call (`<thread_id>/<tool_call_id>`),
-    for the counterparty."""
-    return _KEY.get()
+    for the counterparty (None elsewhere; `daybook.idempotency_key()` raises there)."""
+    try:
+        return daybook.idempotency_key()
+    except NotInRun:
+        return None
 
 
-@workflow(name="langgraph.tool_call")
+@daybook.workflow(name="langgraph.tool_call")
 def tool_call(ctx: Context, thread: str, name: str, args: Any) -> Any:
     """One LangGraph tool call as a daybook run: an effect keyed by the run id."""
-    profile = _PROFILES.get(name)
-    if profile is None:
-        raise ConfigError(_NOT_HERE.format(what=f"tool {name!r}", run=ctx.run_id))
-    return ctx.effect(profile, key=ctx.run_id, input=args)
+    live = _live(ctx.run_id)
+    return daybook.journaled_call(
+        ctx,
+        f"langgraph:{name}",
+        ctx.run_id,
+        lambda input: live.call(),
+        args={"input": args},
+        status=live.status,
+        idempotent=live.idempotent,
+        irreversible=live.irreversible,
+    )
 
 
-@workflow(name="langgraph.model_call")
+@daybook.workflow(name="langgraph.model_call")
 def model_call(ctx: Context, thread: str, digest: str) -> Any:
-    """One model call as a daybook run: a recorded decision."""
-    return ctx.decide("langgraph:model", lambda: _live(ctx.run_id)()).value
+    """One model call as a daybook run: a recorded decision (replayed without the live call)."""
+    return ctx.decide("langgraph:model", lambda: _live(ctx.run_id).call()).value
 
 
-_NOT_HERE = (
-    "{what} of run {run!r} is not known to this process: resume the LangGraph thread with the "
-    "same graph (its invoke calls this run again), not `daybook resume`"
-)
+def _live(run_id: str) -> _Live:
+    live = _LIVE.get()
+    if live is None or live.run_id != run_id:
+        raise ConfigError(
+            f"the call of run {run_id!r} is not known to this process: resume the LangGraph thread "
+            "with the same graph (its invoke calls this run again), not `daybook resume`"
+        )
+    return live
 
 
-def _live(run_id: str) -> Callable[[], Any]:
-    call = _CALLS.get(run_id)
-    if call is None:
-        raise ConfigError(_NOT_HERE.format(what="the call", run=run_id))
-    return call
+@contextmanager
+def _handing(live: _Live) -> Iterator[None]:
+    token = _LIVE.set(live)
+    try:
+        yield
+    finally:
+        _LIVE.reset(token)
 
 
 def journaled_tool_calls(
@@ -101,12 +126,9 @@ def journaled_tool_calls(
         call = request.tool_call
         name = str(call["name"])
         key = f"{thread}/{call['id']}"
-        _PROFILES[name] = _profile(name, status, idempotent, irreversible)
-        _CALLS[key] = lambda: _tool_message(execute(request))
-        try:
+        live = _Live(key, lambda: _tool_message(execute(request)), status, idempotent, irreversible)
+        with _handing(live):
             recorded = book.run(tool_call, thread, name, call["args"], run_id=key)
-        finally:
-            _CALLS.pop(key, None)
         if isinstance(recorded, dict) and {"type", "data"} <= set(recorded):
             return messages_from_dict([recorded])[0]
         # Confirmed by the counterparty (`status`), not recorded from the tool: its answer.
@@ -137,35 +159,10 @@ def journaled(
             return fn(**kwargs)
         blob = json.dumps(kwargs, sort_keys=True, default=str).encode()
         key = f"{thread}/{label}/{hashlib.sha256(blob).hexdigest()[:16]}"
-        _PROFILES[label] = _profile(label, status, idempotent, irreversible)
-        _CALLS[key] = lambda: fn(**kwargs)
-        try:
+        with _handing(_Live(key, lambda: fn(**kwargs), status, idempotent, irreversible)):
             return book.run(tool_call, thread, label, kwargs, run_id=key)
-        finally:
-            _CALLS.pop(key, None)
 
     return call
-
-
-def _profile(name: str, status: Status | None, idempotent: bool, irreversible: bool | None) -> Tool[Any]:
-    cls = "irreversible" if irreversible else "idempotent" if (idempotent or status) else "reversible"
-
-    def act(input: Any, idempotency_key: str) -> Any:
-        token = _KEY.set(idempotency_key)
-        try:
-            return _live(idempotency_key)()
-        finally:
-            _KEY.reset(token)
-
-    final = bool(irreversible) if irreversible is not None else status is None and not idempotent
-    return Tool(
-        fn=act,
-        name=f"langgraph:{name}",
-        idempotent=idempotent,
-        reconcile=status,
-        irreversible=final,
-        effect_class=cls,
-    )
 
 
 def _tool_message(out: Any) -> Any:
@@ -219,11 +216,9 @@ class DurableChatModel(BaseChatModel):
         dumped = [message_to_dict(m) for m in messages]
         digest = hashlib.sha256(json.dumps(dumped, sort_keys=True, default=str).encode()).hexdigest()[:16]
         key = f"{thread}/model/{len(messages)}-{digest}"
-        _CALLS[key] = lambda: message_to_dict(self.inner.invoke(messages, stop=stop, **kwargs))
-        try:
+        live = _Live(key, lambda: message_to_dict(self.inner.invoke(messages, stop=stop, **kwargs)))
+        with _handing(live):
             recorded = self.book.run(model_call, thread, digest, run_id=key)
-        finally:
-            _CALLS.pop(key, None)
         reply = messages_from_dict([recorded])[0]
         return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
 

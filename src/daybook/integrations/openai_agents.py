@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from agents import Agent, FunctionTool, Model, ModelResponse, Runner, RunResult, Usage
@@ -30,12 +29,9 @@ from agents.items import TResponseOutputItem
 from agents.tool_context import ToolContext
 from pydantic import TypeAdapter
 
-from ..context import Context
-from ..errors import ConfigError
-from ..journal.tool import ReconcileResult, Tool
+import daybook
+from daybook import ConfigError, Context, NotInRun, ReconcileResult
 
-_CTX: ContextVar[Context | None] = ContextVar("daybook_agents_ctx", default=None)
-_KEY: ContextVar[str | None] = ContextVar("daybook_agents_key", default=None)
 _OUTPUT = TypeAdapter(list[TResponseOutputItem])
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 
@@ -54,17 +50,18 @@ async def run_agent(
     approval (`needs_approval`) becomes a daybook gate bound to that call (tool, arguments, call
     id, key): the run waits for `daybook approve|deny`, then the SDK is told the verdict and
     goes on (a denial reaches the model as a rejection; the tool does not run)."""
-    token = _CTX.set(ctx)
-    try:
-        result = await Runner.run(agent, input, **kwargs)
-        while result.interruptions:
-            state = result.to_state()
-            for item in result.interruptions:
-                _decide_approval(ctx, state, item, approvers, gate_timeout)
-            result = await Runner.run(agent, state, **kwargs)
-        return result
-    finally:
-        _CTX.reset(token)
+    if not daybook.in_run() or daybook.current() is not ctx:
+        raise ConfigError(
+            "run_agent(ctx, ...) is called from the body of the workflow whose ctx it is given (its "
+            "model and tool wrappers journal into daybook.current())"
+        )
+    result = await Runner.run(agent, input, **kwargs)
+    while result.interruptions:
+        state = result.to_state()
+        for item in result.interruptions:
+            _decide_approval(ctx, state, item, approvers, gate_timeout)
+        result = await Runner.run(agent, state, **kwargs)
+    return result
 
 
 def _decide_approval(
@@ -92,8 +89,12 @@ def _decide_approval(
 
 
 def idempotency_key() -> str | None:
-    """Inside a `durable_tool` call: the key naming this call, for the counterparty."""
-    return _KEY.get()
+    """Inside a `durable_tool` call: the key naming this call, for the counterparty (None
+    elsewhere; `daybook.idempotency_key()` is the same key, and raises there)."""
+    try:
+        return daybook.idempotency_key()
+    except NotInRun:
+        return None
 
 
 class DurableModel(Model):
@@ -103,18 +104,17 @@ class DurableModel(Model):
         self.inner = inner
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        ctx = _CTX.get()
-        if ctx is None:
+        if not daybook.in_run():
             return await self.inner.get_response(*args, **kwargs)
 
         async def sample() -> dict[str, Any]:
             return _dump(await self.inner.get_response(*args, **kwargs))
 
-        decision = await ctx.decide("agents:model", sample)
+        decision = await daybook.current().decide("agents:model", sample)
         return _load(decision.value)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        if _CTX.get() is not None:
+        if daybook.in_run():
             raise ConfigError(
                 "a streamed model call cannot be recorded as one step: use Runner.run (run_agent), "
                 "not Runner.run_streamed, inside a daybook run"
@@ -133,41 +133,32 @@ def durable_tool(
     the original is untouched). `status(key, args)` asks the counterparty what happened to a call
     whose outcome is unknown (`args` is `{"input": <the model's JSON arguments>}`)."""
     invoke = tool.on_invoke_tool
-    cls = "irreversible" if irreversible else "idempotent" if (idempotent or status) else "reversible"
 
     async def journaled(tc: ToolContext[Any], raw: str) -> Any:
-        ctx = _CTX.get()
-        if ctx is None:
+        if not daybook.in_run():
             return await invoke(tc, raw)
-        act = Tool(
-            fn=_acting(invoke, tc),
-            name=f"agents:{tool.name}",
+
+        async def act(input: str) -> Any:
+            out = await invoke(tc, input)
+            try:
+                json.dumps(out)
+            except (TypeError, ValueError):
+                return str(out)  # what the SDK would show the model
+            return out
+
+        ctx = daybook.current()
+        return await daybook.journaled_call(
+            ctx,
+            f"agents:{tool.name}",
+            f"{ctx.run_id}/{tc.tool_call_id}",
+            act,
+            args={"input": raw},
+            status=status,
             idempotent=idempotent,
-            reconcile=status,
-            irreversible=bool(irreversible)
-            if irreversible is not None
-            else status is None and not idempotent,
-            effect_class=cls,
+            irreversible=irreversible,
         )
-        return await ctx.effect(act, key=f"{ctx.run_id}/{tc.tool_call_id}", input=raw)
 
     return dataclasses.replace(tool, on_invoke_tool=journaled)
-
-
-def _acting(invoke: Callable[[ToolContext[Any], str], Awaitable[Any]], tc: ToolContext[Any]) -> Any:
-    async def act(input: str, idempotency_key: str) -> Any:
-        token = _KEY.set(idempotency_key)
-        try:
-            out = await invoke(tc, input)
-        finally:
-            _KEY.reset(token)
-        try:
-            json.dumps(out)
-        except (TypeError, ValueError):
-            return str(out)  # what the SDK would show the model
-        return out
-
-    return act
 
 
 def _dump(response: ModelResponse) -> dict[str, Any]:

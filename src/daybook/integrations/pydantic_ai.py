@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,17 +42,19 @@ from pydantic_ai.durable_exec import (
 )
 from pydantic_ai.tools import ToolDenied
 
-from ..context import Context
-from ..journal.tool import ReconcileResult, Tool
+import daybook
+from daybook import ConfigError, Context, NotInRun, ReconcileResult
 
-_CTX: ContextVar[Context | None] = ContextVar("daybook_pydantic_ai_ctx", default=None)
-_KEY: ContextVar[str | None] = ContextVar("daybook_pydantic_ai_key", default=None)
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 
 
 def idempotency_key() -> str | None:
-    """Inside a tool call the capability journals: the key naming this call, for the counterparty."""
-    return _KEY.get()
+    """Inside a tool call the capability journals: the key naming this call, for the counterparty
+    (None elsewhere; `daybook.idempotency_key()` is the same key, and raises there)."""
+    try:
+        return daybook.idempotency_key()
+    except NotInRun:
+        return None
 
 
 @dataclass(frozen=True)
@@ -83,42 +84,28 @@ class _Backend(JournalCallableOperationBackend[Any]):
         cache_key: tuple[object, ...],
         config: Any,
     ) -> object:
-        ctx = _CTX.get()
-        if ctx is None:
+        if not daybook.in_run():
             return await body()
+        ctx = daybook.current()
+
+        async def unit(input: str = name) -> object:
+            return await body()
+
         if isinstance(operation_id, ToolsetCallToolId):
-            return await ctx.effect(self._tool(name, body), input=name)
-
-        async def unit() -> object:
-            return await body()
-
+            tool_name = name.rsplit("call_tool:", 1)[-1]  # "<agent>__<toolset>.call_tool:<tool>"
+            profile = self._profiles.get(tool_name, ToolProfile())
+            return await daybook.journaled_call(
+                ctx,
+                f"pydantic_ai:{tool_name}",
+                None,  # the step's key, `<run id>/<step>`: tools run one at a time, in order
+                unit,
+                args={"input": name},
+                status=profile.status,
+                idempotent=profile.idempotent,
+                irreversible=profile.irreversible,
+            )
         decision = await ctx.decide(f"pydantic_ai:{name}", unit)
         return decision.value
-
-    def _tool(self, name: str, body: Callable[[], Awaitable[object]]) -> Tool[Any]:
-        tool_name = name.rsplit("call_tool:", 1)[-1]  # "<agent>__<toolset>.call_tool:<tool>"
-        profile = self._profiles.get(tool_name, ToolProfile())
-
-        async def act(input: str, idempotency_key: str) -> object:
-            token = _KEY.set(idempotency_key)
-            try:
-                return await body()
-            finally:
-                _KEY.reset(token)
-
-        irreversible = (
-            profile.irreversible
-            if profile.irreversible is not None
-            else profile.status is None and not profile.idempotent
-        )
-        return Tool(
-            fn=act,
-            name=f"pydantic_ai:{tool_name}",
-            idempotent=profile.idempotent,
-            reconcile=profile.status,
-            irreversible=irreversible,
-            effect_class="irreversible" if irreversible else "idempotent",
-        )
 
 
 @dataclass(init=False, kw_only=True)
@@ -153,12 +140,12 @@ class DaybookDurability(BaseDurabilityCapability[Any]):
 
     @property
     def in_durable_context(self) -> bool:
-        return _CTX.get() is not None
+        return daybook.in_run()
 
     def get_default_run_id(self) -> str | None:
-        ctx = _CTX.get()
-        if ctx is None:
+        if not daybook.in_run():
             return None
+        ctx = daybook.current()
         self._runs += 1
         return f"{ctx.run_id}:{self._runs}"
 
@@ -166,9 +153,9 @@ class DaybookDurability(BaseDurabilityCapability[Any]):
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     async def get_run_start_time(self, run_id: str) -> datetime.datetime | None:
-        ctx = _CTX.get()
-        if ctx is None:
+        if not daybook.in_run():
             return None
+        ctx = daybook.current()
         # Recorded, so a resumed run counts the agent's `timeout=` from when it first started.
         at = ctx.decide("pydantic_ai:start", lambda: datetime.datetime.now(datetime.UTC).isoformat())
         return datetime.datetime.fromisoformat(str(at.value))
@@ -190,23 +177,24 @@ async def run_agent(
     `DaybookDurability`). A deferred tool call that needs approval becomes a daybook gate bound
     to the call; the run waits for `daybook approve|deny`, then the agent goes on with the
     verdict (a denial reaches the model; the tool does not run)."""
-    token = _CTX.set(ctx)
-    try:
-        result = await agent.run(prompt, **kwargs)
-        while isinstance(result.output, DeferredToolRequests):
-            verdicts = DeferredToolResults()
-            for call in result.output.approvals:
-                verdict = ctx.gate(
-                    f"pydantic_ai:{call.tool_name}",
-                    approvers=approvers,
-                    timeout=gate_timeout,
-                    about={"tool": call.tool_name, "args": call.args, "call_id": call.tool_call_id},
-                )
-                why = verdict.reason or verdict.outcome
-                verdicts.approvals[call.tool_call_id] = True if verdict.approved else ToolDenied(str(why))
-            result = await agent.run(
-                message_history=result.all_messages(), deferred_tool_results=verdicts, **kwargs
+    if not daybook.in_run() or daybook.current() is not ctx:
+        raise ConfigError(
+            "run_agent(ctx, ...) is called from the body of the workflow whose ctx it is given (the "
+            "capability journals into daybook.current())"
+        )
+    result = await agent.run(prompt, **kwargs)
+    while isinstance(result.output, DeferredToolRequests):
+        verdicts = DeferredToolResults()
+        for call in result.output.approvals:
+            verdict = ctx.gate(
+                f"pydantic_ai:{call.tool_name}",
+                approvers=approvers,
+                timeout=gate_timeout,
+                about={"tool": call.tool_name, "args": call.args, "call_id": call.tool_call_id},
             )
-        return result
-    finally:
-        _CTX.reset(token)
+            why = verdict.reason or verdict.outcome
+            verdicts.approvals[call.tool_call_id] = True if verdict.approved else ToolDenied(str(why))
+        result = await agent.run(
+            message_history=result.all_messages(), deferred_tool_results=verdicts, **kwargs
+        )
+    return result

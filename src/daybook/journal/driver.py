@@ -15,7 +15,7 @@ import logging
 from collections.abc import Generator
 from typing import Any, TypeVar
 
-from . import strict
+from . import current, strict
 from .execution import Execution
 from .lifecycle import Op, Reply
 from .timeout import call_with_timeout
@@ -73,7 +73,7 @@ def drive(
         try:
             with strict.step():
                 if op == "call":
-                    with cancellable(exe, tool, key, args):
+                    with cancellable(exe, tool, key, args), current.acting(key):
                         reply = ("ok", call_with_timeout(lambda: tool.fn(**args, idempotency_key=key), arg))
                 else:
                     question = functools.partial(ask, op, tool, key, args, arg)
@@ -109,8 +109,9 @@ async def drive_async(
 async def _call_async(op: str, arg: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
     # `arg` is the call's timeout for "call", the stored reference for the resolver's questions.
     if op == "call":
-        pending = tool.fn(**args, idempotency_key=key)
-        return await (asyncio.wait_for(pending, arg) if arg else pending)
+        with current.acting(key):
+            pending = tool.fn(**args, idempotency_key=key)
+            return await (asyncio.wait_for(pending, arg) if arg else pending)
     limit = tool.retry.query_timeout or 0.0
     answer: Any = call_with_timeout(functools.partial(ask, op, tool, key, args, arg), limit)
     if inspect.isawaitable(answer):

@@ -144,11 +144,6 @@ class EffectClass:
         }
 
 
-# The integrations' vocabularies, mapped here so that no integration writes its own expression:
-# MCP's policy classes (`read` is never journaled, so it has no class).
-MCP_CLASSES = ("read", "idempotent", "reversible", "irreversible")
-
-
 def declare(
     what: str,
     effect_class: str | None,
@@ -246,14 +241,3 @@ def _inferred(never: bool, inverse: bool, keyed: bool) -> str:
     if inverse:
         return "compensable"
     return "idempotent" if keyed else "manual"
-
-
-def mcp_class(policy_class: str, *, status: bool) -> EffectClass | None:
-    """An MCP proxy policy class (`read`, `idempotent`, `reversible`, `irreversible`) as an
-    effect class; None for `read` (passed through, never journaled). MCP's `reversible` names a
-    non-destructive tool with no inverse: `manual` here."""
-    if policy_class == "read":
-        return None
-    label = {"idempotent": "idempotent", "reversible": "manual"}.get(policy_class, "irreversible")
-    what = f"mcp tool ({policy_class})"
-    return declare(what, label, idempotent=label == "idempotent", asks=status, strict=False)

@@ -6,15 +6,15 @@ here, and only here, so the stored formats stay one thing.
     <key>~r<branch>              the same step run again on a journal branch (recovery)
     <key>#attempt<n>             the act of a transaction's n-th attempt (n > 1): a new act
     comp/<key>                   the undo of the act under <key> (an inverse, a proposed undo)
-    mcp/key/<tool>/<client key>  an MCP call the client named
-    mcp/<session>/<tool>/<args digest>/<n>   an MCP call named by its place in the session
+
+(The MCP proxy's call names, `mcp/key/...` and `mcp/<session>/...`, are its own, in
+`integrations/mcp/naming.py`: integrations import public `daybook` names only.)
 
 The formats are stored in journals: changing one breaks the replay of existing runs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 COMP = "comp/"
@@ -59,20 +59,3 @@ def is_compensation(key: str | None) -> bool:
 def compensated(key: str) -> str:
     """The key of the act an undo under `key` (`comp/<key>`) undoes."""
     return key[len(COMP) :]
-
-
-def _part(text: str) -> str:
-    """A tool name or client key as a run-id segment: kept when short, else shortened with a hash."""
-    if len(text) <= 60 and "/" not in text:
-        return text
-    return f"{text[:24].replace('/', '_')}~{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-def mcp_keyed(tool: str, key: str) -> str:
-    """The MCP proxy's name (run id and key) for a call the client named with `key`."""
-    return f"mcp/key/{_part(tool)}/{_part(key)}"
-
-
-def mcp_positional(session: str, tool: str, args_digest: str, n: int) -> str:
-    """The MCP proxy's name for the `n`-th identical call of `tool` in `session`."""
-    return f"mcp/{_part(session)}/{_part(tool)}/{args_digest}/{n}"

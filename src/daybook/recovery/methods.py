@@ -49,7 +49,7 @@ class RecoveryMethods:
         """Recover a failed run by rolling back only its failed subtask instance (`ctx.subtask`)
         to that instance's latest admissible checkpoint: one no committed consumer depends on and
         no irreversible or unsettled effect lies after. If none is admissible, the whole task
-        runs again (confirmed effects are compensated first when they can be; see the README).
+        runs again (confirmed effects are compensated first when they can be; see docs/recovery.md).
 
         `policy`: "dart" (default), "entry", "coarse", "retry", or a `RecoveryPolicy` (ablations:
         `blocking=False`, `exits=True`, `joint=True`). `instance`: name the failed instance
@@ -60,7 +60,7 @@ class RecoveryMethods:
         the re-run stops (parked, failed again, waiting), its error carries the `Recovery` as
         `exc.recovery`. Raises `RecoveryInProgress` while another process recovers the run.
         `by`: who recovers it, under the identity rule of every operator's act (a registered
-        approver's name needs its `token` and the operator role; README, "Who acts")."""
+        approver's name needs its `token` and the operator role; docs/runs.md, "Who acts")."""
         by, who = identity.actor(self.store, by, token, "recover", run_id)
         chosen = policy if isinstance(policy, RecoveryPolicy) else RecoveryPolicy(policy)
         info = self.store.get_run(run_id)
@@ -104,7 +104,7 @@ class RecoveryMethods:
         (replayed, never re-fired), then going on with the same or the edited input. Returns
         its id and the effects the original made after `at`, each with its class and whether
         it was `undone`. Those that cannot be undone (irreversible, no inverse, outcome unknown)
-        need `confirm=True`; the fork never repeats them (see the README). With `undo` (the
+        need `confirm=True`; the fork never repeats them (see docs/steering.md). With `undo` (the
         default) the original's later confirmed compensable acts are undone first, by their
         inverses, once, and the fork takes over the original's later steps; `undo=False` leaves
         them standing. `app`: the module that registers the tools (their inverses). A registered

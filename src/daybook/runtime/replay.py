@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, DaybookError, RunNotFound
+from ..journal import current
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Stop
 from ..records import JSON, RunInfo, RunStatus
@@ -38,10 +39,11 @@ def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: 
     exe.sleep = lambda _seconds: None
     ctx = context(exe)
     try:
-        if wf.is_async:
-            result = asyncio.run(wf.fn(ctx, *info.input["args"], **info.input["kwargs"]))
-        else:
-            result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
+        with current.running(ctx):
+            if wf.is_async:
+                result = asyncio.run(wf.fn(ctx, *info.input["args"], **info.input["kwargs"]))
+            else:
+                result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
         exe.check_complete()
     except ContinueAsNew:
         return {CONTINUED: next_segment(run_id)}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
+from ..journal import current
 from ..journal import strict as strict_mode
 from ..journal.execution import Execution
 from ..journal.stop import ContinueAsNew, Rerun, Stop
@@ -199,8 +200,9 @@ class Runner:
         try:
             while True:
                 try:
-                    with strict_mode.body(exe.run_id if self.strict else None):
-                        result = wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+                    ctx = self.context(exe)
+                    with strict_mode.body(exe.run_id if self.strict else None), current.running(ctx):
+                        result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
                     break
                 except Rerun:
                     exe = self._again(exe)
@@ -220,8 +222,9 @@ class Runner:
         try:
             while True:
                 try:
-                    with strict_mode.body(exe.run_id if self.strict else None):
-                        result = await wf.fn(self.context(exe), *info.input["args"], **info.input["kwargs"])
+                    ctx = self.context(exe)
+                    with strict_mode.body(exe.run_id if self.strict else None), current.running(ctx):
+                        result = await wf.fn(ctx, *info.input["args"], **info.input["kwargs"])
                     break
                 except Rerun:
                     exe = self._again(exe)

@@ -8,7 +8,7 @@ store as the CLI.
                 resume, steer, each through the same `Daybook` call as its command
     auth.py     sign-in with an approver's token, sessions, CSRF
     live.py     Server-Sent Events from the journal (`journal.follow`)
-    otel.py     OpenTelemetry spans of runs and steps, from the journal (the `otel` extra)
+    otel.py     `daybook.telemetry.otel` under its old name (the exporter, the `otel` extra)
     app.py      the Starlette app: routes, body limits, errors as 4xx
     guard.py    allowed Host names, the same-origin rule for POSTs, security headers
 
@@ -50,13 +50,13 @@ def serve(
 ) -> None:
     """Serve the inspector over `book` until interrupted, answering the loopback names, `host`
     and `allowed_hosts` as Host (`guard.hosts_for`); with `otel`, export OpenTelemetry spans of
-    the store's runs as their steps settle (`otel.py`)."""
+    the store's runs as their steps settle (`daybook.telemetry.otel`)."""
     import uvicorn
 
     hosts = hosts_for(host, allowed_hosts)
 
     if otel:
-        from .otel import Follower, configured_provider
+        from ..telemetry.otel import Follower, configured_provider
 
         Follower(book.store, configured_provider()).start()
 

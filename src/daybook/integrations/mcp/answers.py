@@ -11,7 +11,8 @@ from typing import Any
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from ...journal.tool import Confirmed, NotFound, ReconcileResult, StillUnknown
+from daybook import Confirmed, NotFound, ReconcileResult, StillUnknown
+
 from .upstream import Upstream
 
 
@@ -54,10 +55,13 @@ def status_answer(answer: types.CallToolResult) -> ReconcileResult:
     state = body.get("status") if isinstance(body, dict) and not answer.isError else None
     if state == "confirmed":
         result = body.get("result")
-        text = json.dumps(result, default=str)
+        # Answered as the upstream's own reply would have been: a string as its text, and
+        # structured content wrapped as the SDKs wrap a non-object result ({"result": ...}), so
+        # a client whose tool declares an output schema accepts the answer after a crash too.
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
         content = [{"type": "text", "text": text}]
-        structured = {"structuredContent": result} if isinstance(result, dict) else {}
-        return Confirmed({"content": content, "isError": False, **structured})
+        structured = result if isinstance(result, dict) else {"result": result}
+        return Confirmed({"content": content, "isError": False, "structuredContent": structured})
     if state == "absent":
         return NotFound()
     return StillUnknown()

@@ -15,7 +15,7 @@ import itertools
 import re
 from typing import Any
 
-from ...store.secrets import Secret, concealer_for
+from daybook import Secret
 
 SECRET_WORDS = frozenset(
     {
@@ -71,9 +71,3 @@ class SecretArguments:
         if isinstance(value, list):
             return [self.wrap(v) for v in value]
         return value
-
-
-def concealed(store: Any, value: Any) -> Any:
-    """`value` (with `Secret`s in it) as the journal holds it: each secret as its digest mark.
-    The same concealer as the store's writes, so the value's text is scrubbed from them too."""
-    return concealer_for(store).conceal(value)[0]

@@ -5,8 +5,8 @@ it can see, in this order:
 
 1. A key the client gives: `_meta["daybook/idempotency_key"]` on the request, or the tool's own
    idempotency-key argument (when its input schema has one) filled in by the client. The call is
-   `mcp/key/<tool>/<key>` (the key grammar: `journal/keys.py`): the same key is the same
-   decision, in any session, after any restart; the same key with other arguments is refused.
+   `mcp/key/<tool>/<key>`: the same key is the same decision, in any session, after any restart;
+   the same key with other arguments is refused.
 2. Otherwise its position in the session: `mcp/<session>/<tool>/<digest>/<n>`, where `digest` is a
    canonical digest of the arguments (as journaled: secret ones as their keyed digests) and `n`
    counts the identical calls (same tool, same arguments) this proxy process has settled in the
@@ -22,8 +22,6 @@ import hashlib
 import json
 from typing import Any
 
-from ...journal import keys
-
 KEY_META = "daybook/idempotency_key"
 MAX_KEY = 120
 
@@ -32,6 +30,13 @@ def digest(arguments: Any) -> str:
     """A canonical digest of a call's arguments (key order and whitespace do not matter)."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _part(text: str) -> str:
+    """A tool name or client key as a run-id segment: kept when short, else shortened with a hash."""
+    if len(text) <= 60 and "/" not in text:
+        return text
+    return f"{text[:24].replace('/', '_')}~{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def client_key(meta: Any, arguments: dict[str, Any], key_argument: str | None) -> str | None:
@@ -45,8 +50,8 @@ def client_key(meta: Any, arguments: dict[str, Any], key_argument: str | None) -
 
 
 def keyed_call(tool: str, key: str) -> str:
-    return keys.mcp_keyed(tool, key)
+    return f"mcp/key/{_part(tool)}/{_part(key)}"
 
 
 def positional_call(session: str, tool: str, args_digest: str, n: int) -> str:
-    return keys.mcp_positional(session, tool, args_digest, n)
+    return f"mcp/{_part(session)}/{_part(tool)}/{args_digest}/{n}"

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
-from ...journal.effect_class import EffectClass, mcp_class
+from daybook import ConfigError
+
 from .concealment import SecretArguments
 from .schema import CLASSES, ToolEntry, overrides, parse
 
@@ -68,12 +68,14 @@ class ToolPolicy:
 
     @property
     def idempotent(self) -> bool:
-        return self.effect is not None and self.effect.resend
+        return self.effect_class == "idempotent"
 
     @property
-    def effect(self) -> EffectClass | None:
-        """The policy's class as an effect class (`journal/effect_class.py`); None for `read`."""
-        return mcp_class(self.effect_class, status=self.status is not None)
+    def tool_class(self) -> str | None:
+        """The policy's class in daybook's words (`daybook.tool(effect_class=)`, whose one mapping
+        decides what that class does): MCP's `reversible` names a non-destructive tool with no
+        inverse, daybook's `manual`; `read` is passed through, never journaled."""
+        return {"read": None, "reversible": "manual"}.get(self.effect_class, self.effect_class)
 
     @property
     def secret(self) -> SecretArguments:

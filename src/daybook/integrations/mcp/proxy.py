@@ -34,21 +34,23 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED
 
-from ...book import Daybook
-from ...context import Context
-from ...errors import (
+import daybook
+from daybook import (
+    Context,
+    Daybook,
     DaybookError,
     EffectFailed,
     NeedsAttention,
+    OutcomeUnknown,
+    ReconcileResult,
     RunConflict,
     RunLeased,
+    StillUnknown,
     Suspended,
 )
-from ...journal.tool import OutcomeUnknown, ReconcileResult, StillUnknown, Tool
-from ...runtime.workflow import workflow
+
 from . import naming
 from .answers import answer, error, pass_through, status_answer
-from .concealment import concealed
 from .policy import Policy, ToolPolicy
 from .upstream import Upstream, UpstreamDown
 
@@ -73,7 +75,7 @@ class ProxyNotRunning(DaybookError):
     """An MCP call run was resumed outside the proxy that owns its upstream connection."""
 
 
-@workflow(name="daybook.mcp.call")
+@daybook.workflow(name="daybook.mcp.call")
 async def mcp_call(ctx: Context, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One MCP tool call: a gate when the tool is gated, then the call as an effect."""
     proxy = _PROXY.get(None)
@@ -101,7 +103,6 @@ class McpProxy:
         # Per identical positional call (tool, argument digest): how many have settled.
         self._ordinals: dict[tuple[str, str], int] = {}
         self._inflight: dict[object, asyncio.Task[types.CallToolResult]] = {}
-        self._effects: dict[str, Tool[Any]] = {}
         book.inline_wait = 0.0  # a gate answers "pending" at once; the client calls again later
 
     # -- the client's side ---------------------------------------------------------------------
@@ -137,7 +138,7 @@ class McpProxy:
     ) -> types.CallToolResult:
         given = naming.client_key(meta, arguments, policy.key_argument)
         live = policy.secret.wrap(arguments)
-        stored = concealed(self.book.store, live)  # the digest never sees a secret in clear
+        stored = self.book.conceal(live)  # the digest never sees a secret in clear
         digest = naming.digest(stored)
         identity: object = naming.keyed_call(name, given) if given else (name, digest)
         running = self._inflight.get(identity)
@@ -239,34 +240,29 @@ class McpProxy:
             if not verdict.approved:
                 return {"gate": verdict.outcome, "approver": verdict.approver, "reason": verdict.reason}
         try:
-            result = await ctx.effect(self._effect_tool(name), key=ctx.run_id, arguments=live)
-        except EffectFailed as exc:
-            return {"failed": str(exc)}
-        return {"result": result}
-
-    def _effect_tool(self, name: str) -> Tool[Any]:
-        made = self._effects.get(name)
-        if made is None:
-            policy = self.policies[name]
-            klass = policy.effect
-            assert klass is not None, f"{name}: a read tool is passed through, never journaled"
-            made = Tool(
-                fn=self._sender(name, policy),
-                name=f"mcp:{name}",
+            result = await daybook.journaled_call(
+                ctx,
+                f"mcp:{name}",
+                ctx.run_id,
+                self._sender(name, policy),
+                args={"arguments": live},
+                idempotent=policy.idempotent,
                 # The async driver awaits what a status query returns (see journal/driver.py).
-                reconcile=cast(Any, self._asker(policy)) if policy.status is not None else None,
-                effect=klass,
+                status=cast(Any, self._asker(policy)) if policy.status is not None else None,
+                effect_class=policy.tool_class,
                 # The server answered with an error: it did not act. A lost connection is no
                 # answer (the sender turns it into OutcomeUnknown).
                 certain=(McpError,),
             )
-            self._effects[name] = made
-        return made
+        except EffectFailed as exc:
+            return {"failed": str(exc)}
+        return {"result": result}
 
     def _sender(self, name: str, policy: ToolPolicy) -> Callable[..., Awaitable[dict[str, Any]]]:
         upstream = self.upstream
 
-        async def send(arguments: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+        async def send(arguments: dict[str, Any]) -> dict[str, Any]:
+            idempotency_key = daybook.idempotency_key()
             args = dict(arguments)
             if policy.key_argument is not None and not args.get(policy.key_argument):
                 args[policy.key_argument] = idempotency_key

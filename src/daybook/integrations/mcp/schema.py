@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ...errors import ConfigError
+from daybook import ConfigError
 
 CLASSES = ("read", "idempotent", "reversible", "irreversible")
 MAX_TIMEOUT = 86_400 * 30

@@ -20,10 +20,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
-from ...book import Daybook
-from ...context import Context
-from ...errors import ConfigError
-from ...runtime.workflow import workflow
+import daybook
+from daybook import ConfigError, Context, Daybook
+
 from .policy import Policy
 from .proxy import McpProxy
 from .upstream import WatchedSession, supervised
@@ -58,7 +57,7 @@ async def upstream_session(
         yield session
 
 
-@workflow(name="daybook.mcp.upstream_restart")
+@daybook.workflow(name="daybook.mcp.upstream_restart")
 async def upstream_restart(ctx: Context, info: dict[str, Any]) -> dict[str, Any]:
     """The journal's record of one restart of the upstream server (why, after how long)."""
     return info

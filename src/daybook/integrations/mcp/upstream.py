@@ -20,7 +20,7 @@ from typing import Any
 from mcp import ClientSession
 from mcp.types import CONNECTION_CLOSED, ErrorData, JSONRPCError
 
-from ...errors import ConfigError, DaybookError
+from daybook import ConfigError, DaybookError
 
 _CLOSED = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
 

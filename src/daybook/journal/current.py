@@ -1,0 +1,49 @@
+"""What the code now running belongs to: the run's `ctx` (set by the runtime while a workflow
+body runs, sync or async) and the key of the act daybook is executing (set by the effect drivers
+around a tool's call). Two ContextVars, owned here and nowhere else; `daybook.current()` and
+`daybook.idempotency_key()` read them, so integrations need none of their own.
+
+A ContextVar follows the code into the tasks a body starts and into the threads daybook calls a
+tool on (`timeout.call_with_timeout` copies the context); a thread the body starts by hand does
+not inherit it (use `contextvars.copy_context().run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+# Typed as `object`: this layer cannot name `Context` (it is built above the journal).
+_CTX: ContextVar[object | None] = ContextVar("daybook_current_context", default=None)
+_KEY: ContextVar[str | None] = ContextVar("daybook_current_key", default=None)
+
+
+@contextlib.contextmanager
+def running(ctx: object) -> Iterator[None]:
+    """While the block runs (a workflow body), `ctx` is the current run's context."""
+    token = _CTX.set(ctx)
+    try:
+        yield
+    finally:
+        _CTX.reset(token)
+
+
+@contextlib.contextmanager
+def acting(key: str) -> Iterator[None]:
+    """While the block runs (a tool's call), `key` is the idempotency key of the act."""
+    token = _KEY.set(key)
+    try:
+        yield
+    finally:
+        _KEY.reset(token)
+
+
+def context() -> object | None:
+    """The current run's context, or None outside a workflow body."""
+    return _CTX.get()
+
+
+def key() -> str | None:
+    """The key of the act being executed, or None outside a tool's call."""
+    return _KEY.get()
