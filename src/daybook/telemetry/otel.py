@@ -32,6 +32,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from ..journal import keys
 from ..records import TERMINAL, Event, Kind, RunInfo
 
 TRACER = "daybook"
