@@ -24,7 +24,7 @@ from typing import Literal
 from ..checks import checked
 from ..errors import ConfigError, CorruptJournal
 from ..records import JSON, check_json, check_text, dumps, shown
-from ..store import Store
+from ..store import Entities, EntitiesReads
 
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})
@@ -93,7 +93,7 @@ class Entity:
     threads, processes or hosts sharing the store see one lease and one log.
     """
 
-    def __init__(self, store: Store, name: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Entities, name: str, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.name = _name(name, "an entity name")
         self._clock = clock
@@ -145,7 +145,7 @@ class Entity:
         return EntityView(self.name, holder, deadline, log, lease_state(holder, deadline, now), now)
 
 
-def list_leases(store: Store, clock: Callable[[], float] = time.time) -> list[Lease]:
+def list_leases(store: EntitiesReads, clock: Callable[[], float] = time.time) -> list[Lease]:
     """Every entity in the store with its lease, by name (a read)."""
     now = clock()
     return [

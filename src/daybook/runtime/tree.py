@@ -6,10 +6,10 @@ Reads only; what composes over the tree (budgets, approvals, cancel, `show`) ask
 from __future__ import annotations
 
 from ..records import RunInfo
-from ..store import Store
+from ..store import DispatchReads, JournalReads
 
 
-def descendants(store: Store, run_id: str, limit: int = 10_000) -> list[RunInfo]:
+def descendants(store: DispatchReads, run_id: str, limit: int = 10_000) -> list[RunInfo]:
     """Every run below `run_id` in its tree, parents before their children."""
     out: list[RunInfo] = []
     todo = [run_id]
@@ -20,7 +20,7 @@ def descendants(store: Store, run_id: str, limit: int = 10_000) -> list[RunInfo]
     return out
 
 
-def ancestors(store: Store, run_id: str) -> list[str]:
+def ancestors(store: JournalReads, run_id: str) -> list[str]:
     """The parent, grandparent, ... of `run_id`, nearest first."""
     chain: list[str] = []
     info = store.get_run(run_id)
@@ -30,7 +30,7 @@ def ancestors(store: Store, run_id: str) -> list[str]:
     return chain
 
 
-def root_of(store: Store, run_id: str) -> str:
+def root_of(store: JournalReads, run_id: str) -> str:
     """The top of `run_id`'s tree (itself when it has no parent)."""
     chain = ancestors(store, run_id)
     return chain[-1] if chain else run_id

@@ -7,10 +7,10 @@ marker (`ctx.patched`) they recorded; a marker that no unfinished run lacks can 
 from __future__ import annotations
 
 from ..records import JSON, TERMINAL, Kind
-from ..store import Store, load_listed
+from ..store import ReadStore, load_listed
 
 
-def versions(store: Store) -> list[dict[str, JSON]]:
+def versions(store: ReadStore) -> list[dict[str, JSON]]:
     """In-flight runs by workflow and code version, and for each patch marker seen in a
     workflow's runs, how many unfinished runs lack it (they still need the old code path; at 0
     the marker can be deleted)."""

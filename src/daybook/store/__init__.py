@@ -1,295 +1,52 @@
-"""The store protocol and `open_store(url)`: the one small surface every backend implements.
+"""The store: its protocol in parts (`parts`: journal, leases, inbox, commits, entities, epochs,
+dispatch, admin; `Store` is their union) and `open_store(url)`.
 
 Each method is one durable step: when it returns, what it wrote survives a crash of this process
 (and, with the default durability, a power cut). Journal rows are append-only; only the run
-header (status, lease) changes in place. Backends: `sqlite` (with `group` commit) and `postgres`
+header (status, lease) changes in place. One `SqlStore` (`sql`, `sql_parts`) writes every
+statement once over a `Dialect` (`dialect`): `sqlite` (with `group` commit and the `wal` guard,
+which refuses a commit once the write-ahead log was deleted under the process) and `postgres`
 (with `postgres_link`, a connection re-established when the server drops it), each with its
 schema and migrations (`sqlite_schema`, `postgres_schema`); `rows` maps rows to records;
-`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`); `wal` refuses
-a SQLite commit once the write-ahead log was deleted under the process. `secrets` and
+`integrity` audits the rows (`check`) and salvages a damaged run (`salvage`). `secrets` and
 `keys` turn secret values into keyed digests, `codec` holds the payload codecs, `codec_check`
 the codec a store records (a handle with another key is refused at open) and `guarded` the
 guard that applies both to every payload (`Daybook` opens every store behind it); `retention`
 erases the payloads of old finished runs (`gc`).
-`open_store(url, read_only=True)` never creates, upgrades or writes a store.
+`open_store(url, read_only=True)` never creates, upgrades or writes a store (`read_only`).
 
-May import: `daybook.errors`, `daybook.records`. The two backends never import each other.
+May import: `daybook.errors`, `daybook.records`. The dialects never import each other.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Literal, cast, overload
 
 from ..errors import ConfigError, CorruptJournal, redact_url
-from ..records import Event, RunInfo
+from ..records import Event
+from .parts import WRITES as WRITES
+from .parts import Admin as Admin
+from .parts import Commits as Commits
+from .parts import CommitsReads as CommitsReads
+from .parts import Dispatch as Dispatch
+from .parts import DispatchReads as DispatchReads
+from .parts import Entities as Entities
+from .parts import EntitiesReads as EntitiesReads
+from .parts import Epochs as Epochs
+from .parts import EpochsReads as EpochsReads
+from .parts import Inbox as Inbox
+from .parts import InboxReads as InboxReads
+from .parts import Journal as Journal
+from .parts import JournalReads as JournalReads
+from .parts import Leases as Leases
+from .parts import ReadStore as ReadStore
+from .parts import Store as Store
+from .read_only import ReadOnlyStore
 from .rows import RAW_TABLES as RAW_TABLES
 from .rows import flag as flag
-from .tx_rows import TxRow
-from .tx_signal import TxSignal
 
 DEFAULT_URL = "sqlite:///daybook.db"
-
-
-class Store(Protocol):
-    url: str
-    read_only: bool
-    # Runs that reads across the store skipped because a row of theirs does not decode:
-    # run id -> what is wrong (see `load_listed`). Listings go on without them and flag them.
-    damage: dict[str, str]
-
-    def create_run(self, info: RunInfo, first: Event) -> bool:
-        """Insert the header and the first journal row together; False if the run id exists."""
-
-    def get_run(self, run_id: str) -> RunInfo | None: ...
-
-    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Run headers, newest first; a header that does not decode is skipped (in `damage`)."""
-
-    def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
-        """Take the lease if it is free, expired, already ours, or held by `expect`."""
-
-    def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
-        """Lease the oldest runnable run (pending; running with a lapsed lease and not deferred
-        past now; suspended and due)."""
-
-    def hold(
-        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
-    ) -> bool:
-        """Take the lease as `claim` does, but only while the run's status is one of `allowed`,
-        and without changing it: an operator's action on a stopped run (a recovery) that no
-        other process may run at the same time, and no worker may mistake for a run to execute."""
-
-    def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool: ...
-
-    def release(self, run_id: str, owner: str) -> None: ...
-
-    def append(self, event: Event) -> None:
-        """Commit one journal row durably; raises LeaseLost if the seq is taken, DuplicateKey."""
-
-    def finish(
-        self,
-        run_id: str,
-        owner: str,
-        status: str,
-        result: object,
-        error: object,
-        event: Event | None,
-        now: float,
-    ) -> None:
-        """Set the header's status (and release the lease) together with an optional journal row."""
-
-    def transition(
-        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
-    ) -> bool:
-        """An operator's change of a run's status (retry, cancel), whoever holds its lease: if the
-        status is one of `allowed`, set it (and `error`), drop the lease, and append `event` in
-        the same transaction; False (nothing written) otherwise. `pending` makes it due now.
-        Raises LeaseLost if `event`'s seq was taken meanwhile (read the journal again)."""
-
-    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
-        """Give a running run back after a store failure, not to be taken again before
-        `wake_at` (a backoff); `error` (JSON text) says why, and counts the failures."""
-
-    def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
-        """Park the run (status `suspended`, lease released) until `wake_at` or a signal."""
-
-    def signal(
-        self,
-        run_id: str,
-        name: str,
-        payload: str,
-        sender: str,
-        now: float,
-        any_status: bool = False,
-        wake: bool = True,
-    ) -> int | None:
-        """Append a signal to the run's inbox and (unless not `wake`) wake it; None if the run is
-        missing, or over (unless `any_status`: a late verdict is still recorded against a
-        finished run). A refused verdict is recorded without waking the run."""
-
-    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
-        """The run's signals in arrival order: (id, name, payload JSON text, sender, at)."""
-
-    def set_approver(self, name: str, token_hash: str, now: float) -> None:
-        """Add an approver, or replace its token (the old token stops working)."""
-
-    def approvers(self) -> dict[str, str]:
-        """Approver name -> hash of its token."""
-
-    def load(self, run_id: str) -> list[Event]:
-        """The run's whole journal in seq order, in one query."""
-
-    def open_effects(self, skip_damaged: bool = False) -> list[Event]:
-        """The latest row of every effect whose outcome is not settled: in flight, unknown, or
-        failed with a retry to come. A row that does not decode raises CorruptJournal, or with
-        `skip_damaged` (a listing, not a decision) is left out and its run put in `damage`."""
-
-    def stage(self, txid: str, collection: str, record_id: str, data: str, now: float) -> None:
-        """Write one record of an open transaction durably, invisible until `commit_tx`."""
-
-    def commit_tx(
-        self, txid: str, commit_id: str, key: str | None, message: str, author: str, now: float
-    ) -> tuple[str, list[list[str]]]:
-        """Make a transaction's staged records visible with one audit row, atomically; with a
-        `key` already committed, return that commit instead. Returns (commit id, records)."""
-
-    def abandon_tx(self, txid: str) -> None:
-        """Drop a transaction's staged records (nothing of it ever became visible)."""
-
-    def staging(self) -> list[tuple[str, str, str, float]]:
-        """Staged records of open or abandoned transactions: (txid, collection, record_id, at)."""
-
-    def get_record(self, collection: str, record_id: str) -> tuple[str, str] | None:
-        """A committed record's JSON and the commit that wrote it."""
-
-    def commits(self) -> list[tuple[str, str | None, str, str, float, str]]:
-        """The audit log: (commit_id, key, message, author, at, records JSON), oldest first."""
-
-    def events_of_kind(self, kind: str) -> list[Event]:
-        """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations);
-        a row that does not decode is left out and its run put in `damage`."""
-
-    def find_intent(self, key: str) -> Event | None:
-        """The intent row that issued idempotency key `key` (one at most: keys are unique)."""
-
-    def close(self) -> None: ...
-
-    def gc(
-        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
-    ) -> dict[str, Any]:
-        """Erase the payloads of finished runs last updated before `cutoff`, keeping the audit
-        spine, logged in the append-only gc log (see `retention`); `dry_run` only counts."""
-
-    def gc_log(self) -> list[dict[str, Any]]:
-        """Every gc pass, oldest first: gc_id, who, at, cutoff, runs, rows."""
-
-    def meta_value(self, key: str, default: str) -> str:
-        """The store-wide setting `key` (e.g. the default secret key), set to `default` first
-        if it has none; a read-only handle only reads (`default` when unset)."""
-
-    def meta_items(self, prefix: str) -> dict[str, str]:
-        """Every store-wide setting whose key starts with `prefix` (read only, never sets)."""
-
-    def current_role(self) -> str | None:
-        """The database role this handle connects as, journaled beside a name an actor claims;
-        None for SQLite, whose only access control is the file's."""
-
-    # -- integrity (daybook check, export --raw) ------------------------------------------------
-
-    def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
-        """Rows exactly as stored, JSON as text, nothing decoded: `table` is a key of RAW_TABLES
-        (columns as listed there), optionally only one run's, in key order."""
-
-    def journal_run_ids(self) -> list[str]:
-        """Every run id that has journal rows (with or without a header)."""
-
-    def quick_check(self) -> list[str]:
-        """What the database engine's own consistency check finds ([] when sound)."""
-
-    # -- coordination entities (daybook.entity) ----------------------------------------------
-
-    def entity_claim(self, name: str, agent: str, ttl: float, now: float) -> bool:
-        """Compare-and-set the entity's lease to (agent, now + ttl) if it is free, expired
-        (deadline < now) or already `agent`'s (a renewal), logging a `claim` entry in the same
-        transaction; creates the entity on its first claim. True if `agent` won.
-
-        Each entity write takes effect at max(now, the time of the entity's last entry), so a
-        call that waited behind a later one never logs a time before it."""
-
-    def entity_release(self, name: str, agent: str, now: float) -> bool:
-        """Free the lease if `agent` holds it live at `now`, logging a `release` entry with it."""
-
-    def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
-        """Append (now, agent, action, data) to the entity's log, only if `agent` holds a live
-        lease at `now` (checked and written atomically); False, writing nothing, otherwise."""
-
-    def entity_view(
-        self, name: str
-    ) -> tuple[str | None, float | None, list[tuple[int, float, str, str, str]]] | None:
-        """The entity's (holder, deadline, log) from one consistent read, the log as
-        (id, at, agent, action, data JSON text) rows in order; None if it was never claimed."""
-
-    def entity_list(self) -> list[tuple[str, str | None, float | None]]:
-        """Every entity as (name, holder, deadline), by name."""
-
-    # -- Atomix transactions (daybook.tx; headers in `tx_rows`) ---------------------------------
-
-    def tx_begin(
-        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
-    ) -> int:
-        """Allocate the next epoch (totally ordered, visible in order), insert the transaction's
-        header as open and its journal row `event` (given `data["epoch"]`) atomically."""
-
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        """Set a transaction's status with its journal row atomically; False if it had ended."""
-
-    def tx_rows(
-        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
-    ) -> list[TxRow]:
-        """Transaction headers by epoch (tx_id, run_id, epoch, scopes JSON, status, attempt,
-        retries, created_at, updated_at): all, one run's, the open ones, below an epoch."""
-
-    def tx_signal(self) -> TxSignal:
-        """What a frontier waiter sleeps on: moves when a transaction header may have ended
-        (this handle's own ends; on PostgreSQL any process's, by LISTEN/NOTIFY)."""
-
-    # -- queues, schedules, run search (daybook.dispatch; SQL in `dispatch_sql`) ---------------
-
-    def ensure_queue(self, name: str, now: float) -> None:
-        """Create queue `name` with no limits if it does not exist yet."""
-
-    def declare_queue(
-        self,
-        name: str,
-        concurrency: int | None,
-        per_worker: int | None,
-        rate_limit: int | None,
-        rate_period: float | None,
-        now: float,
-    ) -> None:
-        """Set queue `name`'s limits (None: no such limit), creating it if needed."""
-
-    def queue_rows(self, now: float) -> list[tuple[Any, ...]]:
-        """Every queue: (name, concurrency, per_worker, rate_limit, rate_period, pending, active)."""
-
-    def queue_names(self) -> list[str]:
-        """The names of every queue, sorted."""
-
-    def claim_queued(
-        self, queue: str, owner: str, ttl: float, now: float, version: str | None = None
-    ) -> str | None:
-        """Lease the first runnable run of `queue` (lowest priority number, then oldest) that
-        the queue's limits allow now (concurrency, per worker, rate, partition key), checked and
-        taken atomically across processes; None if there is none."""
-
-    def search_runs(
-        self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None
-    ) -> list[RunInfo]:
-        """Run headers matching `filters` (workflow, status, since, until, parent, queue,
-        attributes), newest first, strictly after the position `after` (created_at, run_id)."""
-
-    def set_attributes(self, event: Event, attributes: dict[str, Any]) -> None:
-        """Append `event` and index the run's search `attributes` in the same transaction."""
-
-    def attributes(self, run_id: str) -> dict[str, Any]:
-        """The run's search attributes (latest value of each)."""
-
-    def put_schedule(self, row: dict[str, Any]) -> None:
-        """Add or redefine a schedule (a redefined one keeps its pause and last firing)."""
-
-    def schedule_rows(self) -> list[dict[str, Any]]:
-        """Every schedule as a dict of its columns, by name."""
-
-    def drop_schedule(self, name: str) -> bool:
-        """Delete a schedule; False if there was none."""
-
-    def pause_schedule(self, name: str, paused: bool, now: float) -> bool:
-        """Pause a schedule, or resume it from `now`; False if there is none."""
-
-    def advance_schedule(self, name: str, fired: float) -> None:
-        """Record that the schedule's firings up to `fired` are handled (never moves back)."""
 
 
 def resolve_url(url: str | None) -> str:
@@ -312,20 +69,22 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
-# Store methods that write; a read-only handle refuses them before they reach the database.
-WRITES = (
-    "create_run", "claim", "hold", "claim_next", "renew", "release", "append", "finish", "transition",
-    "suspend",
-    "signal", "set_approver", "stage", "commit_tx", "abandon_tx", "entity_claim",
-    "entity_release", "entity_record", "tx_begin", "tx_mark", "ensure_queue", "declare_queue",
-    "claim_queued", "set_attributes", "put_schedule", "drop_schedule", "pause_schedule",
-    "advance_schedule",
-)  # fmt: skip
+@overload
+def open_store(url: str | None = None, read_only: Literal[False] = False) -> Store: ...
 
 
-def open_store(url: str | None = None, read_only: bool = False) -> Store:
+@overload
+def open_store(url: str | None, read_only: Literal[True]) -> ReadStore: ...  # type: ignore[overload-overlap]
+
+
+@overload
+def open_store(url: str | None = None, read_only: bool = False) -> Store: ...
+
+
+def open_store(url: str | None = None, read_only: bool = False) -> Store | ReadStore:
     """Open the store at `url`. Read-write creates it if missing and upgrades an older schema;
-    `read_only` never creates, upgrades or writes anything (an error if there is no store)."""
+    `read_only` never creates, upgrades or writes anything (an error if there is no store): the
+    handle has the read parts only, and refuses every write (`read_only.ReadOnlyStore`)."""
     url = resolve_url(url)
     store: Store
     if url.startswith(("postgresql://", "postgres://")):
@@ -342,22 +101,13 @@ def open_store(url: str | None = None, read_only: bool = False) -> Store:
             "or postgresql://user@host:port/dbname"
         )
     if read_only:
-        for name in WRITES:
-            setattr(store, name, _refused(store.url, name))
+        # Typed as a whole store where the caller's `read_only` is a run-time flag: its writes
+        # are refusals that say so.
+        return cast(Store, ReadOnlyStore(store))
     return store
 
 
-def _refused(url: str, name: str) -> Callable[..., Any]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise ConfigError(
-            f"the store {url} is open read-only (Daybook(url, read_only=True), or a read "
-            f"command), so it cannot write ({name}); open it without read_only to write"
-        )
-
-    return refuse
-
-
-def load_listed(store: Store, run_id: str) -> list[Event] | None:
+def load_listed(store: ReadStore, run_id: str) -> list[Event] | None:
     """A run's journal for a listing across runs: None (and the run put in `store.damage`) when a
     row does not decode, so one damaged run does not stop the listing of all the others."""
     try:

@@ -1,7 +1,7 @@
-"""The SQL of queues, schedules and run search (`daybook.dispatch`), shared by both backends.
+"""The SQL of queues, schedules and run search (`daybook.dispatch`), shared by every backend.
 
-Each statement is written once with named parameters; `Marks` renders them for the backend
-(`:name` on SQLite, `%(name)s` on PostgreSQL). The claim of a queued run is one UPDATE whose
+Each statement is written once with named parameters; `Marks` writes them (`%(name)s`, which
+the dialect renders for its driver, see `dialect`). The claim of a queued run is one UPDATE whose
 subquery checks every limit of the queue against the runs table as it is: on SQLite the write
 lock serialises it across processes, on PostgreSQL the caller holds the queue's row lock first.
 """
@@ -18,7 +18,6 @@ from .rows import RUN_ALL
 
 Marks = Callable[[str], str]
 
-SQLITE: Marks = lambda name: f":{name}"  # noqa: E731
 POSTGRES: Marks = lambda name: f"%({name})s"  # noqa: E731
 
 _FINISHED = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))

@@ -8,10 +8,13 @@ tool gave: journal row data (every kind, transaction rows included), a run's inp
 error, a deferral's error, a signal's payload, a staged record, an entity log entry, a
 schedule's input.
 
-There is no side door: every method of the `Store` protocol is either guarded here or named in
-`PASSTHROUGH` (methods that carry no payload: leases, queues, headers' spine, the raw rows of
-`export --raw`). The guard has no `__getattr__`; a method added to the protocol and to neither
-list is missing from the guard, and `tests/test_every_payload_guarded.py` says so.
+There is no side door: every method of every part of the `Store` protocol (`parts`) is either
+guarded here or named in `PASSTHROUGH` (methods that carry no payload: leases, queues, headers'
+spine, the raw rows of `export --raw`). The guard has no `__getattr__`; a method added to the
+protocol and to neither list is missing from the guard, and `tests/test_every_payload_guarded.py`
+says so. A transaction's rows (`tx_begin`, `tx_mark`) and the attributes row (`set_attributes`)
+are store methods that take the `Event`, guarded like `append`: no write reaches a backend
+around the guard.
 At open, `codec_check.verify` holds the handle's codec against the one the store recorded.
 """
 
@@ -29,14 +32,25 @@ from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
 from .codec_check import verify
 from .secrets import concealer_for
 
-# Store methods with no payload in or out: the backend's own, called through unchanged.
+# Store methods with no payload in or out, by protocol part (`parts`): the backend's own,
+# called through unchanged. The payload-carrying methods of every part are guarded below.
 PASSTHROUGH = (
-    "claim", "hold", "claim_next", "renew", "release", "suspend", "set_approver", "approvers",
-    "commit_tx", "abandon_tx", "staging", "commits", "close", "gc", "gc_log", "meta_value",
-    "meta_items", "raw_rows", "journal_run_ids", "quick_check", "entity_claim",
-    "entity_release", "entity_list", "tx_rows", "tx_signal", "ensure_queue", "declare_queue",
-    "queue_rows", "queue_names", "claim_queued", "attributes", "drop_schedule",
-    "pause_schedule", "advance_schedule", "current_role",
+    # Leases
+    "claim", "hold", "claim_next", "renew", "release", "suspend",
+    # Inbox: the approvers' token hashes
+    "set_approver", "approvers",
+    # Commits: the staged records' payloads are guarded (`stage`, `get_record`)
+    "commit_tx", "abandon_tx", "staging", "commits",
+    # Entities: the log entries are guarded (`entity_record`, `entity_view`)
+    "entity_claim", "entity_release", "entity_list",
+    # Epochs: the journal rows are guarded (`tx_begin`, `tx_mark`)
+    "tx_rows", "tx_signal",
+    # Dispatch: the attribute index stays in clear (it is what `find` searches)
+    "ensure_queue", "declare_queue", "queue_rows", "queue_names", "claim_queued", "attributes",
+    "drop_schedule", "pause_schedule", "advance_schedule",
+    # Admin
+    "close", "gc", "gc_log", "meta_value", "meta_items", "raw_rows", "journal_run_ids",
+    "quick_check", "current_role",
 )  # fmt: skip
 _TAG = f'"{ENVELOPE}"'  # an encoded payload's text holds it; a plain one (almost never) does
 

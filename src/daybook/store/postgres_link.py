@@ -1,4 +1,4 @@
-"""A PostgreSQL connection that heals: the one socket a `PostgresStore` talks through.
+"""A PostgreSQL connection that heals: the one socket the PostgreSQL dialect talks through.
 
 A server restart, a failover, `pg_terminate_backend` or a pooler's idle kill closes the socket
 under a long-lived handle. The next statement finds it broken; the link then opens a new
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+from psycopg.types.string import TextLoader
 
 from ..errors import StoreUnavailable
 from .rows import unencodable
@@ -38,11 +39,16 @@ class Link:
         self._schema = schema
         self._read_only = read_only
         self._lock = threading.Lock()
+        # A handle is shared by threads: a transaction holds the connection to its end, so no
+        # other thread's statement lands inside it (one thread's turn at a time).
+        self._turn = threading.RLock()
         self.reconnects = 0
         self.conn = self._connect()  # psycopg.OperationalError: the caller says what to fix
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(self._conninfo, autocommit=True)
+        # JSON comes back as the text stored, as on every backend (`rows` parses it).
+        conn.adapters.register_loader("json", TextLoader)
         if self._read_only:
             # Defence in depth: the session refuses every write, whatever the code asks.
             conn.execute("SET default_transaction_read_only = on")
@@ -68,6 +74,10 @@ class Link:
 
     def execute(self, sql: str, params: Any = None, *, retry: bool = True) -> psycopg.Cursor[Any]:
         """One statement. `retry`: safe to send again if the connection was lost under it."""
+        with self._turn:
+            return self._execute(sql, params, retry)
+
+    def _execute(self, sql: str, params: Any, retry: bool) -> psycopg.Cursor[Any]:
         conn = self.conn
         try:
             return conn.execute(sql, params)
@@ -89,22 +99,42 @@ class Link:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction, never retried: whether a COMMIT whose answer was lost took is unknown,
-        so a lost connection raises `StoreUnavailable` (the next call uses a new one)."""
+        """A transaction, never retried once begun: whether a COMMIT whose answer was lost took
+        is unknown, so a connection lost in it raises `StoreUnavailable` (the next call uses a
+        new one). A connection found lost at BEGIN, before anything was sent, is healed first."""
+        with self._turn:
+            conn, tx = self._begin()
+            try:
+                try:
+                    yield conn
+                except BaseException as exc:
+                    if not tx.__exit__(type(exc), exc, exc.__traceback__):
+                        raise
+                else:
+                    tx.__exit__(None, None, None)
+            except _ENCODING as exc:
+                raise unencodable(exc, "PostgreSQL") from None
+            except psycopg.OperationalError as exc:
+                if not _lost(conn):
+                    raise
+                self._heal(conn, exc)
+                raise StoreUnavailable(
+                    f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
+                    "it is re-established, but whether the transaction committed is unknown"
+                ) from exc
+
+    def _begin(self) -> tuple[psycopg.Connection[Any], contextlib.AbstractContextManager[Any]]:
         conn = self.conn
         try:
-            with conn.transaction():
-                yield conn
-        except _ENCODING as exc:
-            raise unencodable(exc, "PostgreSQL") from None
+            tx = conn.transaction()
+            tx.__enter__()
         except psycopg.OperationalError as exc:
             if not _lost(conn):
                 raise
-            self._heal(conn, exc)
-            raise StoreUnavailable(
-                f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); it "
-                "is re-established, but whether the transaction committed is unknown"
-            ) from exc
+            conn = self._heal(conn, exc)  # nothing of this transaction was sent yet
+            tx = conn.transaction()
+            tx.__enter__()
+        return conn, tx
 
     def close(self) -> None:
         self.conn.close()

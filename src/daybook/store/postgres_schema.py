@@ -1,8 +1,13 @@
 """The PostgreSQL schema: the version-1 tables, created whole, and one migration per later version
 (index i upgrades a store from v(i+1) to v(i+2)). Every journal-like table is append-only,
-enforced by triggers."""
+enforced by triggers. `migrate` applies them, under a lock that serialises upgraders."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from ..records import SCHEMA_VERSION
+from .rows import check_version, parse_stamp
 
 SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS daybook_runs (
@@ -254,3 +259,46 @@ MIGRATIONS: list[list[str]] = [
             EXECUTE FUNCTION daybook_transactions_ended()""",
     ],
 ]
+
+
+_LOCK_ID = 0x6461796230  # arbitrary constant: serialises schema setup across processes
+
+
+def stamp(db: Any, url: str) -> int | None:
+    """The store's schema version; None if there is no daybook store here."""
+    if db.execute("SELECT to_regclass('daybook_meta')").fetchone()[0] is None:
+        return None
+    row = db.execute("SELECT value FROM daybook_meta WHERE key = 'schema_version'").fetchone()
+    return parse_stamp(row[0], url) if row else 0
+
+
+def schema_exists(db: Any, schema: str | None) -> bool:
+    return db.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
+
+
+def migrate(db: Any, schema: str | None, url: str) -> None:
+    """Create or upgrade the store to SCHEMA_VERSION, in the transaction `db`. Only a store
+    older than the code gets here, so a current store needs no DDL rights (the least-privilege
+    role of the README). The advisory lock serialises upgraders, and two processes opening a new
+    store at once do not race."""
+    db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+    if schema and not schema_exists(db, schema):
+        # Only when missing: CREATE SCHEMA needs a right the least-privilege owner lacks.
+        db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    db.execute("CREATE TABLE IF NOT EXISTS daybook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    found = stamp(db, url) or 0
+    check_version(found, SCHEMA_VERSION, url)
+    if found == SCHEMA_VERSION:
+        return  # another process upgraded it while this one waited for the lock
+    if found == 0:
+        for stmt in SCHEMA_V1:
+            db.execute(stmt)
+        found = 1
+    for i in range(found - 1, len(MIGRATIONS)):
+        for stmt in MIGRATIONS[i]:
+            db.execute(stmt)
+    db.execute(
+        "INSERT INTO daybook_meta (key, value) VALUES ('schema_version', %s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )

@@ -14,6 +14,11 @@ _KIND_SET = frozenset(k.value for k in Kind)
 log = logging.getLogger("daybook")
 
 EVENT_COLUMNS = "run_id, seq, step, kind, name, key, status, attempt, fp, data, at, parent"
+# Written once for every backend (`dialect`): `%s` marks, the payload cast to PostgreSQL's json.
+INSERT_EVENT = (
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) "
+    f"VALUES ({', '.join(['%s'] * 9 + ['%s::json', '%s', '%s'])})"
+)
 RUN_COLUMNS = (
     "run_id, workflow, ref, status, input, result, error, created_at, updated_at, "
     "lease_owner, lease_expires, schema_version, wake_at, code_version"

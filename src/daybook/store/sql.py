@@ -1,0 +1,404 @@
+"""`SqlStore`: the `Store` protocol over any SQL `Dialect`, each statement written once.
+
+Runs and leases, the journal, the inbox, transaction epochs and the store's administration
+are here; entities, record commits and dispatch (queues, schedules, search) in `sql_parts`.
+Statements use `%s` / `%(name)s` marks and PostgreSQL casts; the dialect renders and runs them
+(see `dialect`). A write that must commit with its journal row runs as one atomic write; a
+unique violation on the journal becomes `DuplicateKey` (the key) or `LeaseLost` (the seq).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import LeaseLost, StoreUnavailable
+from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
+from . import retention
+from .dialect import Db, Dialect, Write
+from .rows import (
+    EVENT_COLUMNS,
+    INSERT_EVENT,
+    RAW_TABLES,
+    RUN_ALL,
+    RUN_COLUMNS,
+    conflict_error,
+    event_from_row,
+    event_params,
+    events_from_rows,
+    events_skipping,
+    run_from_row,
+    run_params,
+    runs_from_rows,
+)
+from .sql_parts import SqlCommits, SqlDispatch, SqlEntities
+from .tx_rows import TERMINAL as TX_ENDED
+from .tx_rows import TX_COLUMNS, TxRow, as_rows, mark_sql, select_sql
+from .tx_signal import TxSignal
+
+_INSERT_RUN = (
+    f"INSERT INTO daybook_runs ({RUN_ALL}) VALUES ({', '.join(['%s'] * 4 + ['%s::json'] * 3 + ['%s'] * 11)}) "
+    "ON CONFLICT (run_id) DO NOTHING"
+)
+# Take a lease that is free, expired, already ours, or held by the `expect`ed owner.
+_FREE = "(lease_owner IS NULL OR lease_expires < %s OR lease_owner = %s OR lease_owner = %s)"
+_CLAIM = (
+    "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, status = CASE WHEN "
+    "status IN ('pending', 'suspended', 'needs_attention', 'paused') THEN 'running' ELSE status END "
+    f"WHERE run_id = %s AND {_FREE}"
+)
+_CLAIM_NEXT = (
+    "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s, wake_at = NULL, status = 'running' "
+    "WHERE run_id = (SELECT run_id FROM daybook_runs WHERE ((status IN ('pending', 'running') AND "
+    "(lease_owner IS NULL OR lease_expires < %s) AND (wake_at IS NULL OR wake_at <= %s)) "
+    "OR (status = 'suspended' AND wake_at <= %s AND (lease_owner IS NULL OR lease_expires < %s))) "
+    # Queued runs are taken by `claim_queued`, under their queue's limits.
+    "AND (CAST(%s AS TEXT) IS NULL OR code_version = %s) AND queue IS NULL "
+    "ORDER BY created_at LIMIT 1{lock}) RETURNING run_id"
+)
+_FINISH = (
+    "UPDATE daybook_runs SET status = %s, result = %s::json, error = %s::json, updated_at = %s, "
+    "lease_owner = NULL, lease_expires = NULL, wake_at = NULL WHERE run_id = %s AND "
+    # A cancelled run stays cancelled: an owner that had not noticed records nothing.
+    "(lease_owner = %s OR lease_owner IS NULL) AND status NOT IN ('cancelled', 'expired')"
+)
+_TRANSITION = (
+    "UPDATE daybook_runs SET status = %s, error = %s::json, updated_at = %s, lease_owner = NULL, "
+    "lease_expires = NULL, wake_at = CASE WHEN %s = 'pending' THEN %s::float8 ELSE NULL END "
+    "WHERE run_id = %s AND status IN ({marks})"
+)
+_SUSPEND = (
+    # A signal that arrived while the run executed already set wake_at: keep the earlier.
+    "UPDATE daybook_runs SET status = 'suspended', wake_at = CASE WHEN wake_at IS NOT NULL "
+    "AND (%s::float8 IS NULL OR wake_at < %s) THEN wake_at ELSE %s END, updated_at = %s, "
+    "lease_owner = NULL, lease_expires = NULL WHERE run_id = %s AND lease_owner = %s"
+)
+_OPEN_EFFECTS = (
+    f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))} "
+    "FROM daybook_events e JOIN (SELECT run_id, step, MAX(seq) AS seq FROM daybook_events "
+    "WHERE kind IN ('intent', 'attempt', 'outcome') GROUP BY run_id, step) last "
+    "ON e.run_id = last.run_id AND e.seq = last.seq "
+    "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
+)
+_INSERT_TX = (
+    f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
+)
+
+
+def _marks(n: int) -> str:
+    return ", ".join(["%s"] * n)
+
+
+class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
+    """The store over `dialect` (a backend's `SQLiteStore`/`PostgresStore` only picks one)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.url = dialect.url
+        self.read_only = dialect.read_only
+        self.damage: dict[str, str] = {}
+        self._read = dialect.read
+        self._write = dialect.write
+        self._tx_signal = dialect.tx_signal()
+        # A read-only handle may read a store from before the queue columns (schema v11).
+        self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
+
+    def _journaled(self, event: Event, fn: Write[Any]) -> Any:
+        """An atomic write that inserts `event`: a unique violation says whose fault it is."""
+        try:
+            return self._write(fn, atomic=True, retry=False)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            raise conflict_error(event, on_key) from None
+
+    def _moved(self, update: str, params: tuple[Any, ...], event: Event) -> bool:
+        """Change a header with `update` and insert `event` with it, or neither (False) if the
+        header was not in a state to change."""
+        row = event_params(event)
+
+        def write(db: Db) -> bool:
+            if db.execute(update, params).rowcount == 0:
+                return False
+            db.execute(INSERT_EVENT, row)
+            return True
+
+        return bool(self._journaled(event, write))
+
+    # -- runs and leases ------------------------------------------------------------------------
+
+    def create_run(self, info: RunInfo, first: Event) -> bool:
+        run_row, event_row = run_params(info), event_params(first)
+
+        def write(db: Db) -> bool:
+            if db.execute(_INSERT_RUN, run_row).rowcount == 0:
+                return False
+            db.execute(INSERT_EVENT, event_row)
+            return True
+
+        return bool(self._write(write, atomic=True, retry=False))
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        row = self._read(f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = %s", (run_id,))
+        return run_from_row(row[0]) if row else None
+
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        where, args = (" WHERE status = %s", (status,)) if status else ("", ())
+        sql = f"SELECT {self._run_cols} FROM daybook_runs{where} ORDER BY created_at DESC, run_id LIMIT %s"
+        return runs_from_rows(self._read(sql, (*args, limit)), self.damage)
+
+    def _changed(self, sql: str, params: tuple[Any, ...]) -> bool:
+        return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
+
+    def claim(self, run_id: str, owner: str, ttl: float, now: float, expect: str | None) -> bool:
+        return self._changed(_CLAIM, (owner, now + ttl, run_id, now, owner, expect))
+
+    def hold(
+        self, run_id: str, owner: str, ttl: float, now: float, expect: str | None, allowed: tuple[str, ...]
+    ) -> bool:
+        sql = (
+            "UPDATE daybook_runs SET lease_owner = %s, lease_expires = %s "
+            f"WHERE run_id = %s AND status IN ({_marks(len(allowed))}) AND {_FREE}"
+        )
+        return self._changed(sql, (owner, now + ttl, run_id, *allowed, now, owner, expect))
+
+    def claim_next(self, owner: str, ttl: float, now: float, version: str | None = None) -> str | None:
+        # Workers racing for the queue head each take a different run, none waiting.
+        sql = _CLAIM_NEXT.format(lock=self.dialect.skip_locked())
+        params = (owner, now + ttl, now, now, now, now, version, version)
+        row = self._write(lambda db: db.execute(sql, params).fetchone())
+        return None if row is None else str(row[0])
+
+    def renew(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        sql = "UPDATE daybook_runs SET lease_expires = %s WHERE run_id = %s AND lease_owner = %s"
+        return self._changed(sql, (now + ttl, run_id, owner))
+
+    def release(self, run_id: str, owner: str) -> None:
+        sql = (
+            "UPDATE daybook_runs SET lease_owner = NULL, lease_expires = NULL "
+            "WHERE run_id = %s AND lease_owner = %s"
+        )
+        self._changed(sql, (run_id, owner))
+
+    def defer(self, run_id: str, owner: str, wake_at: float, error: str, now: float) -> None:
+        sql = (
+            "UPDATE daybook_runs SET wake_at = %s, error = %s::json, updated_at = %s, lease_owner = NULL, "
+            "lease_expires = NULL WHERE run_id = %s AND lease_owner = %s"
+        )
+        self._changed(sql, (wake_at, error, now, run_id, owner))
+
+    def suspend(self, run_id: str, owner: str, wake_at: float | None, now: float) -> None:
+        self._changed(_SUSPEND, (wake_at, wake_at, wake_at, now, run_id, owner))
+
+    # -- journal --------------------------------------------------------------------------------
+
+    def append(self, event: Event) -> None:
+        params = event_params(event)
+
+        def write(db: Db) -> None:
+            db.execute(INSERT_EVENT, params)
+
+        try:
+            try:
+                self._write(write, retry=False)
+            except StoreUnavailable:
+                # The connection dropped under the insert, and is back: the row is ours if it
+                # landed, else it is written now. (The lease fences everyone else off this seq.)
+                if not self.dialect.heals:
+                    raise
+                if not self._landed(event):
+                    self._write(write, retry=False)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            raise conflict_error(event, on_key) from None
+
+    def _landed(self, event: Event) -> bool:
+        sql = "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s"
+        rows = self._read(sql, (event.run_id, event.seq))
+        if not rows:
+            return False
+        if (rows[0][0], rows[0][1], float(rows[0][2])) != (event.kind, event.name, event.at):
+            raise conflict_error(event, False)  # another row holds this seq
+        return True
+
+    def finish(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        result: object,
+        error: object,
+        event: Event | None,
+        now: float,
+    ) -> None:
+        what = f"run {run_id!r}"
+        params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
+        changed = self._changed(_FINISH, params) if event is None else self._moved(_FINISH, params, event)
+        if not changed:
+            raise LeaseLost(
+                f"run {run_id!r}: another process took the run over before this one could record how "
+                "it ended; nothing was recorded here"
+            )
+
+    def transition(
+        self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float
+    ) -> bool:
+        update = _TRANSITION.format(marks=_marks(len(allowed)))
+        params = (status, dumps(error, f"run {run_id!r} error"), now, status, now, run_id, *allowed)
+        return self._moved(update, params, event)
+
+    def load(self, run_id: str) -> list[Event]:
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
+        return events_from_rows(self._read(sql, (run_id,)))
+
+    def events_of_kind(self, kind: str) -> list[Event]:
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq"
+        return events_skipping(self._read(sql, (kind,)), self.damage)
+
+    def find_intent(self, key: str) -> Event | None:
+        # Served by the partial unique index on intent keys.
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = 'intent' AND key = %s"
+        rows = self._read(sql, (key,))
+        return events_from_rows(rows)[0] if rows else None
+
+    def open_effects(self, skip_damaged: bool = False) -> list[Event]:
+        rows = self._read(_OPEN_EFFECTS)
+        events = events_skipping(rows, self.damage) if skip_damaged else list(map(event_from_row, rows))
+        return [e for e in events if not settles(e)]
+
+    # -- inbox and approvers --------------------------------------------------------------------
+
+    def signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: str,
+        sender: str,
+        now: float,
+        any_status: bool = False,
+        wake: bool = True,
+    ) -> int | None:
+        def write(db: Db) -> int | None:
+            status = db.execute("SELECT status FROM daybook_runs WHERE run_id = %s", (run_id,)).fetchone()
+            if status is None or (status[0] in TERMINAL and not any_status):
+                return None
+            new = db.execute(
+                "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
+                "VALUES (%s, %s, %s::json, %s, %s) RETURNING id",
+                (run_id, name, payload, sender, now),
+            ).fetchone()
+            if wake:
+                # Also for a run executing now: if it suspends before reading this signal, the
+                # wake time survives the suspend and a worker picks the run up again.
+                db.execute(
+                    "UPDATE daybook_runs SET wake_at = %s WHERE run_id = %s AND "
+                    "status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
+                    (now, run_id),
+                )
+            return int(new[0])
+
+        result: int | None = self._write(write, atomic=True, retry=False)  # never read twice
+        return result
+
+    def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
+        sql = "SELECT id, name, payload, sender, at FROM daybook_inbox WHERE run_id = %s ORDER BY id"
+        return [(int(r[0]), r[1], r[2], r[3], float(r[4])) for r in self._read(sql, (run_id,))]
+
+    def set_approver(self, name: str, token_hash: str, now: float) -> None:
+        check_text(name, "the approver name")  # the same rule on every store
+        sql = (
+            "INSERT INTO daybook_approvers (name, token_hash, created_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, "
+            "created_at = excluded.created_at"
+        )
+        self._changed(sql, (name, token_hash, now))
+
+    def approvers(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._read("SELECT name, token_hash FROM daybook_approvers")}
+
+    # -- transaction epochs (daybook.tx; headers in `tx_rows`) ----------------------------------
+
+    def tx_begin(
+        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+    ) -> int:
+        def write(db: Db) -> int:
+            epoch = self.dialect.next_epoch(db)
+            db.execute(_INSERT_TX, (tx_id, run_id, epoch, scopes, attempt, retries, now, now))
+            event.data["epoch"] = epoch
+            db.execute(INSERT_EVENT, event_params(event))
+            return epoch
+
+        return int(self._journaled(event, write))
+
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
+        changed = self._moved(mark_sql("%s"), (status, now, tx_id), event)
+        if status in TX_ENDED:
+            self._tx_signal.bump()  # this handle's waiters look again at once
+        return changed
+
+    def tx_rows(
+        self, run_id: str | None = None, open_only: bool = False, before: int | None = None
+    ) -> list[TxRow]:
+        sql, params = select_sql("%s", run_id, open_only, before)
+        return as_rows(self._read(sql, tuple(params)))
+
+    def tx_signal(self) -> TxSignal:
+        return self._tx_signal
+
+    # -- administration: integrity, retention, settings ----------------------------------------
+
+    def raw_rows(self, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        sql = f"SELECT {RAW_TABLES[table]} FROM daybook_{table}"
+        if run_id is not None:
+            sql += " WHERE run_id = %s"
+        key = RAW_TABLES[table].split(",")[0]
+        sql += " ORDER BY run_id, seq" if table == "events" else f" ORDER BY {key}"
+        return [tuple(r) for r in self._read(sql, () if run_id is None else (run_id,))]
+
+    def journal_run_ids(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT run_id FROM daybook_events ORDER BY run_id")]
+
+    def quick_check(self) -> list[str]:
+        return self.dialect.quick_check()
+
+    def gc(
+        self, cutoff: float, now: float, who: str, gc_id: str, key: bytes, dry_run: bool
+    ) -> dict[str, Any]:
+        """Erase the payloads of finished runs updated before `cutoff` (store/retention.py)."""
+        return self.dialect.gc(
+            lambda execute: retention.collect(
+                execute, cutoff=cutoff, now=now, who=who, gc_id=gc_id, key=key, dry_run=dry_run,
+                cast="::json",
+            ),
+            dry_run,
+        )  # fmt: skip
+
+    def gc_log(self) -> list[dict[str, Any]]:
+        return self.dialect.gc(retention.history, dry_run=True)
+
+    def meta_value(self, key: str, default: str) -> str:
+        """The store setting `key`, set to `default` first if it has none (read-only: only read)."""
+        if not self.read_only:
+            sql = "INSERT INTO daybook_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+            self._changed(sql, (key, default))
+        row = self._read("SELECT value FROM daybook_meta WHERE key = %s", (key,))
+        return str(row[0][0]) if row else default
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        rows = self._read(
+            "SELECT key, value FROM daybook_meta WHERE substr(key, 1, %s) = %s", (len(prefix), prefix)
+        )
+        return {str(k): str(v) for k, v in rows}
+
+    def current_role(self) -> str | None:
+        return self.dialect.role()
+
+    def close(self) -> None:
+        self._tx_signal.close()
+        self.dialect.close()
+
+    def now(self) -> float:
+        return time.time()

@@ -1,0 +1,89 @@
+"""Store contract, epochs part: Atomix transaction headers, each moved with its journal row."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from daybook.errors import LeaseLost
+from daybook.store import Store
+
+from .contract import NOW, row
+
+
+def _begin(store: Store, tx_id: str, run_id: str, seq: int) -> int:
+    return store.tx_begin(tx_id, run_id, '["a/**"]', 1, 3, row(run_id, seq, name="tx:begin"), NOW + seq)
+
+
+def test_epochs_increase_and_the_begin_row_carries_its_epoch(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    new_run("r1")
+    first, second = _begin(store, "t1", "r1", 2), _begin(store, "t2", "r1", 3)
+    assert second > first > 0
+    assert [e.data.get("epoch") for e in store.load("r1")[1:]] == [first, second]
+    rows = store.tx_rows()
+    assert [(r[0], r[2], r[3], r[4], r[5], r[6]) for r in rows] == [
+        ("t1", first, '["a/**"]', "open", 1, 3), ("t2", second, '["a/**"]', "open", 1, 3),
+    ]  # fmt: skip
+
+
+def test_epochs_drawn_by_racing_handles_are_all_different(
+    db_url: str, store: Store, new_run: Callable[..., str]
+) -> None:
+    from daybook.store import open_store
+
+    for n in range(4):
+        new_run(f"r{n}")
+    epochs: list[int] = []
+
+    def begin(n: int) -> None:
+        handle = open_store(db_url)
+        try:
+            for i in range(5):
+                epochs.append(_begin(handle, f"t{n}-{i}", f"r{n}", i + 2))
+        finally:
+            handle.close()
+
+    threads = [threading.Thread(target=begin, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(epochs)) == 20
+    assert [r[2] for r in store.tx_rows()] == sorted(epochs)
+
+
+def test_a_header_ends_once_with_its_row_and_wakes_waiters(store: Store, new_run: Callable[..., str]) -> None:
+    new_run("r1")
+    _begin(store, "t1", "r1", 2)
+    signal = store.tx_signal()
+    seen = signal.generation()
+    assert store.tx_mark("t1", "committing", row("r1", 3, name="tx:commit"), NOW)
+    assert store.tx_mark("t1", "committed", row("r1", 4, name="tx:end"), NOW)
+    assert signal.wait(seen, 5.0) != seen  # an end moved it
+    assert not store.tx_mark("t1", "aborted", row("r1", 5, name="tx:abort"), NOW)  # ended already
+    assert [e.name for e in store.load("r1")][1:] == ["tx:begin", "tx:commit", "tx:end"]
+    assert store.tx_rows(open_only=True) == []
+
+
+def test_a_begin_whose_row_cannot_be_written_leaves_no_header(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    new_run("r1")
+    store.append(row("r1", 2))
+    with pytest.raises(LeaseLost):
+        _begin(store, "t1", "r1", 2)  # seq 2 is taken: the header goes with it
+    assert store.tx_rows() == []
+
+
+def test_headers_are_listed_by_run_openness_and_epoch(store: Store, new_run: Callable[..., str]) -> None:
+    new_run("r1")
+    new_run("r2")
+    e1, e2 = _begin(store, "t1", "r1", 2), _begin(store, "t2", "r2", 2)
+    store.tx_mark("t1", "aborted", row("r1", 3, name="tx:abort"), NOW)
+    assert [r[0] for r in store.tx_rows(run_id="r2")] == ["t2"]
+    assert [r[0] for r in store.tx_rows(open_only=True)] == ["t2"]
+    assert [r[0] for r in store.tx_rows(before=e2)] == ["t1"] and e1 < e2
