@@ -1,7 +1,8 @@
 """Effects: `ctx.effect`, an act on the world with its intent journaled before it and its
 outcome after, under a key that names the decision it came from.
 
-This module owns step allocation and keys for effects and the replay fast path; the lifecycle
+This module owns step allocation and keys for effects (their grammar: `keys.py`), the replay
+fast path, and the `Act` (`act.py`) each call becomes, inside a transaction too; the lifecycle
 of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, driven by
 `driver.py`.
 """
@@ -18,14 +19,13 @@ from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
 from .driver import drive, drive_async, ready
-from .execution import Execution, step_fingerprint
+from .execution import step_fingerprint
 from .facet import Facet
 from .lifecycle import EffectLifecycle, replayed_result
 from .stop import Stop
 from .tool import Tool
 
 T = TypeVar("T")
-unbranched = keys.unbranched  # where the effect path has always exported it
 
 
 def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool | None]:
@@ -36,19 +36,13 @@ def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool
     def same(old: Event) -> bool | None:
         def norm(args: Any) -> str:
             kept = {k: v for k, v in dict(args or {}).items() if k not in tool.volatile}
-            return unbranched(json.dumps(kept, sort_keys=True, default=str))
+            return keys.unbranched(json.dumps(kept, sort_keys=True, default=str))
 
         if norm(old.data.get("args")) == norm(stored):
             return True
         return None if tool.effect.irreversible else False
 
     return same
-
-
-def act_args(exe: Execution, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict[str, JSON], bool]:
-    """A call's arguments as the journal holds them (`act.conceal`), and whether anything was
-    concealed."""
-    return conceal(exe, tool, args)
 
 
 class Effects(Facet):
@@ -124,7 +118,7 @@ class Effects(Facet):
         same = _same_act(tool, stored) if step in exe.soft else None
         recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=same)
         key = self._key_for(step, tool, key, decision)
-        if recs is not None and recs[0].key != key and unbranched(recs[0].key) != unbranched(key):
+        if recs is not None and recs[0].key != key and keys.unbranched(recs[0].key) != keys.unbranched(key):
             raise Stop(
                 NonDeterminismError(
                     f"run {exe.run_id!r} step {step} {tool.name!r}: its key changed from "
