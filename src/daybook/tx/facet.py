@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from ..errors import ConfigError, ReleaseDeclined
+from ..journal.act import TxMark
 from ..journal.decision import Decision
 from ..journal.execution import Execution
 from ..journal.steps import Steps
@@ -146,8 +147,10 @@ class Transactions(Steps):
         replay cuts the same branches)."""
         return speculate(self, branches, choose, scopes, wait, deadline)
 
-    def _effect_now(self, tool: Tool[Any], /, **kwargs: Any) -> Any:
-        return super().effect(tool, **kwargs)
+    def _effect_now(
+        self, tool: Tool[Any], key: str | None, decision: Any, args: dict[str, Any], tx: TxMark | None
+    ) -> Any:
+        return super()._perform(tool, key, decision, args, tx)
 
     @overload
     def effect(
@@ -184,7 +187,8 @@ class Transactions(Steps):
         buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
-            gated = isinstance(tool, Tool) and tool.irreversible and self._exe.gate_irreversible is not False
+            policy = self._exe.gate_irreversible
+            gated = isinstance(tool, Tool) and tool.effect.irreversible and policy is not False
             if gated and self._release(tool, key, decision, dict(args)):
                 # Approved: a fork may make it again with other arguments than its original.
                 self._exe.released = tool.name
