@@ -222,7 +222,9 @@ def test_send_is_declared_irreversible_and_held_until_release() -> None:
     profile = send.profile()
     assert profile["effect_class"] == "irreversible" and profile["bufferable"] is True
     assert profile["verify"] is True and profile["idempotent"] is False
-    assert profile["gated_by_default"] is True  # the agent loop gates it unless told otherwise
+    assert profile["gated_by_agent_loop"] is True  # the agent loop gates it unless told otherwise
+    assert profile["gated_by_default"] is False  # a plain ctx.effect sends it (D-3)
+    assert profile["in_transaction"] == "held"  # held, and so under a transaction's release gate
 
 
 # -- crash tests: SIGKILL the agent process, resume in a new one ------------------------------

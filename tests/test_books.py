@@ -348,12 +348,13 @@ def test_tools_lists_each_tools_counterparty_profile(tmp_path: Path) -> None:
     by_name = {p["name"]: p for p in profiles}
     blind = by_name["pay_blind"]  # declared with a retry policy and nothing else
     assert blind["effect_class"] == "irreversible" and blind["irreversible"] is True
-    assert blind["accepts_keys"] is False and blind["gated_by_default"] is True
+    assert blind["accepts_keys"] is False and blind["gated_by_agent_loop"] is True
+    assert blind["gated_by_default"] is False  # a plain ctx.effect runs it at once (D-3)
     assert blind["status_query"] is False and blind["inverse"] is None
     wire = by_name["bankapi.wire"]
     assert wire["effect_class"] == "compensable" and wire["status_query"] is True
     assert wire["lookup_by_reference"] is True and wire["reference"] is True
-    assert wire["inverse"] == "bankapi.wire.undo" and wire["gated_by_default"] is False
+    assert wire["inverse"] == "bankapi.wire.undo" and wire["gated_by_agent_loop"] is False
     assert wire["accepts_keys"] is True and wire["idempotent"] is True
     assert by_name["bankapi.gl"]["effect_class"] == "idempotent" and by_name["bankapi.gl"]["inverse"] is None
     assert by_name["pay"]["effect_class"] == "idempotent" and by_name["pay"]["status_query"] is True

@@ -178,7 +178,7 @@ def test_a_keyless_tool_without_verify_is_irreversible_and_keyless_by_profile() 
 
     profile = click_button.profile()
     assert profile["effect_class"] == "irreversible" and profile["accepts_keys"] is False
-    assert profile["gated_by_default"] is True
+    assert profile["gated_by_agent_loop"] is True and profile["gated_by_default"] is False
 
 
 def test_the_closing_step_waits_at_the_barrier_until_no_unknown_is_open(db_url: str, bank: Bank) -> None:

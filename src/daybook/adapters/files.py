@@ -29,8 +29,6 @@ from typing import Any
 
 from daybook import Absent, ConfigError, Confirmed, Context, DaybookError, ReconcileResult, tool
 
-from ..tx.atomix import treat
-
 SCRATCH = ".daybook"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -195,6 +193,9 @@ def unstage(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     reference=lambda r: r["sha256"],
     effect_class="compensable",
     bufferable=True,
+    # Inside ctx.transaction staging a file is invisible already: it runs now, and its inverse
+    # removes the staged file on abort (publishing, `files.commit`, is what is deferred).
+    in_transaction="now",
     certain=(DaybookError,),  # refused before any file changed
 )
 def write(*, root: str, run: str, path: str, content: str, idempotency_key: str) -> dict[str, Any]:
@@ -215,6 +216,7 @@ def write(*, root: str, run: str, path: str, content: str, idempotency_key: str)
     inverse=unstage,
     effect_class="compensable",
     bufferable=True,
+    in_transaction="now",  # as `files.write`: only stages
 )
 def delete(*, root: str, run: str, path: str, idempotency_key: str) -> dict[str, Any]:
     """Stage the removal of `path` (it is removed at commit; nothing is written now)."""
@@ -329,6 +331,8 @@ def restore(*, original: dict[str, Any], result: dict[str, Any], idempotency_key
     inverse=restore,
     reference=lambda r: r["backup"],
     effect_class="compensable",
+    # Publishing: inside ctx.transaction it is deferred to the transaction's commit.
+    in_transaction="buffered",
     certain=(DaybookError,),  # refused before any file changed
 )
 def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_key: str) -> dict[str, Any]:
@@ -370,12 +374,6 @@ def commit(*, root: str, run: str, entries: list[dict[str, Any]], idempotency_ke
             _fsync_dir(target.parent)
     _prune(_staging(base, run), base / SCRATCH)
     return _commit_result(base, backups, final)
-
-
-# Inside ctx.transaction: staging a file is invisible already (it runs now, and its inverse
-# removes the staged file on abort); publishing is deferred to the transaction's commit.
-treat("now", write, delete)
-treat("buffered", commit)
 
 
 # -- the workspace --------------------------------------------------------------------------------

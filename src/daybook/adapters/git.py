@@ -382,7 +382,9 @@ def _revert_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     idempotent=True,
     status=_revert_status,
     reference=_sha,
-    effect_class="compensable",
+    # An undo: re-sent safely under its `comp/<key>`; nothing undoes it in turn (it has no inverse,
+    # so it is not "compensable", which promises one).
+    effect_class="idempotent",
     irreversible=False,
     certain=(DaybookError,),  # GitError, ConfigError: refused before any change
 )

@@ -143,7 +143,7 @@ class AgentLoop:
                     entry["state"] = "invalid_args"
                     continue
                 # Irreversible acts are gated by default, as are the policy's named ones.
-                if tool.irreversible or self.policy.is_gated(action):
+                if tool.effect.gated_by_agent_loop or self.policy.is_gated(action):
                     verdict = ctx.gate(
                         action.tool,
                         decision=decision,

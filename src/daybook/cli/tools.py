@@ -23,7 +23,7 @@ def tools(apps: tuple[str, ...], as_json: bool, db: str | None) -> None:
         [t.profile() for t in registered_tools()],
         as_json,
         empty="no tools registered; pass --app MODULE to import the code that declares them",
-        headers=["tool", "class", "when", "keys", "window", "asks by", "inverse", "default"],
+        headers=["tool", "class", "in tx", "keys", "window", "asks by", "inverse", "default"],
         row=_profile_row,
     )
 
@@ -33,12 +33,12 @@ def _profile_row(p: dict[str, Any]) -> list[str]:
     return [
         str(p["name"]),
         str(p["effect_class"]),
-        "buffered" if p["bufferable"] else "now",
+        str(p["in_transaction"]),
         "yes" if p["accepts_keys"] else "no",
         "-" if p["dedup_window"] is None else f"{p['dedup_window']:g}s",
         ",".join(n for n, on in asks if on) or "-",
         str(p["inverse"] or "-"),
-        "gated" if p["gated_by_default"] else "-",
+        "gated by agent loop" if p["gated_by_agent_loop"] else "-",
     ]
 
 

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar, overload
 from ..errors import BudgetExceeded, StepFailed, TimedOut, WorkflowFailed
 from ..records import JSON, Event, Kind, Status, Why
 from ..store.secrets import SEALED, concealer_for, withheld
-from . import strict
+from . import keys, strict
 from .execution import check_step_json, error_info, step_fingerprint
 from .facet import Facet
 from .llm import LLMClient
@@ -51,7 +51,7 @@ class Decision(Generic[T]):
     step: int
 
     def key(self, kind: str, i: int = 0) -> str:
-        return f"{self.id}/{kind}/{i}"
+        return keys.decision_key(self.id, kind, i)
 
 
 class Decisions(Facet):

@@ -1,7 +1,8 @@
 """Effects: `ctx.effect`, an act on the world with its intent journaled before it and its
 outcome after, under a key that names the decision it came from.
 
-This module owns step allocation and keys for effects and the replay fast path; the lifecycle
+This module owns step allocation and keys for effects (their grammar: `keys.py`), the replay
+fast path, and the `Act` (`act.py`) each call becomes, inside a transaction too; the lifecycle
 of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, driven by
 `driver.py`.
 """
@@ -9,13 +10,13 @@ of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, d
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
 from ..errors import DuplicateKey, NonDeterminismError
 from ..records import JSON, Event, Kind, Status
-from ..store.secrets import concealer_for, reveal_all
+from . import keys
+from .act import Act, TxMark, conceal, live
 from .decision import Decision
 from .driver import drive, drive_async, ready
 from .execution import Execution, step_fingerprint
@@ -25,7 +26,6 @@ from .stop import Stop
 from .tool import Tool
 
 T = TypeVar("T")
-_BRANCH = re.compile(r"(?:~|%7[Ee])r[0-9]+(?=/|$)")
 
 
 def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool | None]:
@@ -36,29 +36,13 @@ def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool
     def same(old: Event) -> bool | None:
         def norm(args: Any) -> str:
             kept = {k: v for k, v in dict(args or {}).items() if k not in tool.volatile}
-            return unbranched(json.dumps(kept, sort_keys=True, default=str))
+            return keys.unbranched(json.dumps(kept, sort_keys=True, default=str))
 
         if norm(old.data.get("args")) == norm(stored):
             return True
-        return None if tool.irreversible else False
+        return None if tool.effect.irreversible else False
 
     return same
-
-
-def act_args(exe: Execution, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict[str, JSON], bool]:
-    """A call's arguments as the journal holds them, the one concealment of every act (an
-    effect's intent, a transaction's staged or held call, a release gate's question): each
-    `Secret` and each argument the tool names in `secrets=` as its keyed digest; and whether
-    anything was concealed (the tool then receives `reveal_all(args)`)."""
-    stored, hidden = concealer_for(exe.store).conceal(args, tool.secrets)
-    assert isinstance(stored, dict)
-    return stored, hidden
-
-
-def unbranched(key: str | None) -> str:
-    """A key without journal-branch suffixes (also URL-encoded, as in a Message-ID): the same
-    act asked for on a later branch."""
-    return _BRANCH.sub("", key or "")
 
 
 class Effects(Facet):
@@ -72,7 +56,7 @@ class Effects(Facet):
 
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
-        return decision.key(kind, i)
+        return keys.decision_key(decision.id, kind, i)
 
     def held(self, owner: object, *, take: bool = False) -> list[Any]:
         """What `owner` (a bufferable adapter: staged files, SQL statements, an outbox) holds for
@@ -120,16 +104,27 @@ class Effects(Facet):
         """
         if not isinstance(tool, Tool):
             raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
+        return self.perform(tool, key, decision, args, None)
+
+    def perform(
+        self,
+        tool: Tool[Any],
+        key: str | None,
+        decision: Decision[Any] | None,
+        args: dict[str, Any],
+        tx: TxMark | None,
+    ) -> Any:
+        """`ctx.effect`'s act, also inside a transaction (`tx`: the attempt its rows name)."""
         exe = self._exe
         step = exe.alloc()
         # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
-        stored, hidden = act_args(exe, tool, args)
+        stored, hidden = conceal(exe, tool, args)
         fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         # Only a step a journal branch re-runs softly needs the same-act test (not the hot path).
         same = _same_act(tool, stored) if step in exe.soft else None
         recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=same)
         key = self._key_for(step, tool, key, decision)
-        if recs is not None and recs[0].key != key and unbranched(recs[0].key) != unbranched(key):
+        if recs is not None and recs[0].key != key and keys.unbranched(recs[0].key) != keys.unbranched(key):
             raise Stop(
                 NonDeterminismError(
                     f"run {exe.run_id!r} step {step} {tool.name!r}: its key changed from "
@@ -146,11 +141,11 @@ class Effects(Facet):
         # An effect links to exactly one decision recorded before its intent (J7): the one given,
         # else the latest made in this run.
         source = decision.id if decision is not None else exe.last_decision
-        machine = EffectLifecycle(exe, step, tool, key, stored, fp, source, recs).flow()
-        live = reveal_all(args) if hidden else args
+        act = Act(tool, key, stored, live(args, hidden) if hidden else args, source, step, tx)
+        machine = EffectLifecycle(exe, act, fp, recs).flow()
         if tool.is_async:
-            return drive_async(exe, machine, tool, key, live)
-        return drive(exe, machine, tool, key, live)
+            return drive_async(exe, machine, tool, key, act.live)
+        return drive(exe, machine, tool, key, act.live)
 
     def _key_for(self, step: int, tool: Tool[Any], key: str | None, decision: Decision[Any] | None) -> str:
         """The effect's key: as named, else derived from its decision, else from its step."""
@@ -159,11 +154,11 @@ class Effects(Facet):
         if key is None and decision is not None:
             n = exe.per_decision.get(decision.id, 0)
             exe.per_decision[decision.id] = n + 1
-            key = decision.key(tool.name, n)
+            key = keys.decision_key(decision.id, tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
-        if named and step in exe.rebranched:
-            key = f"{key}~r{exe.rebranched[step]}"  # a step run again on a journal branch
+        if named and step in exe.rebranched and key is not None:
+            key = keys.branched(key, exe.rebranched[step])  # a step run again on a journal branch
         key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..records import Event, Kind, check_json, fingerprint, safe_text, shown
 from ..store import Store
+from . import keys
 from .stop import Pause, Stop
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
@@ -290,8 +291,8 @@ class Execution:
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
-        base = f"{self._id_owner.get(step, self.run_id)}/{step}"
-        return f"{base}~r{self.rebranched[step]}" if step in self.rebranched else base
+        base = keys.step_key(self._id_owner.get(step, self.run_id), step)
+        return keys.branched(base, self.rebranched[step]) if step in self.rebranched else base
 
     def alloc(self) -> int:
         step = self._next_step

@@ -47,10 +47,11 @@ from ..errors import (
 )
 from ..records import JSON, Event, Kind, Status, check_json
 from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
-from . import resolution
+from . import keys, resolution
+from .act import Act
 from .execution import Execution, check_step_json, error_info
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown, Tool, classify, is_certain
+from .tool import Confirmed, NotFound, StillUnknown, classify, is_certain
 
 log = logging.getLogger("daybook")
 
@@ -73,21 +74,19 @@ class EffectLifecycle:
     def __init__(
         self,
         exe: Execution,
-        step: int,
-        tool: Tool[Any],
-        key: str,
-        args: dict[str, JSON],
+        act: Act,
         fp: str,
-        decision: str | None,
         recs: list[Event] | None,
     ) -> None:
         self.exe = exe
-        self.step = step
-        self.tool = tool
-        self.key = key
-        self.args = args
+        self.step = int(act.step or 0)
+        self.tool = act.tool
+        self.key = str(act.key)
+        self.args = act.stored
         self.fp = fp
-        self.decision = decision
+        self.decision = act.decision
+        # Inside a transaction every row of the act names its attempt and epoch.
+        self.tx = act.tx.data() if act.tx is not None else None
         self.recs = recs or []
         # Once any attempt's outcome was unknown, the act may have happened: from then on a
         # re-send must respect the dedup window and running out of attempts is a question for a
@@ -413,7 +412,14 @@ class EffectLifecycle:
             with contextlib.suppress(Exception):  # a result without the reference keeps none
                 books["ref"] = self.tool.reference(result)
         if self.tool.inverse is not None:
-            books["compensation"] = {"tool": self.tool.inverse.name, "key": f"comp/{self.key}"}
+            books["compensation"] = {"tool": self.tool.inverse.name, "key": keys.compensation_key(self.key)}
+        if self.tool.cost is not None:
+            # The fee or quota the act spent, kept with its outcome (the with-cost class: an
+            # undo does not give it back).
+            try:
+                books["cost"] = self.tool.cost(self.args, result)
+            except Exception as exc:
+                books["cost"] = {"unknown": f"cost= raised {type(exc).__name__}: {exc}"}
         return books
 
     def _write(self, kind: Kind, attempt: int, status: Status | None = None, **data: Any) -> Event:
@@ -437,7 +443,7 @@ class EffectLifecycle:
             status=status.value if status else None,
             attempt=attempt,
             fp=self.fp,
-            data=data,
+            data=data if self.tx is None else {**data, "tx": self.tx},
         )
 
     def _attention(self, why: str, error: DaybookError | None = None) -> Stop:

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from ..errors import ConfigError, EffectFailed
 from . import wire
+from .effect_class import EFFECT_CLASSES, EffectClass, declare
 
 R = TypeVar("R")
 
@@ -63,9 +64,6 @@ Absent = NotFound
 Pending = StillUnknown
 
 ReconcileResult = Confirmed | NotFound | StillUnknown
-
-# Effect classes (O1): how an effect can be undone.
-EFFECT_CLASSES = ("idempotent", "reversible", "compensable", "irreversible")
 
 
 @dataclass(frozen=True)
@@ -146,12 +144,37 @@ class Tool(Generic[R]):
     # from the lease heartbeat thread with the call's arguments and key; the call then returns
     # what it did (kept, and undone by the retraction) or raises (nothing applied).
     cancel: Callable[..., Any] | None = None
+    # What its act's fee or quota was, from its arguments (as journaled) and result: recorded
+    # with the confirmed outcome (the `reversible-with-cost` class requires it).
+    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    # The effect class (`journal/effect_class.py`): what daybook does with its acts. Built by
+    # `@daybook.tool` from the keywords; for a `Tool` built directly, from its fields (and the
+    # fields are then made to agree with it).
+    effect: EffectClass = None  # type: ignore[assignment]  # always set by __post_init__
 
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
         # Looked up on every call on the hot path; inspect is slow enough to matter there.
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        made: EffectClass | None = self.effect
+        if made is None:
+            made = declare(
+                f"tool {self.name}",
+                self.effect_class if self.effect_class in EFFECT_CLASSES else None,
+                irreversible=self.irreversible,
+                idempotent=self.idempotent,
+                inverse=self.inverse is not None,
+                bufferable=self.bufferable,
+                asks=self.reconcile is not None,
+                cost=self.cost is not None,
+                strict=False,
+            )
+            object.__setattr__(self, "effect", made)
+        object.__setattr__(self, "effect_class", made.name)
+        object.__setattr__(self, "irreversible", made.irreversible)
+        object.__setattr__(self, "idempotent", made.resend)
+        object.__setattr__(self, "bufferable", made.bufferable)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Calling a tool directly bypasses the journal; allowed (tests, scripts) but never keyed.
@@ -179,11 +202,14 @@ class Tool(Generic[R]):
             "reference": self.reference is not None,
             "list_keys": self.list_keys is not None,
             "irreversible": self.irreversible,
-            "gated_by_default": self.irreversible,
             "certain": [c if isinstance(c, int) else c.__name__ for c in self.certain],
             "secrets": list(self.secrets),
             "secret_result": self.secret_result,
             "cancel": self.cancel is not None,
+            "cost": self.cost is not None,
+            # What will actually happen to a call: in and out of a transaction, on a rollback, a
+            # recovery and a fork, at the gates (`EffectClass.profile`).
+            **self.effect.profile(),
         }
 
 
@@ -216,6 +242,8 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
+    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    in_transaction: str | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -245,6 +273,8 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
+    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    in_transaction: str | None = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
@@ -258,11 +288,10 @@ def tool(
     `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own
     reference, used once the dedup window has passed; `verify(args)` looks at the world for a
     keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
-    answer is pending (a durable timer, unlimited rounds); `effect_class` is one of idempotent,
-    reversible, compensable, irreversible (inferred when unset); `bufferable` says the effect is
-    held until a commit step rather than happening now. `certain`: exception types (and HTTP
-    4xx status codes) that prove the act did not happen; they are `failed` even for a tool that
-    has `status` or `verify`, whose other unrecognised exceptions are read as `unknown`.
+    answer is pending (a durable timer, unlimited rounds); `effect_class`, `bufferable`,
+    `in_transaction`, `cost`: what daybook does with its acts (`journal/effect_class.py`).
+    `certain`: exception types (and HTTP 4xx codes) proving the act did not happen (`failed`,
+    even for a tool with `status` or `verify`, whose other exceptions are read as `unknown`).
     `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
     receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay
     hands back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`),
@@ -270,11 +299,10 @@ def tool(
     inside `ctx.transaction(scopes=...)` a call outside them is refused before it runs.
     `cancel(**args, idempotency_key=key)` stops a running call a retraction names; `volatile`:
     arguments that do not change which act a call is (a timestamp; for recovery re-runs)."""
-    # Every keyword above, as given: the profile `_make` checks and builds the tool from.
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
-        made = _make(f, **profile)
+        made = _make(f, **profile)  # every keyword above, as given: checked, built
         _TOOLS[made.name] = made
         return made
 
@@ -306,32 +334,27 @@ def _make(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
+    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    in_transaction: str | None = None,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
-    _check(f, dedup_window, inverse, status, reconcile, poll, effect_class)
-    # Declaring the class idempotent is declaring the tool safe to re-send under its key.
-    idempotent = idempotent or effect_class == "idempotent"
+    _check(f, dedup_window, inverse, status, reconcile, poll, cost)
     asker = reconcile or status
-    profiled = bool(
-        idempotent or asker or inverse or dedup_window or list_keys or reference or lookup or verify
-    )
-    final = _irreversible(irreversible, effect_class, profiled, accepts_keys, inverse)
+    # Every keyword as given: the one mapping onto an effect class reads the facts it needs.
+    klass, profiled = _declared(f, dict(locals()))
     return Tool(
         fn=f,
         name=name or f.__name__,
-        idempotent=idempotent,
         reconcile=asker,
         dedup_window=dedup_window,
         retry=retry or Retry(),
         inverse=inverse,
-        irreversible=final,
         list_keys=list_keys,
         reference=reference,
         lookup=lookup,
         verify=verify,
         poll=poll,
-        effect_class=effect_class or _inferred_class(final, inverse, bool(idempotent or asker)),
-        bufferable=bufferable,
+        effect=klass,  # its idempotent, irreversible and bufferable fields follow from it
         accepts_keys=accepts_keys and (profiled or irreversible is False),
         certain=_certain(f, certain),
         secrets=_secret_names(f, secrets),
@@ -339,25 +362,31 @@ def _make(
         scopes=scopes,
         cancel=cancel,
         volatile=tuple(volatile),
+        cost=cost,
     )
 
 
-def _irreversible(
-    irreversible: bool | None,
-    effect_class: str | None,
-    profiled: bool,
-    accepts_keys: bool,
-    inverse: Tool[Any] | None,
-) -> bool:
-    # A tool declared with no counterparty profile at all is treated as irreversible and
-    # keyless: the most conservative reading (gated by the agent loop, never undone by a
-    # model-proposed plan). So is a keyless act with no inverse (a shell command, a click):
-    # `verify` only tells whether it happened. Say `irreversible=False` to opt out.
-    if irreversible is not None:
-        return irreversible
-    return effect_class == "irreversible" or (
-        effect_class is None and (not profiled or (not accepts_keys and inverse is None))
+def _declared(f: Callable[..., Any], p: dict[str, Any]) -> tuple[EffectClass, bool]:
+    """The effect class of a `@daybook.tool` declaration (`effect_class.declare`, strict), and
+    whether the tool has any counterparty profile at all."""
+    asks = p["reconcile"] or p["status"]
+    profiled = p["effect_class"] == "idempotent" or any(
+        p[k] for k in ("idempotent", "inverse", "dedup_window", "list_keys", "reference", "lookup", "verify")
     )
+    klass = declare(
+        f"tool {p['name'] or f.__qualname__}",
+        p["effect_class"],
+        irreversible=p["irreversible"],
+        idempotent=p["idempotent"],
+        inverse=p["inverse"] is not None,
+        bufferable=p["bufferable"],
+        profiled=bool(profiled or asks),
+        accepts_keys=p["accepts_keys"],
+        asks=asks is not None,
+        cost=p["cost"] is not None,
+        in_transaction=p["in_transaction"],
+    )
+    return klass, bool(profiled or asks)
 
 
 def _certain(f: Callable[..., Any], certain: Any) -> tuple[type[BaseException] | int, ...]:
@@ -383,14 +412,6 @@ def _secret_names(f: Callable[..., Any], names: Any) -> tuple[str, ...]:
     return items
 
 
-def _inferred_class(irreversible: bool, inverse: Tool[Any] | None, keyed: bool) -> str:
-    if irreversible:
-        return "irreversible"
-    if inverse is not None:
-        return "compensable"
-    return "idempotent" if keyed else "reversible"
-
-
 def _check(
     f: Callable[..., Any],
     dedup_window: float | None,
@@ -398,7 +419,7 @@ def _check(
     status: Callable[..., Any] | None,
     reconcile: Callable[..., Any] | None,
     poll: float | None,
-    effect_class: str | None,
+    cost: Callable[..., Any] | None,
 ) -> None:
     """Refuse a profile that cannot work, saying what to change."""
     params = inspect.signature(f).parameters
@@ -419,8 +440,8 @@ def _check(
         raise ConfigError(f"{what}: give status= or reconcile= (the same hook), not both")
     if poll is not None and poll <= 0:
         raise ConfigError(f"{what}: poll must be > 0 seconds or None")
-    if effect_class is not None and effect_class not in EFFECT_CLASSES:
-        raise ConfigError(f"{what}: effect_class={effect_class!r}; use one of " + ", ".join(EFFECT_CLASSES))
+    if cost is not None and not callable(cost):
+        raise ConfigError(f"{what}: cost= must be a function (args, result) -> dict of amounts")
 
 
 _TOOLS: dict[str, Tool[Any]] = {}

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import EffectFailed, RunStuck
 from ..gates.gate import Gates
+from ..journal import keys
 from ..journal.decision import Decisions
 from ..journal.execution import Execution
 from ..journal.facet import Facet
@@ -80,14 +81,15 @@ class Compensations(Facet):
             if eff.get("status") != Status.CONFIRMED or (keys is not None and eff["key"] not in keys):
                 continue
             tool = lookup_tool(eff["name"])
-            if tool is None or tool.inverse is None:
+            inverse = tool.inverse if tool is not None and tool.effect.has_inverse else None
+            if not inverse:
                 if self._proposed_undo(eff, tool, propose, validate, approvers, gate_timeout):
                     report.compensated.append(str(eff["key"]))
                 else:
                     report.no_inverse.append(str(eff["key"]))
                 continue
             try:
-                self._undo(tool.inverse, eff)
+                self._undo(inverse, eff)
                 report.compensated.append(str(eff["key"]))
             except EffectFailed:
                 report.stuck.append(str(eff["key"]))
@@ -104,7 +106,7 @@ class Compensations(Facet):
         absent, else parked), never sent under another key."""
         exe = self._exe
         begun = eff.get("undo_step")
-        key, effect = f"comp/{eff['key']}", self._effects.effect
+        key, effect = keys.compensation_key(eff["key"]), self._effects.effect
         if begun is None:
             effect(inverse, key=key, original=eff["args"], result=eff["result"])
             return
@@ -121,7 +123,7 @@ class Compensations(Facet):
         undone = _undone(events, upto)
         begun = _begun(events, upto)
         for ev in events:
-            if ev.step is None or ev.step >= upto or (ev.key or "").startswith("comp/") or ev.key in undone:
+            if ev.step is None or ev.step >= upto or keys.is_compensation(ev.key) or ev.key in undone:
                 continue
             if ev.kind == Kind.INTENT:
                 effects[ev.step] = {"name": ev.name, "key": ev.key, "args": ev.data.get("args")}
@@ -155,14 +157,14 @@ class Compensations(Facet):
         gate_timeout: float,
     ) -> bool:
         # A model must never improvise the undo of an irreversible act (a sent email, a wire).
-        if propose is None or tool is None or tool.irreversible:
+        if propose is None or tool is None or not tool.effect.undo_may_be_proposed:
             return False
         effect = {k: eff.get(k) for k in ("name", "key", "args", "result")}
         plan = self._decisions.decide(f"propose_compensation:{eff['key']}", lambda: propose(effect)).value
         if not isinstance(plan, dict):
             return False
         undo = lookup_tool(str(plan.get("tool")))
-        if undo is None or undo.irreversible:
+        if undo is None or not undo.effect.undo_may_be_proposed:
             return False
         checker = validate
         if (
@@ -176,7 +178,7 @@ class Compensations(Facet):
         if not verdict.approved:
             return False
         try:
-            self._effects.effect(undo, key=f"comp/{eff['key']}", **dict(plan.get("args") or {}))
+            self._effects.effect(undo, key=keys.compensation_key(eff["key"]), **dict(plan.get("args") or {}))
         except EffectFailed:
             return False
         return True
@@ -194,12 +196,9 @@ def _undone(events: list[Event], upto: int) -> set[str]:
         for key in (ev.data.get("recovery") or {}).get("compensated") or ()
     }
     comps = {
-        ev.step: str(ev.key)[5:]
+        ev.step: keys.compensated(str(ev.key))
         for ev in events
-        if ev.kind == Kind.INTENT
-        and ev.step is not None
-        and ev.step < upto
-        and (ev.key or "").startswith("comp/")
+        if ev.kind == Kind.INTENT and ev.step is not None and ev.step < upto and keys.is_compensation(ev.key)
     }
     return recovered | {
         comps[ev.step]
@@ -212,10 +211,7 @@ def _begun(events: list[Event], upto: int) -> dict[str, int]:
     """Effect key -> the step of its undo (`comp/<key>`) begun before step `upto` (its intent
     journaled), whatever its outcome: an unwind settles it there, never under a new step."""
     return {
-        str(ev.key)[5:]: ev.step
+        keys.compensated(str(ev.key)): ev.step
         for ev in events
-        if ev.kind == Kind.INTENT
-        and ev.step is not None
-        and ev.step < upto
-        and (ev.key or "").startswith("comp/")
+        if ev.kind == Kind.INTENT and ev.step is not None and ev.step < upto and keys.is_compensation(ev.key)
     }

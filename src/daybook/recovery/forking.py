@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
+from ..journal import keys
 from ..journal.execution import Execution
 from ..records import JSON, Kind, RunInfo, Status
 from ..runtime.claim import Claims
@@ -50,7 +51,7 @@ def undoer(store: Store, claims: Claims, at: int, context: Callable[[Execution],
 def _undone_elsewhere(store: Store, key: str, rid: str) -> bool:
     """Whether another run (an earlier fork's or a recovery's) undid `key` already; raises if
     that undo's outcome is not settled (it may or may not have happened)."""
-    intent = store.find_intent(f"comp/{key}")
+    intent = store.find_intent(keys.compensation_key(key))
     if intent is None or intent.run_id == rid:
         return False
     outcomes = [ev for ev in store.load(intent.run_id) if ev.step == intent.step and ev.kind == Kind.OUTCOME]

@@ -179,11 +179,9 @@ def _action_step(n: int, rows: list[Event], owner: str | None) -> LiftedStep:
 
 
 def _class_of(tool: Any) -> str:
-    if tool is None or tool.irreversible:
+    if tool is None:
         return "irreversible"  # a tool this process cannot see is never assumed undoable
-    if tool.bufferable:
-        return "bufferable"
-    return "compensable" if tool.inverse is not None else "reversible"
+    return str(tool.effect.on_recovery)
 
 
 def _action(steps: dict[int, list[Event]], step: int | None) -> str | None:

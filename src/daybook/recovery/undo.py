@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import DaybookError, EffectFailed, NeedsAttention, RecoveryInProgress, RunLeased, RunStuck
+from ..journal import keys
 from ..journal.execution import Execution
 from ..journal.stop import Stop
 from ..journal.tool import lookup as lookup_tool
@@ -126,14 +127,15 @@ def _inverses(
     done, stuck = [], []
     for eff in effects:
         tool = lookup_tool(eff.tool)
-        if tool is None or tool.inverse is None:
+        inverse = tool.inverse if tool is not None and tool.effect.has_inverse else None
+        if not inverse:
             stuck.append(eff.key)  # the plan said compensable; the code here has no inverse
             continue
         intent = rows[eff.key]
         try:
             ctx.effect(
-                tool.inverse,
-                key=f"comp/{eff.key}",
+                inverse,
+                key=keys.compensation_key(eff.key),
                 original=intent.data.get("args"),
                 result=results.get(eff.key),
             )

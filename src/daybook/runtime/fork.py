@@ -155,9 +155,7 @@ def _later_effects(events: list[Event], at: int) -> list[dict[str, JSON]]:
 def _effect_class(tool: Any) -> str:
     if tool is None:
         return "unknown class"  # its tool is not imported here: nobody can say it is undoable
-    if tool.irreversible:
-        return "irreversible"
-    return "compensable" if tool.inverse is not None else "no inverse"
+    return str(tool.effect.on_fork)
 
 
 def derived_header(

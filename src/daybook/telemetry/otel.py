@@ -32,6 +32,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from ..journal import keys
 from ..records import TERMINAL, Event, Kind, RunInfo
 
 TRACER = "daybook"
@@ -125,7 +126,7 @@ def _step_span(tracer: Any, parent: Any, run_id: str, step: int, rows: list[Even
 
 def _what(first: Event, last: Event) -> tuple[str, dict[str, Any]]:
     if first.kind == Kind.INTENT:
-        kind = "compensation" if (first.key or "").startswith("comp/") else "effect"
+        kind = "compensation" if keys.is_compensation(first.key) else "effect"
         ref = last.data.get("ref")
         attrs: dict[str, Any] = {"daybook.tool": first.name, "daybook.attempts": last.attempt + 1}
         if isinstance(ref, str | int):

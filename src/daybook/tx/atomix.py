@@ -6,7 +6,8 @@ the store's header row for the attempt (`daybook_transactions`), so the frontier
 implies never disagrees with the journal:
 
     tx:begin   {tx_id, scopes, retries, attempt} + epoch    header: open (a fresh epoch)
-    tx:stage   {tx_id, tool, key, treatment} + args         a buffered or held call
+    tx:stage   {tx_id, tool, key, treatment, epoch, attempt}   a buffered or held call
+               + args (concealed)
     ...        the body's own steps (decisions, effects run now)
     tx:commit  {tx_id, status: committing}                  header: committing (decided)
     ...        the staged calls, flushed as ordinary effects under their keys
@@ -48,7 +49,6 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
@@ -60,7 +60,8 @@ from ..errors import (
     ScopeViolation,
     TransactionAbandoned,
 )
-from ..journal.effect import act_args
+from ..journal import keys
+from ..journal.act import Act, TxMark, act_of
 from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool
@@ -75,42 +76,12 @@ LEFT = "tx:left"  # the name of a `tx_left` row
 # counted from when it took its epoch; then FrontierTimeout.
 DEFAULT_WAIT = 600.0
 
-# How a call inside a transaction is treated, by tool name, where its flags do not say it: the
-# adapters' own staging steps are invisible already (they run now), and their publish steps
-# are buffered (deferred to the commit). Adapters register here (`treat`).
-_TREATMENT: dict[str, str] = {}
+# What a call inside a transaction is (buffered, held, or run now) is its effect class's
+# (`Tool.effect.in_transaction`, journal/effect_class.py): adapters declare it on their tools.
 
 
-def treat(treatment: str, *tools: Tool[Any]) -> None:
-    """Register how calls of `tools` are treated inside a transaction: `now` (run at once,
-    compensated on abort) or `buffered` (deferred to the commit)."""
-    if treatment not in ("now", "buffered"):
-        raise ConfigError(f"treatment {treatment!r}: use 'now' or 'buffered'")
-    for t in tools:
-        _TREATMENT[t.name] = treatment
-
-
-def treatment(tool: Tool[Any]) -> str:
-    """`buffered` (staged, flushed at commit), `held` (irreversible: released at commit, never
-    undone) or `now` (externalized: runs at once, its inverse runs on abort)."""
-    named = _TREATMENT.get(tool.name)
-    if named is not None:
-        return named
-    if tool.bufferable:
-        return "buffered"
-    return "held" if tool.irreversible else "now"
-
-
-@dataclass
-class _Call:
-    tool: Tool[Any]
-    key: str | None
-    args: dict[str, Any]  # live: what the tool receives at the flush
-    step: int
-    stored: dict[str, Any] | None = None  # as journaled: secrets as digests (`act_args`)
-
-
-Raw = Callable[..., Any]  # the effect path under the transaction layer: (tool, key=, **args)
+# The effect path under the transaction layer: (tool, key, decision, live args, the attempt).
+Raw = Callable[[Tool[Any], str | None, Any, dict[str, Any], TxMark | None], Any]
 
 
 class EpochTransaction:
@@ -154,8 +125,8 @@ class EpochTransaction:
         self.attempt = 0
         self.status = "new"
         self.results: dict[str, Any] = {}
-        self._staged: list[_Call] = []
-        self._done: list[_Call] = []
+        self._staged: list[Act] = []
+        self._done: list[Act] = []
         # The journal shows this attempt abandoned by a dead owner: it aborts, never commits.
         self._abandoned = False
         # The header was released (it ended outside this run's journal): rows without it.
@@ -352,26 +323,30 @@ class EpochTransaction:
                 f"the declared scopes {[s.text for s in self.scopes]}; it was not run. Declare "
                 "the scope in ctx.transaction(scopes=...) or call it outside the transaction"
             )
-        if key is not None and self.attempt > 1:
-            key = f"{key}#attempt{self.attempt}"  # each attempt's acts are new acts
-        how = treatment(tool)
+        if key is not None:
+            key = keys.attempt_key(key, self.attempt)  # each attempt's acts are new acts
+        how = tool.effect.in_transaction
         if how == "now":
-            self._done.append(_Call(tool, key, args, self._exe.next_step))
-            return self._raw(tool, key=key, decision=decision, **args)
+            self._done.append(Act(tool, key, {}, args, step=self._exe.next_step, tx=self.mark))
+            return self._raw(tool, key, decision, args, self.mark)
         return self._stage(tool, key, args, how)
+
+    @property
+    def mark(self) -> TxMark:
+        """This attempt, as every row of an act inside it names it."""
+        return TxMark(self.tx_id, self.epoch, self.attempt)
 
     def _stage(self, tool: Tool[Any], key: str | None, args: dict[str, Any], how: str) -> Any:
         exe = self._exe
         step = exe.alloc()
-        key = key or f"{exe.run_id}/{step}"
         # Concealed as ctx.effect conceals its intent: the staged row never holds a secret.
-        stored, _ = act_args(exe, tool, args)
-        fp = step_fingerprint({"tool": tool.name, "key": key, "args": stored}, step, STAGE)
+        act = act_of(exe, tool, key or keys.step_key(exe.run_id, step), args, step=step, tx=self.mark)
+        fp = step_fingerprint({"tool": tool.name, "key": act.key, "args": act.stored}, step, STAGE)
         if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
-            value = {"tx_id": self.tx_id, "tool": tool.name, "key": key, "treatment": how}
-            data = {"value": value, "args": stored}
+            value = {**self.mark.data(), "tool": tool.name, "key": act.key, "treatment": how}
+            data = {"value": value, "args": act.stored}
             exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
-        self._staged.append(_Call(tool, key, args, step, stored))
+        self._staged.append(act)
         if tool.is_async:
             return _ready(None)
         return None
@@ -407,7 +382,7 @@ class EpochTransaction:
             return
         approvers = None if self.gate is True else list(self.gate)
         for c in self._staged:
-            if treatment(c.tool) != "held":
+            if not c.tool.effect.held:
                 continue
             about = {"tool": c.tool.name, "key": c.key, "args": c.stored, "tx_id": self.tx_id}
             verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
@@ -426,7 +401,7 @@ class EpochTransaction:
         self._mark(COMMIT, "committing")
         try:
             for c in self._staged:
-                self.results[str(c.key)] = yield self._raw(c.tool, key=c.key, **c.args)
+                self.results[str(c.key)] = yield self._raw(c.tool, c.key, None, c.live, self.mark)
         except Exception as exc:
             self._mark(END, "stuck", retry=False, error=error_info(exc))
             raise self._stuck(
@@ -440,7 +415,7 @@ class EpochTransaction:
         if self._done:
             settled = _settled(self._exe)
             for c in reversed(self._done):
-                problem = yield from self._undo(c, settled.get(c.step))
+                problem = yield from self._undo(c, settled.get(c.step or 0))  # set when it ran now
                 if problem:
                     stuck.append(problem)
         # A refused scope, a bad configuration or a declined release would fail again: no retry.
@@ -452,7 +427,7 @@ class EpochTransaction:
         if retry:
             raise Rerun()
 
-    def _undo(self, c: _Call, effect: dict[str, Any] | None) -> Generator[Any, Any, str | None]:
+    def _undo(self, c: Act, effect: dict[str, Any] | None) -> Generator[Any, Any, str | None]:
         """Run the inverse of one call that ran now (up to its inverse's retries, 3 by default);
         None when it is undone or there was nothing to undo, else what remains."""
         if effect is None or effect["status"] == Status.FAILED:
@@ -460,12 +435,12 @@ class EpochTransaction:
         key = str(effect["key"])
         if effect["status"] != Status.CONFIRMED:
             return f"{key} ({c.tool.name}: outcome {effect['status']})"
-        if c.tool.inverse is None:
+        undo = c.tool.inverse
+        if c.tool.effect.on_rollback != "undo" or not undo:
             return f"{key} ({c.tool.name}: no inverse)"
         try:
-            yield self._raw(
-                c.tool.inverse, key=f"comp/{key}", original=effect["args"], result=effect["result"]
-            )
+            args = {"original": effect["args"], "result": effect["result"]}
+            yield self._raw(undo, keys.compensation_key(key), None, args, self.mark)
         except EffectFailed as exc:
             return f"{key} ({c.tool.name}: inverse failed: {exc})"
         return None
@@ -539,4 +514,4 @@ def _close(value: Awaitable[Any]) -> None:
         close()
 
 
-__all__ = ["EpochTransaction", "drive_async", "drive_sync", "treat", "treatment"]
+__all__ = ["EpochTransaction", "drive_async", "drive_sync"]

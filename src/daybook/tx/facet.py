@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar, overload
 
 from ..errors import ConfigError, ReleaseDeclined
+from ..journal.act import TxMark
 from ..journal.decision import Decision, Decisions
 from ..journal.effect import Effects
 from ..journal.execution import Execution
@@ -178,8 +179,10 @@ class Transactions(Facet):
         replay cuts the same branches)."""
         return speculate(self, branches, choose, scopes, wait, deadline)
 
-    def _effect_now(self, tool: Tool[Any], /, **kwargs: Any) -> Any:
-        return self._effects.effect(tool, **kwargs)
+    def _effect_now(
+        self, tool: Tool[Any], key: str | None, decision: Any, args: dict[str, Any], tx: TxMark | None
+    ) -> Any:
+        return self._effects.perform(tool, key, decision, args, tx)
 
     def _choose(self, name: str, fn: Callable[[], Any]) -> Any:
         """A speculation's recorded choice."""
@@ -226,7 +229,7 @@ class Transactions(Facet):
         if tx is None or not isinstance(tool, Tool):
             exe = self._exe
             policy = exe.settings.gate_irreversible
-            gated = isinstance(tool, Tool) and tool.irreversible and policy is not False
+            gated = isinstance(tool, Tool) and tool.effect.irreversible and policy is not False
             # Approved: a fork may make it again with other arguments than its original.
             released = gated and self._release(tool, key, decision, dict(args))
             if released:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ConfigError, DaybookError, TimedOut
+from ..journal.act import TxMark
 from ..journal.execution import Execution, step_fingerprint
 from ..records import Kind, Status
 from .atomix import EpochTransaction, Raw, drive_sync
@@ -43,7 +44,9 @@ class _Ctx(Protocol):
     _exe: Execution
     _tx: EpochTransaction | None
 
-    def _effect_now(self, tool: Any, /, **kwargs: Any) -> Any: ...
+    def _effect_now(
+        self, tool: Any, key: str | None, decision: Any, args: dict[str, Any], tx: TxMark | None
+    ) -> Any: ...
 
     def _choose(self, name: str, fn: Callable[[], Any]) -> Any: ...
 

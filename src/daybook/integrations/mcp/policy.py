@@ -71,6 +71,13 @@ class ToolPolicy:
         return self.effect_class == "idempotent"
 
     @property
+    def tool_class(self) -> str | None:
+        """The policy's class in daybook's words (`daybook.tool(effect_class=)`, whose one mapping
+        decides what that class does): MCP's `reversible` names a non-destructive tool with no
+        inverse, daybook's `manual`; `read` is passed through, never journaled."""
+        return {"read": None, "reversible": "manual"}.get(self.effect_class, self.effect_class)
+
+    @property
     def secret(self) -> SecretArguments:
         """Which of its arguments are secret (journaled as digests, never in clear)."""
         return SecretArguments(self.secrets, self.default_secrets)

@@ -249,8 +249,7 @@ class McpProxy:
                 idempotent=policy.idempotent,
                 # The async driver awaits what a status query returns (see journal/driver.py).
                 status=cast(Any, self._asker(policy)) if policy.status is not None else None,
-                irreversible=policy.effect_class == "irreversible",
-                effect_class=policy.effect_class,
+                effect_class=policy.tool_class,
                 # The server answered with an error: it did not act. A lost connection is no
                 # answer (the sender turns it into OutcomeUnknown).
                 certain=(McpError,),
