@@ -121,3 +121,119 @@ def test_only_the_clients_of_the_public_api_import_the_package_root() -> None:
     importers = graph.find_modules_that_directly_import("daybook")
     clients = ("daybook.cli.", "daybook.integrations.", "daybook.adapters.")
     assert {m for m in importers if not m.startswith(clients)} == set()
+
+
+def test_context_is_one_class_over_facet_objects() -> None:
+    # `ctx.*` delegates to facet objects built with their dependencies; no mixins, no MRO to
+    # read to know which facet answers a call.
+    assert daybook.Context.__mro__ == (daybook.Context, object)
+    assert daybook.Context.__bases__ == (object,)
+
+
+def _cursor_fields() -> set[str]:
+    """The attributes the execution cursor sets on itself (`journal/execution.py`), by their
+    own names and, for a private one, the public name it may be read by."""
+    tree = ast.parse((SRC / "journal" / "execution.py").read_text())
+    cursor = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Execution")
+    own = {
+        t.attr
+        for node in ast.walk(cursor)
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    return own | {name.lstrip("_") for name in own}
+
+
+# How the code outside the journal names a cursor: `exe`, `fresh`, `view`, ..., `x._exe`, `x.exe`.
+_CURSOR_NAMES = {"exe", "bexe", "fresh", "view", "aborting", "cursor", "parent"}
+_MUTATORS = {"pop", "popitem", "update", "add", "discard", "remove", "clear", "setdefault", "append"}
+
+
+def _is_cursor(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in _CURSOR_NAMES) or (
+        isinstance(node, ast.Attribute) and node.attr in ("_exe", "exe")
+    )
+
+
+def test_only_the_journal_moves_the_cursor() -> None:
+    # The cursor's fields are the journal's; everyone else moves it through its verbs
+    # (`skip_through`, `start_at`, `revisit`, `at_live`, `branch`, ...) or reads it.
+    fields = _cursor_fields()
+    assert {"steps", "next_step", "next_seq", "consumed"} <= fields
+    found: list[str] = []
+    for path in _python_files():
+        if path.parent == SRC / "journal":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+            ):
+                targets = [node.func.value]
+            for t in targets:
+                inner = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(inner, ast.Attribute) and inner.attr in fields and _is_cursor(inner.value):
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno} {ast.unparse(inner)}")
+    assert found == []
+
+
+def _facet_modules() -> set[Path]:
+    """The modules of `Context` and of every facet class (subclasses of the journal's `Facet`)."""
+    from daybook.journal.facet import Facet
+
+    found, todo = set(), [Facet]
+    while todo:
+        cls = todo.pop()
+        found.add(Path(importlib.import_module(cls.__module__).__file__ or ""))
+        todo.extend(cls.__subclasses__())
+    return {p.resolve() for p in found} | {(SRC / "context.py").resolve()}
+
+
+def test_no_facet_reaches_another_by_getattr() -> None:
+    # A facet calls another through the object it was given, a link the layer check can see.
+    modules = _facet_modules()
+    assert len(modules) > 10
+    found = []
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and ast.unparse(node.func) in ("getattr", "hasattr")
+                and node.args
+                and ast.unparse(node.args[0]) == "self"
+            ):
+                found.append(f"{path.relative_to(SRC.resolve())}:{node.lineno}")
+    assert found == []
+
+
+def test_ctx_says_what_each_facet_says() -> None:
+    # `help(ctx.x)` and the API reference read Context's docstrings; the facet that does the
+    # work keeps its own. Where a facet's method says something, Context's says it too.
+    import inspect
+
+    from daybook.journal.facet import Facet
+
+    stale, classes, todo = [], set(), [Facet]
+    while todo:
+        cls = todo.pop()
+        classes.add(cls)
+        todo.extend(cls.__subclasses__())
+    for cls in classes:
+        for name, fn in vars(cls).items():
+            if name.startswith("_") or not hasattr(daybook.Context, name) or not callable(fn):
+                continue
+            said = inspect.getdoc(fn) or ""
+            if (
+                said
+                and "Context." not in said
+                and said not in (inspect.getdoc(getattr(daybook.Context, name)) or "")
+            ):
+                stale.append(f"{cls.__name__}.{name}")
+    assert stale == []

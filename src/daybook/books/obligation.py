@@ -12,12 +12,12 @@ from typing import Any
 from ..errors import ConfigError
 from ..journal.decision import Decision
 from ..journal.execution import step_fingerprint
-from ..journal.steps import Steps
+from ..journal.facet import Facet
 from ..records import JSON, Kind
 from ..store import Store
 
 
-class Obligations(Steps):
+class Obligations(Facet):
     """`ctx.obligation`, `ctx.fulfil`, `ctx.cancel`."""
 
     def obligation(

@@ -12,15 +12,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CorruptJournal
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
+from ..journal.wait import Waits
 from ..records import JSON, RunInfo
 from ..store import Store, flag
 
 log = logging.getLogger("daybook")
 
 
-class Barriers(Steps):
+class Barriers(Facet):
     """`ctx.barrier`."""
+
+    def __init__(self, exe: Execution, decisions: Decisions, waits: Waits) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
+        self._waits = waits
 
     def barrier(self, *, runs: Sequence[str] | None = None, poll: float = 5.0) -> None:
         """Hold a closing step (post to the ledger, file the report) until no effect's outcome is
@@ -31,7 +39,7 @@ class Barriers(Steps):
             raise ValueError(f"ctx.barrier(poll={poll}): poll must be > 0 seconds")
         scope = None if runs is None else sorted(set(runs))
         while True:
-            still: list[dict[str, Any]] = self.decide("barrier", self._open_unknowns, scope).value
+            still: list[dict[str, Any]] = self._decisions.decide("barrier", self._open_unknowns, scope).value
             if not still:
                 return
             log.warning(
@@ -40,7 +48,7 @@ class Barriers(Steps):
                 len(still),
                 ", ".join(str(u["key"]) for u in still[:5]),
             )
-            self.sleep(poll)
+            self._waits.sleep(poll)
 
     def _open_unknowns(self, scope: list[str] | None) -> list[dict[str, Any]]:
         found = []

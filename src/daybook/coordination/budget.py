@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BudgetExceeded
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.wait import Waits
 from ..runtime.tree import ancestors, descendants
 from ..store import Store
 from .pool import BudgetPool
@@ -22,8 +24,10 @@ SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow 
 class Budget:
     """`ctx.budget`: caps, admissions, charges and draws on shared pools, all recorded steps."""
 
-    def __init__(self, ctx: Steps) -> None:
-        self._ctx = ctx
+    def __init__(self, exe: Execution, decisions: Decisions, waits: Waits) -> None:
+        self._exe = exe
+        self._decisions = decisions
+        self._waits = waits
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
 
@@ -32,7 +36,7 @@ class Budget:
         for name, value in caps.items():
             if value < 0:
                 raise ValueError(f"budget cap {name}={value} must be >= 0")
-        recorded = self._ctx.decide("budget:cap", lambda: dict(caps)).value
+        recorded = self._decisions.decide("budget:cap", lambda: dict(caps)).value
         self.caps.update({k: float(v) for k, v in recorded.items()})
 
     def admit(self, **estimate: float) -> None:
@@ -43,13 +47,13 @@ class Budget:
             if over is None:
                 self._admit_in_tree(estimate)
                 return
-            raised = self._ctx.wait_for("budget:raise", timeout=0)
+            raised = self._waits.wait_for("budget:raise", timeout=0)
             if raised is None:
                 name, cap, after = over
                 raise BudgetExceeded(
-                    f"run {self._ctx.run_id!r}: {name} would reach {after:g}, past its cap of "
+                    f"run {self._exe.run_id!r}: {name} would reach {after:g}, past its cap of "
                     f"{cap:g} (spent {self.spent.get(name, 0.0):g}); raise it with `daybook budget "
-                    f"{self._ctx.run_id} --raise {name}=AMOUNT` or narrow the work",
+                    f"{self._exe.run_id} --raise {name}=AMOUNT` or narrow the work",
                     name,
                     cap,
                 )
@@ -60,11 +64,11 @@ class Budget:
         """A child run's spend counts against every ancestor's caps (H8): the tree's spent so
         far plus this estimate must fit under each; the check is a recorded step, so replay
         takes the same path whatever the tree spent since."""
-        exe = self._ctx._exe
-        if exe.parent_run is None:
+        exe = self._exe
+        if exe.settings.parent_run is None:
             return
         store, run_id = exe.store, exe.run_id
-        found = self._ctx.decide("budget:tree", lambda: tree_over(store, run_id, estimate)).value
+        found = self._decisions.decide("budget:tree", lambda: tree_over(store, run_id, estimate)).value
         if found:
             raise BudgetExceeded(
                 f"run {run_id!r}: {found['name']} would reach {found['after']:g} across the run "
@@ -76,7 +80,7 @@ class Budget:
 
     def charge(self, **actual: float) -> None:
         """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
-        recorded = self._ctx.decide("budget:charge", lambda: dict(actual)).value
+        recorded = self._decisions.decide("budget:charge", lambda: dict(actual)).value
         for name, value in recorded.items():
             self.spent[name] = self.spent.get(name, 0.0) + float(value)
 
@@ -84,10 +88,10 @@ class Budget:
         """Spend from the shared pool `pool` (a coordination entity across runs and processes):
         True if it fit under the pool's cap and was recorded there, False if not (nothing spent).
         Recorded, so replay never draws twice; also counted in this run's `spent`."""
-        store = self._ctx._exe.store
-        agent = self._ctx.run_id
+        store = self._exe.store
+        agent = self._exe.run_id
         pool_ = BudgetPool(store, pool)
-        drawn = self._ctx.decide(
+        drawn = self._decisions.decide(
             f"budget:draw:{pool}",
             lambda: {"ok": pool_.draw(agent, **amounts), "amounts": dict(amounts)},
         ).value

@@ -24,8 +24,9 @@ import time
 from typing import Any
 
 from ..errors import StepFailed
-from ..journal.execution import step_fingerprint
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution, step_fingerprint
+from ..journal.facet import Facet
 from ..journal.stop import Suspend
 from ..records import JSON, Kind, RunStatus, Status, readable
 from ..runtime.inbox import ENDED
@@ -44,8 +45,12 @@ class ChildFailed(StepFailed):
     fails with it. Catch it to go on without the child; `daybook show CHILD` says why."""
 
 
-class Children(Steps):
+class Children(Facet):
     """`ctx.child`."""
+
+    def __init__(self, exe: Execution, decisions: Decisions) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
 
     def child(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """Start `workflow(*args, **kwargs)` as a child run and return its result (an awaitable
@@ -53,7 +58,7 @@ class Children(Steps):
         wf = as_workflow(workflow)
         exe = self._exe
         wanted = run_id or f"{exe.run_id}~child{exe.next_step}"
-        made = self.decide(CHILD, lambda: _create(exe.store, exe.run_id, wf, args, kwargs, wanted))
+        made = self._decisions.decide(CHILD, lambda: _create(exe.store, exe.run_id, wf, args, kwargs, wanted))
         cid = str(made.value["run_id"])
         step = exe.alloc()  # taken now: the position never depends on which child ends first
         fp = step_fingerprint({"run_id": cid}, step, RESULT)
@@ -97,7 +102,7 @@ class Children(Steps):
         return outcome["result"]
 
     def _child_run(self, cid: str, wf: Workflow[Any]) -> None:
-        spawn = self._exe.spawn
+        spawn = self._exe.settings.spawn
         if spawn is not None and not self._exe.read_only:
             spawn(cid, wf)
 

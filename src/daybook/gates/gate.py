@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NeedsAttention
-from ..journal.decision import Decision
-from ..journal.steps import Steps
+from ..journal.decision import Decision, Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
 from ..journal.stop import Stop
-from ..journal.wait import Signal
+from ..journal.wait import Signal, Waits
 from ..records import JSON, Kind
 from ..store.secrets import MARK, Secret
 from .seal import refusal
@@ -62,8 +63,15 @@ def _as_mark(value: Any) -> JSON:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-class Gates(Steps):
+class Gates(Facet):
     """`ctx.gate`: a durable approval gate addressed to one decision."""
+
+    def __init__(self, exe: Execution, decisions: Decisions, waits: Waits) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
+        self._waits = waits
+        # The decisions whose gate a person approved in this execution (`approved`).
+        self._approved: set[str] = set()
 
     def gate(
         self,
@@ -91,7 +99,7 @@ class Gates(Steps):
         and `about`, so an approval of one act never releases another."""
         if on_timeout not in ("decline", "escalate"):
             raise ValueError("on_timeout must be 'decline' or 'escalate'")
-        proposal = self.decide(
+        proposal = self._decisions.decide(
             f"gate:{action}",
             lambda: {
                 "action": action,
@@ -106,22 +114,26 @@ class Gates(Steps):
         if notify is not None:
             # Tell the approvers (Slack, email, pager) once: a recorded step, never repeated.
             info = {"run_id": self.run_id, "gate_id": gate_id, **proposal.value}
-            self.decide(f"notify:{gate_id}", lambda: notify(info))
-        signal = self.wait_for(f"verdict:{gate_id}", timeout=timeout)
+            self._decisions.decide(f"notify:{gate_id}", lambda: notify(info))
+        signal = self._waits.wait_for(f"verdict:{gate_id}", timeout=timeout)
         while signal is not None:
             check = self._check(gate_id, proposal, signal, timeout)
             if check is None or check["ok"]:
                 break
             # Not a verdict (unsigned, another key, another act): the gate waits on.
-            signal = self.wait_for(f"verdict:{gate_id}", timeout=check["left"])
+            signal = self._waits.wait_for(f"verdict:{gate_id}", timeout=check["left"])
         if signal is None:
             if on_timeout == "escalate":
                 raise self._escalation(gate_id, action, timeout)
             return Verdict(gate_id, "timed_out")
         verdict = self._verdict(gate_id, action, proposal.value, signal, precondition)
         if verdict.approved and decision is not None:
-            self._exe.approved.add(decision.id)
+            self._approved.add(decision.id)
         return verdict
+
+    def approved(self, decision_id: str) -> bool:
+        """Whether a person approved, in this execution, the gate on decision `decision_id`."""
+        return decision_id in self._approved
 
     def _check(
         self, gate_id: str, proposal: Decision[Any], signal: Signal, timeout: float | None
@@ -144,7 +156,7 @@ class Gates(Steps):
             left = None if timeout is None else max(0.0, opened + timeout - exe.clock())
             return {"ok": not why, "why": why, "left": left}
 
-        value: dict[str, Any] = self.decide(label, judge).value
+        value: dict[str, Any] = self._decisions.decide(label, judge).value
         return value
 
     def _verdict(
@@ -163,7 +175,8 @@ class Gates(Steps):
             return Verdict(gate_id, "declined", signal.sender, "the verdict was given for another action")
         if payload.get("outcome") != "approve":
             return Verdict(gate_id, "declined", signal.sender, reason)
-        if precondition is not None and not self.decide(f"precondition:{action}", precondition).value:
+        held = precondition is None or self._decisions.decide(f"precondition:{action}", precondition).value
+        if not held:
             return Verdict(gate_id, "stale", signal.sender, reason)
         return Verdict(gate_id, "approved", signal.sender, reason)
 

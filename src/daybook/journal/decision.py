@@ -159,7 +159,7 @@ class Decisions(Facet):
             except Exception:
                 if retry is None or not retry.allows(attempt + 1):
                     raise
-                self._exe.sleep(retry.delay(attempt))
+                self._exe.settings.sleep(retry.delay(attempt))
                 attempt += 1
 
     def _record(

@@ -68,7 +68,7 @@ def drive(
             return done.value
         reply = None
         if op == "sleep":
-            exe.sleep(arg)
+            exe.settings.sleep(arg)
             continue
         try:
             with strict.step():

@@ -19,7 +19,7 @@ from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
 from .driver import drive, drive_async, ready
-from .execution import step_fingerprint
+from .execution import Execution, step_fingerprint
 from .facet import Facet
 from .lifecycle import EffectLifecycle, replayed_result
 from .stop import Stop
@@ -48,6 +48,12 @@ def _same_act(tool: Tool[Any], stored: dict[str, Any]) -> Callable[[Event], bool
 class Effects(Facet):
     """`ctx.effect`, `ctx.key` and `ctx.held` (what bufferable adapters hold until commit)."""
 
+    def __init__(self, exe: Execution) -> None:
+        super().__init__(exe)
+        # What bufferable adapters hold until their commit step, per adapter instance: memory
+        # of this execution only, refilled on replay by the steps that filled it.
+        self._held: dict[object, list[Any]] = {}
+
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
         return keys.decision_key(decision.id, kind, i)
@@ -57,8 +63,8 @@ class Effects(Facet):
         this execution until its commit step; `take=True` returns it and starts a new list. Not
         journaled: the steps that fill it replay in order, so a resumed run rebuilds it."""
         if take:
-            return self._exe.held.pop(owner, [])
-        return self._exe.held.setdefault(owner, [])
+            return self._held.pop(owner, [])
+        return self._held.setdefault(owner, [])
 
     @overload
     def effect(
@@ -98,9 +104,9 @@ class Effects(Facet):
         """
         if not isinstance(tool, Tool):
             raise TypeError(f"ctx.effect needs a @daybook.tool, got {tool!r}")
-        return self._perform(tool, key, decision, args, None)
+        return self.perform(tool, key, decision, args, None)
 
-    def _perform(
+    def perform(
         self,
         tool: Tool[Any],
         key: str | None,
@@ -151,8 +157,8 @@ class Effects(Facet):
             key = keys.decision_key(decision.id, tool.name, n)
         # Derived keys are unique by construction; only keys the code names itself are tracked,
         # so memory does not grow with the run (the store's unique index backs this up).
-        if named and step in exe.branch and key is not None:
-            key = keys.branched(key, exe.branch[step])  # a step run again on a journal branch
+        if named and step in exe.rebranched and key is not None:
+            key = keys.branched(key, exe.rebranched[step])  # a step run again on a journal branch
         key = key or exe.id_of(step)
         owner = exe.keys.setdefault(key, step) if named else step
         if owner != step:

@@ -3,17 +3,27 @@
 It owns the recorded steps not yet replayed, the next step and sequence numbers, and the single
 write path into the journal (`append`), which turns every store failure into a `Stop` the
 runtime understands. Step arguments are fingerprinted here so replay can tell a changed call.
+
+Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
+its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
+`at_live`, `release`, `consume`, `branch`), and the runner fixes how it behaves once, as
+`RunSettings`; `tests/test_shape.py` checks that no module outside `daybook.journal` assigns a
+field.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import (
     ConfigError,
+    DaybookError,
     DuplicateKey,
     LeaseLost,
     NeedsAttention,
@@ -52,6 +62,30 @@ class Liveness(Protocol):
     def stop(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """How one execution of a run behaves, fixed when the runner builds it (and the same for a
+    fresh execution of the run, `Rerun`)."""
+
+    # Waits up to `inline_wait` seconds happen in this process, longer ones suspend the run; a
+    # frontier wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
+    inline_wait: float = 2.0
+    frontier_spin: float | None = None
+    # `Daybook(gate_irreversible=)`: the release policy of an irreversible call outside a block.
+    gate_irreversible: bool | tuple[str, ...] = False
+    # The run's parent (H8), and how to drive a child run here (the runner's, above us).
+    parent_run: str | None = None
+    spawn: Callable[[str, Any], None] | None = None
+    # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
+    deadline: float | None = None
+    # How a wait in this process sleeps (replay: not at all).
+    sleep: Callable[[float], None] = _SLEEP
+
+
+class BranchCut(DaybookError):
+    """A speculative branch past the speculation's deadline: it may not write another row."""
+
+
 # How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
 TRACEBACK_CHARS = 16_000
 
@@ -81,59 +115,66 @@ class Execution:
         events: list[Event],
         heartbeat: Liveness | None,
         read_only: bool = False,
+        settings: RunSettings | None = None,
     ) -> None:
         self.store = store
         self.read_only = read_only
         self.run_id = run_id
         self.heartbeat = heartbeat
-        self.steps: dict[int, list[Event]] = {}
+        self.settings = settings or RunSettings()
+        self._deadline = self.settings.deadline  # read at every step: one lookup, not two
+        self._steps: dict[int, list[Event]] = {}
         # Steps a fork shares with the run it branched from keep that run's ids and keys.
-        self.id_owner: dict[int, str] = {}
+        self._id_owner: dict[int, str] = {}
         # When the run was paused, if it has taken no step since (for the resume primer).
-        self.paused_at: float | None = None
+        self._paused_at: float | None = None
         # Journal branches (`daybook.recovery`): superseded steps run again under keys suffixed
         # `~r<branch>`; soft ones (confirmed effects) replay if asked for as the same act.
-        self.branch: dict[int, int] = {}
+        self.rebranched: dict[int, int] = {}
         self.soft: dict[int, int] = {}
         # The transaction the run left open on purpose, if its steps end there (a `tx_left`
         # row with no step after it): the next execution goes on with it rather than abort it.
         self.left_tx: str | None = None
         self._index(events)
-        self.recorded_steps = max(self.steps, default=0)
-        self.next_seq = (events[-1].seq if events else 0) + 1
-        self.next_step = 1
+        self._recorded_steps = max(self._steps, default=0)
+        self._next_seq = (events[-1].seq if events else 0) + 1
+        self._next_step = 1
         self.keys: dict[str, int] = {}
         self.per_decision: dict[str, int] = {}
         # The latest decision made or replayed: an effect with no explicit decision links to it.
         self.last_decision: str | None = None
-        # What bufferable adapters hold until their commit step, per adapter instance: memory
-        # of this execution only, refilled on replay by the steps that filled it.
-        self.held: dict[object, list[Any]] = {}
         self.clock: Callable[[], float] = time.time
-        self.sleep: Callable[[float], None] = _SLEEP
-        # Waits up to `inline_wait` happen in this process, longer ones suspend the run; a frontier
-        # wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
-        self.inline_wait = 2.0
-        self.frontier_spin: float | None = None
         self.consumed: set[int] = set()
         # Calls a retraction cancelled while they ran: key -> (its inbox id, who sent it).
         self.retracted: dict[str, tuple[int, str]] = {}
-        # The run's parent (H8), and how to drive a child run here: set by the runner (above us).
-        self.parent_run: str | None = None
-        self.spawn: Callable[[str, Any], None] | None = None
-        # The run's execution deadline (`@workflow(timeout=)`): past it, no new step begins.
-        self.deadline: float | None = None
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
         # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
-        # transaction abandoned by a dead owner aborts there, on replay where it was (daybook.tx).
-        self.on_live: Callable[[], None] | None = None
-        self.live_at: int | None = None
-        # `Daybook(gate_irreversible=)` (tx.facet); decisions whose gate was approved here.
-        self.gate_irreversible: bool | tuple[str, ...] = False
-        self.approved: set[str] = set()
-        self.released: str | None = None  # a gate just approved it: a fork may make it anew
+        # transaction abandoned by a dead owner aborts there, on replay where it was (`at_live`).
+        self._on_live: Callable[[], None] | None = None
+        self._live_at: int | None = None
+        self._released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
+
+    @property
+    def steps(self) -> Mapping[int, list[Event]]:
+        """The recorded steps not yet replayed, by step (the verbs move past them)."""
+        return self._steps
+
+    @property
+    def next_step(self) -> int:
+        """The step the next `alloc` hands out."""
+        return self._next_step
+
+    @property
+    def recorded_steps(self) -> int:
+        """The last step the loaded journal holds: steps past it are taken live."""
+        return self._recorded_steps
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number of the next journal row (a terminal row the runtime writes)."""
+        return self._next_seq
 
     def _note_inbox(self, events: list[Event]) -> None:
         """The inbox messages the journal has consumed, and the calls retractions cancelled."""
@@ -156,15 +197,15 @@ class Execution:
                 self._supersede(ev, fork=True)
             elif ev.step is not None:
                 if ev.step in self.soft:  # the re-run asked for another act: the old rows are history
-                    self.steps.pop(ev.step, None)
+                    self._steps.pop(ev.step, None)
                     self._rebranch(ev.step, self.soft.pop(ev.step))
-                self.steps.setdefault(ev.step, []).append(ev)
+                self._steps.setdefault(ev.step, []).append(ev)
                 if ev.run_id != self.run_id:
-                    self.id_owner[ev.step] = ev.run_id
-                self.paused_at = None
+                    self._id_owner[ev.step] = ev.run_id
+                self._paused_at = None
                 self.left_tx = None
             elif ev.kind == Kind.RUN_PAUSED:
-                self.paused_at = ev.at
+                self._paused_at = ev.at
             elif ev.kind == Kind.TX_LEFT:
                 self.left_tx = str(ev.data.get("tx_id"))
 
@@ -175,17 +216,17 @@ class Execution:
         branch = 0 if fork else int(ev.data.get("branch") or 1)
         soft = {int(s) for s in ev.data.get("soft") or ()}
         for step in ev.data["supersede"]:
-            if int(step) in soft and int(step) in self.steps:
+            if int(step) in soft and int(step) in self._steps:
                 self.soft[int(step)] = branch
                 continue
-            self.steps.pop(int(step), None)
+            self._steps.pop(int(step), None)
             self._rebranch(int(step), branch)
 
     def _rebranch(self, step: int, branch: int) -> None:
         if branch:
-            self.branch[step] = branch
+            self.rebranched[step] = branch
         else:  # a fork's own step now, no longer the parent's
-            self.id_owner.pop(step, None)
+            self._id_owner.pop(step, None)
 
     # -- journal writes -----------------------------------------------------------------------
 
@@ -207,7 +248,7 @@ class Execution:
             raise _bad_name(self.run_id, step, name, fields.get("key"))
         ev = Event(
             run_id=self.run_id,
-            seq=self.next_seq,
+            seq=self._next_seq,
             kind=kind.value,
             step=step,
             name=name,
@@ -245,32 +286,32 @@ class Execution:
             ) from exc
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
-        self.next_seq += 1
+        self._next_seq += 1
         return ev
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
-        base = keys.step_key(self.id_owner.get(step, self.run_id), step)
-        return keys.branched(base, self.branch[step]) if step in self.branch else base
+        base = keys.step_key(self._id_owner.get(step, self.run_id), step)
+        return keys.branched(base, self.rebranched[step]) if step in self.rebranched else base
 
     def alloc(self) -> int:
-        step = self.next_step
-        if self.on_live is not None and (step > self.recorded_steps or step == self.live_at):
-            hook, self.on_live, self.live_at = self.on_live, None, None
+        step = self._next_step
+        if self._on_live is not None and (step > self._recorded_steps or step == self._live_at):
+            hook, self._on_live, self._live_at = self._on_live, None, None
             hook()
-        if self.deadline is not None and step > self.recorded_steps and time.time() > self.deadline:
+        if self._deadline is not None and step > self._recorded_steps and time.time() > self._deadline:
             raise TimedOut(
                 f"run {self.run_id!r} passed its execution timeout before step {step}: it fails "
                 "here, its journal kept; `daybook retry` would time out again unless the workflow's "
                 "timeout is raised",
                 {},
             )
-        if step > self.recorded_steps and self.heartbeat is not None:
+        if step > self._recorded_steps and self.heartbeat is not None:
             asked = self.heartbeat.pause
             if asked is not None and asked[0] not in self.consumed:
                 # A step boundary, live: everything before it is journaled, nothing after began.
                 raise Pause(self.run_id, asked[1], asked[0])
-        self.next_step += 1
+        self._next_step += 1
         return step
 
     def expect(
@@ -282,7 +323,7 @@ class Execution:
         same_act: Callable[[Event], bool | None] | None = None,
     ) -> list[Event] | None:
         # Popped: a replayed step is never looked up again, so a resume frees as it goes.
-        recs = self.steps.pop(step, None)
+        recs = self._steps.pop(step, None)
         if not recs:
             return None
         if step in self.soft:
@@ -329,7 +370,7 @@ class Execution:
             verdict = recs[0].fp == fp or (same_act(recs[0]) if same_act is not None else False)
         if verdict:
             return recs  # the same act: replayed, never re-fired
-        if verdict is None and not branch and self.released == name:
+        if verdict is None and not branch and self._released == name:
             verdict = False  # a fork's changed irreversible act that a person approved: made
         if verdict is None:
             who = "the re-run asks" if branch else "the fork asks, unlike the run it was forked from,"
@@ -347,12 +388,12 @@ class Execution:
         return None
 
     def check_complete(self) -> None:
-        done = self.next_step - 1
+        done = self._next_step - 1
         # A fork that finished before the parent's later acts it left standing: they stay the
         # parent's (listed by `fork`), not steps this run skipped.
-        left = [k for k in self.steps if k > done and self.soft.get(k) != 0]
+        left = [k for k in self._steps if k > done and self.soft.get(k) != 0]
         if left:
-            first = self.steps[min(left)][0]
+            first = self._steps[min(left)][0]
             raise Stop(
                 NonDeterminismError(
                     f"run {self.run_id!r}: the workflow finished after step {done}, but the "
@@ -361,6 +402,103 @@ class Execution:
                 ),
                 True,
             )
+
+    # -- moving the cursor (the verbs the facets and the runtime use; nothing else writes it) ---
+
+    def skip_through(self, end: int) -> None:
+        """Go on after step `end`: the recorded steps from here to it are not replayed (an
+        attempt the journal shows aborted with a retry)."""
+        for skipped in range(self._next_step, end + 1):
+            self._steps.pop(skipped, None)
+        self._next_step = end + 1
+
+    def jump_to(self, step: int) -> None:
+        """Go on at `step`: the steps before it were written by other cursors (a speculation's
+        branches), which replay their own."""
+        self._next_step = step
+
+    def start_at(self, first: int) -> None:
+        """Begin at step `first`, as if the journal began there (a cancelled run's unwind runs
+        after the run's own steps): the steps before it are not replayed."""
+        self._steps = {step: rows for step, rows in self._steps.items() if step >= first}
+        self._recorded_steps = max(self._steps, default=0)
+        self._next_step = first
+
+    @contextlib.contextmanager
+    def revisit(self, step: int, rows: list[Event]) -> Iterator[None]:
+        """Replay `step` from `rows` once more (an undo begun before and never settled is
+        settled at its own step), then go on where the cursor was."""
+        saved = self._next_step
+        self._steps[step] = rows
+        self._next_step = step
+        try:
+            yield
+        finally:
+            self._next_step = saved
+
+    def at_live(self, hook: Callable[[], None], step: int | None = None) -> None:
+        """Call `hook` once, at the first step taken live or at `step` (on replay, where it was
+        called the first time), whichever comes first."""
+        self._on_live, self._live_at = hook, step
+
+    def drop_live(self, hook: Callable[[], None]) -> None:
+        """Forget `hook` (`at_live`) if it has not been called yet."""
+        if self._on_live == hook:
+            self._on_live = self._live_at = None
+
+    def release(self, name: str | None) -> None:
+        """While set, a fork's changed irreversible act `name` may be made anew: a person just
+        approved it at a gate (None: no act is)."""
+        self._released = name
+
+    def take_paused_at(self) -> float | None:
+        """When the run was paused, if it has taken no step since; None from then on (once per
+        resume)."""
+        at, self._paused_at = self._paused_at, None
+        return at
+
+    def consume(self, inbox_ids: Iterable[int]) -> None:
+        """The inbox messages a step just journaled as read: never read again."""
+        self.consumed.update(inbox_ids)
+
+    def branch(self, first_step: int, lock: threading.Lock) -> Execution:
+        """A speculation's branch: a cursor over the same journal (its recorded steps, keys and
+        inbox state shared with this one), writing its own steps from `first_step`, its rows
+        serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
+        twin = object.__new__(_Branch)
+        twin.__dict__.update(self.__dict__)
+        twin._next_step = first_step
+        twin._parent = self
+        twin._lock = lock
+        twin._cut_thread = None
+        return twin
+
+    def cut(self, thread: int | None) -> None:
+        """A branch cut at its speculation's deadline: nothing `thread` writes from now on lands."""
+        raise TypeError(f"run {self.run_id!r}: only a speculation's branch cursor can be cut")
+
+
+class _Branch(Execution):
+    """A speculation's branch cursor (`Execution.branch`)."""
+
+    _parent: Execution
+    _lock: threading.Lock
+    _cut_thread: int | None
+
+    def cut(self, thread: int | None) -> None:
+        self._cut_thread = thread
+
+    def append(
+        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+    ) -> Event:
+        if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
+            raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
+        with self._lock:
+            self._next_seq = self._parent._next_seq
+            try:
+                return super().append(kind, step, name, write=write, **fields)
+            finally:
+                self._parent._next_seq = self._next_seq
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:

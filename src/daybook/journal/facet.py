@@ -1,8 +1,9 @@
-"""The base of every part of `ctx`: the execution cursor it records into.
+"""The base of every facet of `ctx`: the execution cursor it records into.
 
-`Context` is assembled from facets (decisions, effects, waits here; gates, obligations, budget,
-compensation, updates in the packages that own those nouns). Each facet is a mixin over this
-base, so `ctx.*` stays one flat object for the user while each noun lives in its own module.
+`Context` (`daybook.context`) is one class whose methods delegate to facet objects: decisions,
+effects and waits here; gates, obligations, budget, compensation, updates and transactions in
+the packages that own those nouns. Each facet is built with the cursor and, explicitly, the
+other facets it calls; none reaches into another's state.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from .execution import Execution
 
 
 class Facet:
-    """Holds the execution; every facet reads `_exe` and nothing else of the others' state."""
+    """Holds the execution cursor; a facet reads `_exe` and the facets it was given, no others."""
 
     def __init__(self, exe: Execution) -> None:
         self._exe = exe

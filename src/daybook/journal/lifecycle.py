@@ -317,7 +317,7 @@ class EffectLifecycle:
         if self.poll_at is None:
             return
         left = self.poll_at - self.exe.clock()
-        if left > self.exe.inline_wait:
+        if left > self.exe.settings.inline_wait:
             # A durable timer: the next round's time is in the journal; the run holds no process
             # and a worker resumes it when due.
             raise Suspend(self.exe.run_id, self.poll_at, f"the counterparty's answer (step {self.step})")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from ..records import Kind
-from .execution import step_fingerprint
+from .execution import Execution, step_fingerprint
 from .facet import Facet
 from .stop import Suspend
 
@@ -67,8 +67,18 @@ def opened(text: str) -> tuple[Any, Any]:
     return value, None
 
 
+# Whether a signal's record proves who sent it: (act, sender, record) -> proved.
+Prover = Callable[[str, str, Any], bool]
+
+
 class Waits(Facet):
     """`ctx.sleep` and `ctx.wait_for`, sync and async, sharing one journaled wait each."""
+
+    def __init__(self, exe: Execution, prove: Prover | None = None) -> None:
+        super().__init__(exe)
+        # Whether a signal's sender is proved by its record: the identity check lives in a
+        # higher layer (`daybook.gates.identity`), which `Context` passes in.
+        self._prove = prove
 
     def sleep(self, seconds: float) -> None:
         """A durable timer: the deadline is journaled, so a crash or a stop does not lose it and
@@ -78,7 +88,7 @@ class Waits(Facet):
         if due is not None:
             step, left = due
             if left > 0:
-                self._exe.sleep(left)
+                self._exe.settings.sleep(left)
             self._fire(step)
 
     async def sleep_async(self, seconds: float) -> None:
@@ -98,7 +108,7 @@ class Waits(Facet):
             return None
         step, fire_at = due
         left = fire_at - self._exe.clock()
-        if left > self._exe.inline_wait:
+        if left > self._exe.settings.inline_wait:
             raise Suspend(self.run_id, fire_at, f"a timer (step {step})")
         return step, left
 
@@ -136,7 +146,7 @@ class Waits(Facet):
         polls = self._polls(name, timeout)
         try:
             while True:
-                self._exe.sleep(next(polls))
+                self._exe.settings.sleep(next(polls))
         except StopIteration as done:
             result: Signal | None = done.value
             return result
@@ -162,7 +172,7 @@ class Waits(Facet):
             got = self._take(step, name, deadline)
             if not isinstance(got, _Pending):
                 return got
-            if waited >= self._exe.inline_wait:
+            if waited >= self._exe.settings.inline_wait:
                 raise Suspend(self.run_id, deadline, f"signal {name!r} (step {step})")
             pause = 0.05 if waited < 0.5 else 0.2
             yield pause
@@ -200,9 +210,8 @@ class Waits(Facet):
         return step, None if deadline is None else float(deadline), _PENDING
 
     def _proved(self, act: str, sender: str, record: Any) -> bool:
-        """Whether `record` proves `sender` sent `act` to this run: the identity check lives in a
-        higher layer (`daybook.gates.identity`), which `Context` plugs in; here nothing is."""
-        return False
+        """Whether `record` proves `sender` sent `act` to this run (no prover given: never)."""
+        return self._prove is not None and self._prove(act, sender, record)
 
     def _take(self, step: int, name: str, deadline: float | None) -> Signal | _Pending | None:
         """The next unconsumed signal (journaled as consumed); None on timeout; else _PENDING."""

@@ -15,10 +15,14 @@ from typing import Any
 from ..errors import EffectFailed, RunStuck
 from ..gates.gate import Gates
 from ..journal import keys
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
 from ..journal.stop import Stop
 from ..journal.tool import Tool
 from ..journal.tool import lookup as lookup_tool
 from ..records import Event, Kind, Status
+from ..tx.facet import Transactions
 
 
 @dataclass
@@ -34,8 +38,14 @@ class Compensation:
         return not self.stuck and not self.no_inverse
 
 
-class Compensations(Gates):
+class Compensations(Facet):
     """`ctx.compensate`: the unwind, with a model-proposed undo where none is registered."""
+
+    def __init__(self, exe: Execution, decisions: Decisions, effects: Transactions, gates: Gates) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
+        self._effects = effects  # `ctx.effect`: an undo inside a transaction is the block's
+        self._gates = gates
 
     def compensate(
         self,
@@ -86,7 +96,7 @@ class Compensations(Gates):
         if report.complete or not strict:
             return report
         if on_stuck is not None:
-            self.decide("on_stuck", lambda: on_stuck(report))
+            self._decisions.decide("on_stuck", lambda: on_stuck(report))
         raise self._stuck(report)
 
     def _undo(self, inverse: Tool[Any], eff: dict[str, Any]) -> None:
@@ -96,17 +106,12 @@ class Compensations(Gates):
         absent, else parked), never sent under another key."""
         exe = self._exe
         begun = eff.get("undo_step")
-        key = keys.compensation_key(eff["key"])
+        key, effect = keys.compensation_key(eff["key"]), self._effects.effect
         if begun is None:
-            self.effect(inverse, key=key, original=eff["args"], result=eff["result"])
+            effect(inverse, key=key, original=eff["args"], result=eff["result"])
             return
-        saved = exe.next_step
-        exe.steps[begun] = [ev for ev in exe.store.load(exe.run_id) if ev.step == begun]
-        exe.next_step = begun
-        try:
-            self.effect(inverse, key=key, original=eff["args"], result=eff["result"])
-        finally:
-            exe.next_step = saved
+        with exe.revisit(begun, [ev for ev in exe.store.load(exe.run_id) if ev.step == begun]):
+            effect(inverse, key=key, original=eff["args"], result=eff["result"])
 
     def _done_so_far(self) -> dict[int, dict[str, Any]]:
         """This run's effects before the current step (not undos, nor effects an aborted
@@ -155,7 +160,7 @@ class Compensations(Gates):
         if propose is None or tool is None or not tool.effect.undo_may_be_proposed:
             return False
         effect = {k: eff.get(k) for k in ("name", "key", "args", "result")}
-        plan = self.decide(f"propose_compensation:{eff['key']}", lambda: propose(effect)).value
+        plan = self._decisions.decide(f"propose_compensation:{eff['key']}", lambda: propose(effect)).value
         if not isinstance(plan, dict):
             return False
         undo = lookup_tool(str(plan.get("tool")))
@@ -164,16 +169,16 @@ class Compensations(Gates):
         checker = validate
         if (
             checker is None
-            or not self.decide(
+            or not self._decisions.decide(
                 f"validate_compensation:{eff['key']}", lambda: bool(checker(effect, plan))
             ).value
         ):
             return False
-        verdict = self.gate(f"compensate:{undo.name}", approvers=approvers, timeout=gate_timeout)
+        verdict = self._gates.gate(f"compensate:{undo.name}", approvers=approvers, timeout=gate_timeout)
         if not verdict.approved:
             return False
         try:
-            self.effect(undo, key=keys.compensation_key(eff["key"]), **dict(plan.get("args") or {}))
+            self._effects.effect(undo, key=keys.compensation_key(eff["key"]), **dict(plan.get("args") or {}))
         except EffectFailed:
             return False
         return True

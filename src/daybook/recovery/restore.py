@@ -114,7 +114,7 @@ def _planned(
 ) -> tuple[Plan, int]:
     """The plan over the run's current branch, and the number the new branch takes."""
     view = Execution(store, run_id, expand(store, own), None, read_only=True)
-    plan = select(lift(view.steps, error), policy, instance)
+    plan = select(lift(dict(view.steps), error), policy, instance)
     return plan, 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
 
 

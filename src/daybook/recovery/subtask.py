@@ -19,7 +19,9 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ConfigError
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
 from ..records import JSON, check_text
 from .signal import normalize
 
@@ -118,7 +120,7 @@ class Subtask:
         self.exited = False
 
     def _mark(self, kind: str, **data: JSON) -> None:
-        self._facet.decide(PREFIX + kind, _echo, {"instance": self.id, **data})
+        self._facet._decisions.decide(PREFIX + kind, _echo, {"instance": self.id, **data})
 
     def __enter__(self) -> Subtask:
         reg = self._facet._registry()
@@ -183,10 +185,13 @@ class Subtask:
         return (o.replace("{entity}", self.entity) for o in self.skeleton.outputs)
 
 
-class Subtasks(Steps):
+class Subtasks(Facet):
     """`ctx.subtask(skeleton, entity=...)`: mark a subtask instance active (DART, seed 004)."""
 
-    _subtasks: _Registry
+    def __init__(self, exe: Execution, decisions: Decisions) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
+        self._subtasks = _Registry()
 
     def subtask(
         self, skeleton: str | Skeleton, entity: str = "-", *, reads: Iterable[str] | None = None
@@ -208,6 +213,4 @@ class Subtasks(Steps):
         return Subtask(self, skel, entity, sorted({*declared, *(reads or ())}))
 
     def _registry(self) -> _Registry:
-        if not hasattr(self, "_subtasks"):
-            self._subtasks = _Registry()
         return self._subtasks

@@ -120,13 +120,14 @@ def fail(
         paused = Event(run_id=exe.run_id, seq=exe.next_seq, kind=Kind.RUN_PAUSED.value, data=data, at=now)
         store.finish(exe.run_id, owner, RunStatus.PAUSED.value, None, None, paused, now)
         return exc.error
-    if isinstance(exc, Suspend) and exe.deadline is not None and time.time() >= exe.deadline:
+    deadline = exe.settings.deadline
+    if isinstance(exc, Suspend) and deadline is not None and time.time() >= deadline:
         # Waiting past its execution timeout: the wait ends the run instead of suspending it.
         exc = TimedOut(f"run {exe.run_id!r} passed its execution timeout while waiting", {})
     if isinstance(exc, Suspend):
         wake = exc.wake_at
-        if exe.deadline is not None:  # woken at its execution deadline at the latest, to time out
-            wake = exe.deadline if wake is None else min(wake, exe.deadline)
+        if deadline is not None:  # woken at its execution deadline at the latest, to time out
+            wake = deadline if wake is None else min(wake, deadline)
         store.suspend(exe.run_id, owner, wake, time.time())
         return exc.error
     if isinstance(exc, Stop):

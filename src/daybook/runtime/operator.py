@@ -162,9 +162,7 @@ def unwind(
         return stored
     first = int(asked[-1].data.get("from_step") or 1)
     exe = Execution(store, run_id, events, None)
-    exe.steps = {step: rows for step, rows in exe.steps.items() if step >= first}
-    exe.recorded_steps = max(exe.steps, default=0)
-    exe.next_step = first
+    exe.start_at(first)
     try:
         report = undo(context(exe))
     except Stop as stop:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError, DaybookError, RunNotFound
 from ..journal import current
-from ..journal.execution import Execution
+from ..journal.execution import Execution, RunSettings
 from ..journal.stop import ContinueAsNew, Stop
 from ..records import JSON, RunInfo, RunStatus
 from ..store import Store
@@ -35,8 +35,8 @@ def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: 
             f"to read with `daybook show {run_id}`"
         )
     wf = load(info.workflow, info.ref, app)
-    exe = Execution(store, run_id, expand(store, store.load(run_id)), None, read_only=True)
-    exe.sleep = lambda _seconds: None
+    events = expand(store, store.load(run_id))
+    exe = Execution(store, run_id, events, None, read_only=True, settings=RunSettings(sleep=_no_sleep))
     ctx = context(exe)
     try:
         with current.running(ctx):
@@ -102,3 +102,7 @@ def _get(store: Store, run_id: str) -> RunInfo:
     if info is None:
         raise RunNotFound(run_id, store.url)
     return info
+
+
+def _no_sleep(_seconds: float) -> None:
+    """A replay reads the journal: it never waits."""

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
 from ..journal import current
 from ..journal import strict as strict_mode
-from ..journal.execution import Execution
+from ..journal.execution import Execution, RunSettings
 from ..journal.stop import ContinueAsNew, Rerun, Stop
 from ..records import JSON, RunInfo, RunStatus, check_unerased, readable
 from ..store import Store
@@ -171,14 +171,16 @@ class Runner:
         return self._execution(info, events, wf)
 
     def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
-        exe = Execution(self.store, info.run_id, events, self.claims.heartbeat(info.run_id))
-        exe.inline_wait = self.inline_wait
-        exe.frontier_spin = self.frontier_spin
-        exe.gate_irreversible = self.gate_irreversible
-        exe.parent_run = info.parent_run
-        exe.spawn = self.drive_child
-        exe.deadline = None if wf.timeout is None else info.created_at + wf.timeout
-        return exe, wf, info
+        settings = RunSettings(
+            inline_wait=self.inline_wait,
+            frontier_spin=self.frontier_spin,
+            gate_irreversible=self.gate_irreversible,
+            parent_run=info.parent_run,
+            spawn=self.drive_child,
+            deadline=None if wf.timeout is None else info.created_at + wf.timeout,
+        )
+        heartbeat = self.claims.heartbeat(info.run_id)
+        return Execution(self.store, info.run_id, events, heartbeat, settings=settings), wf, info
 
     def drive_child(self, run_id: str, wf: Workflow[Any]) -> None:
         """Run child run `run_id` here, to its end or its first wait, if no other process holds
@@ -248,11 +250,8 @@ class Runner:
 
     def _again(self, exe: Execution) -> Execution:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
-        fresh = Execution(self.store, exe.run_id, self.store.load(exe.run_id), exe.heartbeat)
-        fresh.inline_wait, fresh.frontier_spin = exe.inline_wait, exe.frontier_spin
-        fresh.gate_irreversible = exe.gate_irreversible
-        fresh.parent_run, fresh.spawn, fresh.deadline = exe.parent_run, exe.spawn, exe.deadline
-        return fresh
+        events = self.store.load(exe.run_id)
+        return Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
         try:
@@ -265,7 +264,7 @@ class Runner:
             self._tell_parent(exe)
 
     def _tell_parent(self, exe: Execution) -> None:
-        if exe.parent_run is None:
+        if exe.settings.parent_run is None:
             return
         info = self.store.get_run(exe.run_id)
         if info is not None:

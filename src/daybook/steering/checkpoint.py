@@ -21,7 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import RunNotFound
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
 from ..records import JSON, Event, Kind, RunStatus, settles
 from ..store import Store
 from .liveness import DEFAULT_GRACE, await_alive
@@ -30,8 +32,12 @@ CHECKPOINT_VERSION = 1
 ENVIRONMENT = "environment"
 
 
-class Environments(Steps):
+class Environments(Facet):
     """`ctx.environment`."""
+
+    def __init__(self, exe: Execution, decisions: Decisions) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
 
     def environment(
         self,
@@ -50,7 +56,7 @@ class Environments(Steps):
         `grace` (seconds from the execution's start) before it fails the run with
         `EnvironmentLost`. Returns `handle`."""
         declared = {"kind": kind, "handle": handle, "remove_on_expiry": remove_on_expiry}
-        value = self.decide(ENVIRONMENT, lambda: declared).value
+        value = self._decisions.decide(ENVIRONMENT, lambda: declared).value
         if alive is not None and not self._exe.read_only:
             await_alive(self._exe, str(value["handle"]), alive, grace)
         return str(value["handle"])

@@ -37,6 +37,6 @@ def await_alive(exe: Execution, handle: str, alive: Callable[[str], bool], grace
                 f"the run started (startup grace {grace:g}s). The run failed with its journal kept: "
                 f"bring the environment back, then `daybook retry {exe.run_id}`"
             )
-        exe.sleep(min(pause, grace - waited))
+        exe.settings.sleep(min(pause, grace - waited))
         pause = min(pause * 2, LONGEST_PAUSE)
     return time.time() - began

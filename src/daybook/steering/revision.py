@@ -20,8 +20,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..gates import identity, roster
-from ..journal.execution import step_fingerprint
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution, step_fingerprint
+from ..journal.facet import Facet
 from ..records import JSON, Kind, Why, check_text
 from ..runtime.chain import live
 from ..runtime.claim import STEER_SIGNAL, Claims
@@ -52,18 +53,18 @@ class Revision:
     binding: bool = True
 
 
-class Revisions(Steps):
+class Revisions(Facet):
     """`ctx.revisions()`."""
 
-    _steered: list[Revision]
+    def __init__(self, exe: Execution) -> None:
+        super().__init__(exe)
+        self._steered: list[Revision] = []  # what this execution has read, for the conflicts
 
     def revisions(self) -> list[Revision]:
         """The revisions sent to this run (`book.steer`, `daybook steer`) since the last call, in
         the order they were sent; [] when none. Reading them is a recorded step (the
         acknowledgement the sender waits for), written only when there is something new."""
         exe = self._exe
-        if not hasattr(self, "_steered"):
-            self._steered = []
         step = exe.next_step
         recorded = exe.steps.get(step)
         if recorded:
@@ -85,7 +86,7 @@ class Revisions(Steps):
         }
         fp = step_fingerprint(None, step, LABEL)
         exe.append(Kind.SIGNAL, step, LABEL, status="received", fp=fp, data=data)
-        exe.consumed.update(r.id for r in new)
+        exe.consume(r.id for r in new)
         return self._remember(data)
 
     def _remember(self, data: dict[str, Any]) -> list[Revision]:
@@ -94,8 +95,12 @@ class Revisions(Steps):
         return got
 
 
-class Primers(Steps):
+class Primers(Facet):
     """`ctx.primer`."""
+
+    def __init__(self, exe: Execution, decisions: Decisions) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
 
     def primer(self, after: float, summarize: Callable[[float], str]) -> str | None:
         """After a pause longer than `after` seconds, once, at the first step boundary of the
@@ -108,15 +113,17 @@ class Primers(Steps):
         if recorded:
             if recorded[0].kind != Kind.DECISION or recorded[0].name != PRIMER:
                 return None
-            return str(self.decide(PRIMER, summarize, 0.0).value)
-        if step <= exe.recorded_steps or exe.read_only or exe.paused_at is None:
+            return str(self._decisions.decide(PRIMER, summarize, 0.0).value)
+        if step <= exe.recorded_steps or exe.read_only:
             return None
-        paused = exe.clock() - exe.paused_at
-        exe.paused_at = None  # once per resume
+        paused_at = exe.take_paused_at()  # once per resume
+        if paused_at is None:
+            return None
+        paused = exe.clock() - paused_at
         if paused <= after:
             return None
         text = str(summarize(paused))
-        return str(self.decide(PRIMER, lambda _: text, 0.0, why=Why(note=text)).value)
+        return str(self._decisions.decide(PRIMER, lambda _: text, 0.0, why=Why(note=text)).value)
 
 
 def _unread(store: Any, run_id: str, consumed: set[int]) -> list[Revision]:

@@ -14,7 +14,10 @@ from typing import Any
 
 from ..errors import StepFailed, UpdateTimeout
 from ..gates import identity
-from ..journal.steps import Steps
+from ..journal.decision import Decisions
+from ..journal.execution import Execution
+from ..journal.facet import Facet
+from ..journal.wait import Waits
 from ..records import JSON, Kind
 from ..runtime.chain import chain_events, live
 from ..runtime.claim import Claims
@@ -22,8 +25,13 @@ from ..runtime.inbox import send
 from .acts import identify
 
 
-class Updates(Steps):
+class Updates(Facet):
     """`ctx.handle_update`."""
+
+    def __init__(self, exe: Execution, decisions: Decisions, waits: Waits) -> None:
+        super().__init__(exe)
+        self._decisions = decisions
+        self._waits = waits
 
     def handle_update(
         self, name: str, fn: Callable[[Any], Any], timeout: float | None = None
@@ -32,12 +40,12 @@ class Updates(Steps):
         with an answer, applied once. Waits like `wait_for` (durably), computes `fn(args)` as a
         recorded step whose value is the answer the caller receives, and returns (args, answer);
         None if `timeout` passed first."""
-        request = self.wait_for(f"update:{name}", timeout)
+        request = self._waits.wait_for(f"update:{name}", timeout)
         if request is None:
             return None
         body = request.payload if isinstance(request.payload, dict) else {}
         args = body.get("args")
-        answer = self.decide(f"answer:{body.get('id')}", lambda: fn(args)).value
+        answer = self._decisions.decide(f"answer:{body.get('id')}", lambda: fn(args)).value
         return args, answer
 
 

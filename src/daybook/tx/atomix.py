@@ -133,6 +133,12 @@ class EpochTransaction:
         self._freed = False
         self._begun_at = 0.0  # when the attempt took its epoch: its wait= counts from there
 
+    def rebind(self, exe: Execution, raw: Raw) -> None:
+        """Go on over another cursor (and its context's raw effect): a speculation's branch cut at
+        its deadline aborts on a cursor of its own."""
+        self._exe = exe
+        self._raw = raw
+
     # -- entering -------------------------------------------------------------------------------
 
     def begin(self) -> None:
@@ -151,9 +157,7 @@ class EpochTransaction:
             end = self._recorded(END)
             if end is None or not end[1].get("retry"):
                 break
-            for skipped in range(exe.next_step, end[0] + 1):
-                exe.steps.pop(skipped, None)
-            exe.next_step = end[0] + 1
+            exe.skip_through(end[0])
             attempt += 1
         self.status = "open"
         if recs is not None:
@@ -170,10 +174,10 @@ class EpochTransaction:
         aborted = self._recorded(ABORT)
         if aborted is not None and (aborted[1].get("error") or {}).get("type") == "TransactionAbandoned":
             self._abandoned = True
-            exe.on_live, exe.live_at = self._abandon, aborted[0]
+            exe.at_live(self._abandon, aborted[0])
         elif undecided and (self._freed or self._orphaned()):
             self._abandoned = True
-            exe.on_live = self._abandon
+            exe.at_live(self._abandon)
 
     def _released(self) -> bool:
         """The header ended while the journal does not say so: the attempt was released (an
@@ -194,7 +198,7 @@ class EpochTransaction:
         return self._recorded(COMMIT) is None and self._recorded(ABORT) is None
 
     def _abandon(self) -> None:
-        """The first live step of an abandoned attempt: abort it there (`Execution.on_live`)."""
+        """The first live step of an abandoned attempt: abort it there (`Execution.at_live`)."""
         raise self._abandon_error()
 
     def _abandon_error(self) -> TransactionAbandoned:
@@ -241,9 +245,9 @@ class EpochTransaction:
             )
         until = None if self.wait is None else self._begun_at + self.wait
         exe = self._exe
-        spin = None  # the execution's own (`Execution.frontier_spin`)
-        if exe.left_tx == self.tx_id and exe.frontier_spin is not None:
-            spin = min(exe.frontier_spin, RESUMED_SPIN)  # resumed after a suspension: look briefly
+        spin = None  # the execution's own (`RunSettings.frontier_spin`)
+        if exe.left_tx == self.tx_id and exe.settings.frontier_spin is not None:
+            spin = min(exe.settings.frontier_spin, RESUMED_SPIN)  # resumed after a suspension: look briefly
         try:
             wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, until, self.group, spin)
         except FrontierTimeout as exc:
@@ -352,8 +356,7 @@ class EpochTransaction:
     def end(self, exc: BaseException | None) -> Generator[Any, Any, bool]:
         """Commit, or abort (then retry, give up, or report stuck). Yields each flush or inverse
         call's return value (an awaitable for an async tool) and is sent its result."""
-        if self._exe.on_live == self._abandon:
-            self._exe.on_live = self._exe.live_at = None  # the block ends here, whatever it ran live
+        self._exe.drop_live(self._abandon)  # the block ends here, whatever it ran live
         raised = exc
         if self._abandoned and exc is None:
             exc = self._abandon_error()  # the body replayed to its end: nothing live yet, abort

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from ..errors import ConfigError, ReleaseDeclined
 from ..journal.act import TxMark
-from ..journal.decision import Decision
+from ..journal.decision import Decision, Decisions
+from ..journal.effect import Effects
 from ..journal.execution import Execution
-from ..journal.steps import Steps
+from ..journal.facet import Facet
 from ..journal.tool import Tool
 from ..records import JSON
 from .atomix import DEFAULT_WAIT, EpochTransaction, drive_async, drive_sync
@@ -35,6 +36,26 @@ def release_policy(value: object, what: str) -> bool | tuple[str, ...]:
     ):
         raise ConfigError(f"{what}: {value!r}; use True, False or a list of approver names")
     return tuple(value)
+
+
+class GateKeeper(Protocol):
+    """What the release policy needs of the gates facet (`daybook.gates`, a sibling package
+    this one does not import): the gate itself, and whether a decision's gate was approved."""
+
+    def gate(
+        self,
+        action: str,
+        *,
+        decision: Decision[Any] | None = None,
+        approvers: Sequence[str] | None = None,
+        about: JSON = None,
+    ) -> Any: ...
+
+    def approved(self, decision_id: str) -> bool: ...
+
+
+# A full `ctx` over a speculation branch's cursor, and its transactions facet.
+Brancher = Callable[[Execution], "tuple[Any, Transactions]"]
 
 
 class Block:
@@ -85,11 +106,22 @@ class Block:
         return await drive_async(self.tx.end(exc))
 
 
-class Transactions(Steps):
+class Transactions(Facet):
     """`ctx.transaction`: Atomix transactions (epochs, frontiers, the commit rule)."""
 
-    def __init__(self, exe: Execution) -> None:
+    def __init__(
+        self,
+        exe: Execution,
+        effects: Effects,
+        decisions: Decisions,
+        gates: GateKeeper,
+        branch: Brancher,
+    ) -> None:
         super().__init__(exe)
+        self._effects = effects
+        self._decisions = decisions
+        self._gates = gates
+        self._branch_ctx = branch
         self._tx: EpochTransaction | None = None
 
     def transaction(
@@ -123,7 +155,7 @@ class Transactions(Steps):
         parsed = parse_all(scopes, "ctx.transaction scopes")
         if not isinstance(gate, bool) and (isinstance(gate, str) or not isinstance(gate, Sequence)):
             raise ConfigError(f"ctx.transaction(gate={gate!r}): use True, False or a list of approver names")
-        gate_fn = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
+        gate_fn = self._gates.gate
         tx = EpochTransaction(self._exe, self._effect_now, parsed, retries, wait, None, gate, gate_fn)
         return Block(self, tx)
 
@@ -150,7 +182,15 @@ class Transactions(Steps):
     def _effect_now(
         self, tool: Tool[Any], key: str | None, decision: Any, args: dict[str, Any], tx: TxMark | None
     ) -> Any:
-        return super()._perform(tool, key, decision, args, tx)
+        return self._effects.perform(tool, key, decision, args, tx)
+
+    def _choose(self, name: str, fn: Callable[[], Any]) -> Any:
+        """A speculation's recorded choice."""
+        return self._decisions.decide(name, fn).value
+
+    def _branch(self, exe: Execution) -> tuple[Any, Transactions]:
+        """A speculation branch's full `ctx` over its own cursor, and that ctx's facet."""
+        return self._branch_ctx(exe)
 
     @overload
     def effect(
@@ -183,19 +223,22 @@ class Transactions(Steps):
         decision: Decision[Any] | None = None,
         **args: JSON,
     ) -> Any:
-        """`ctx.effect` (see `Effects.effect`); inside `ctx.transaction`, the call is scoped and
-        buffered, held or compensated by the transaction."""
+        """`ctx.effect` (`Context.effect`; outside a transaction, `Effects.effect`); inside
+        `ctx.transaction`, the call is scoped and buffered, held or compensated by the transaction."""
         tx = self._tx
         if tx is None or not isinstance(tool, Tool):
-            policy = self._exe.gate_irreversible
+            exe = self._exe
+            policy = exe.settings.gate_irreversible
             gated = isinstance(tool, Tool) and tool.effect.irreversible and policy is not False
-            if gated and self._release(tool, key, decision, dict(args)):
-                # Approved: a fork may make it again with other arguments than its original.
-                self._exe.released = tool.name
+            # Approved: a fork may make it again with other arguments than its original.
+            released = gated and self._release(tool, key, decision, dict(args))
+            if released:
+                exe.release(tool.name)
             try:
-                return super().effect(tool, key=key, decision=decision, **args)
+                return self._effects.effect(tool, key=key, decision=decision, **args)
             finally:
-                self._exe.released = None
+                if released:
+                    exe.release(None)
         return tx.call(tool, key, decision, dict(args))
 
     def _release(
@@ -204,16 +247,13 @@ class Transactions(Steps):
         """The one-effect transaction's release policy: an irreversible call outside any block
         passes an approval gate (bound to its tool, arguments and key) before it runs, unless a
         person already approved the decision it is made under (the agent loop's own gate).
-        True when a person approved it (False: no gate here to ask)."""
-        policy = self._exe.gate_irreversible
-        gate = getattr(self, "gate", None)  # the Gates facet's ctx.gate, in the full Context
-        if gate is None:
-            return False
-        if decision is not None and decision.id in self._exe.approved:
+        True when a person approved it."""
+        policy = self._exe.settings.gate_irreversible
+        if decision is not None and self._gates.approved(decision.id):
             return True
         approvers = None if policy is True else list(policy or ())
         about = {"tool": tool.name, "args": args, "key": key}
-        verdict = gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
+        verdict = self._gates.gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
         if not verdict.approved:
             raise ReleaseDeclined(
                 f"run {self._exe.run_id!r}: the irreversible call {tool.name} was {verdict.outcome} "

@@ -85,7 +85,7 @@ def wait_until_clear(
     spin: float | None = None,
 ) -> None:
     """Block until the commit rule holds for this transaction, woken by the store's signal
-    (poll as safety net). Past `spin` seconds (default `exe.inline_wait`), or at once when what
+    (poll as safety net). Past `spin` seconds (default `exe.settings.frontier_spin`), or at once when what
     blocks it belongs to a run whose owner is dead, the run suspends instead (`Suspend`, woken
     after `SUSPENDED_POLL`): its process or worker slot is free, and the next execution looks
     again. FrontierTimeout once the wall clock passes `until` (None: no limit); Stop if the
@@ -94,7 +94,7 @@ def wait_until_clear(
         return  # a pure replay checks history, it does not wait for the present
     signal = exe.store.tx_signal()
     delay = FIRST_POLL
-    spin = exe.frontier_spin if spin is None else spin  # None: in this process until `until`
+    spin = exe.settings.frontier_spin if spin is None else spin  # None: in this process until `until`
     spin_until = math.inf if spin is None else time.monotonic() + spin
     while True:
         seen = signal.generation()  # read before looking: an end after the look wakes the wait

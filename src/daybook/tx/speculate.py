@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from ..errors import ConfigError, DaybookError, TimedOut
 from ..journal.act import TxMark
-from ..journal.execution import Execution, Writer, step_fingerprint
-from ..records import Event, Kind, Status
+from ..journal.execution import Execution, step_fingerprint
+from ..records import Kind, Status
 from .atomix import EpochTransaction, Raw, drive_sync
 from .scope import parse_all
 
@@ -38,11 +38,9 @@ class BranchLost(DaybookError):
     """A speculative branch that was not chosen: its transaction is aborted."""
 
 
-class BranchCut(DaybookError):
-    """A speculative branch past the speculation's deadline: it may not write another row."""
-
-
 class _Ctx(Protocol):
+    """What a speculation needs of the `Transactions` facet it runs in."""
+
     _exe: Execution
     _tx: EpochTransaction | None
 
@@ -50,38 +48,16 @@ class _Ctx(Protocol):
         self, tool: Any, key: str | None, decision: Any, args: dict[str, Any], tx: TxMark | None
     ) -> Any: ...
 
-    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    def _choose(self, name: str, fn: Callable[[], Any]) -> Any: ...
 
-
-class BranchExecution(Execution):
-    """A branch's cursor: the run's journal and state, its own step block and held items."""
-
-    def __init__(self, parent: Execution, first_step: int, lock: threading.Lock) -> None:
-        self.__dict__.update(parent.__dict__)  # shares the journal, keys and store
-        self.held = {}
-        self.next_step = first_step
-        self._parent = parent
-        self._lock = lock
-        # The thread of a branch cut at the deadline: nothing it writes from now on lands.
-        self.cut_thread: int | None = None
-
-    def append(
-        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
-    ) -> Event:
-        if self.cut_thread is not None and threading.get_ident() == self.cut_thread:
-            raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
-        with self._lock:
-            self.next_seq = self._parent.next_seq
-            try:
-                return super().append(kind, step, name, write=write, **fields)
-            finally:
-                self._parent.next_seq = self.next_seq
+    def _branch(self, exe: Execution) -> tuple[Any, _Ctx]: ...
 
 
 @dataclass
 class _Branch:
     name: str
-    ctx: Any
+    ctx: Any  # the branch's full `ctx`, given to its function
+    facet: _Ctx  # that ctx's transactions facet
     tx: EpochTransaction
     result: Any = None
     error: BaseException | None = None
@@ -110,11 +86,11 @@ def speculate(
     lock = threading.Lock()
     runs: list[_Branch] = []
     for i, name in enumerate(names):
-        bexe = BranchExecution(exe, step + (i + 1) * BLOCK, lock)
-        bctx = type(ctx)(bexe)  # type: ignore[call-arg]
-        raw: Raw = bctx._effect_now
+        bexe = exe.branch(step + (i + 1) * BLOCK, lock)
+        bctx, facet = ctx._branch(bexe)
+        raw: Raw = facet._effect_now
         tx = EpochTransaction(bexe, raw, parsed, 0, wait, group)
-        runs.append(_Branch(name, bctx, tx, block=step + (i + 1) * BLOCK))
+        runs.append(_Branch(name, bctx, facet, tx, block=step + (i + 1) * BLOCK))
     cut_step = step + (len(names) + 1) * BLOCK
     recorded = _recorded_cut(exe, cut_step)
     for r in runs:
@@ -130,10 +106,9 @@ def speculate(
             r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
             # Its abort writes in the second half of its block, on a cursor of its own: the cut
             # thread (still running, or replaying) never shares a step number with it.
-            aborting = BranchExecution(exe, r.block + BLOCK // 2, lock)
-            r.tx._exe = aborting
-            r.tx._raw = type(ctx)(aborting)._effect_now  # type: ignore[call-arg]
-    exe.next_step = cut_step + 1
+            aborting = exe.branch(r.block + BLOCK // 2, lock)
+            r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
+    exe.jump_to(cut_step + 1)
     return _settle(ctx, runs, choose)
 
 
@@ -158,7 +133,7 @@ def _cut_live(
     for r, t in zip(runs, threads, strict=True):
         if r.name in cut:
             r.cut = True
-            r.ctx._exe.cut_thread = t.ident
+            r.facet._exe.cut(t.ident)
     fp = step_fingerprint({"deadline": deadline}, cut_step, CUT)
     exe.append(Kind.DECISION, cut_step, CUT, status=Status.RECORDED.value, fp=fp, data={"value": cut})
 
@@ -178,15 +153,15 @@ def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]
 
 def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
     if branch.cut:  # cut in the run's first life: on replay it writes nothing at all
-        branch.ctx._exe.cut_thread = threading.get_ident()
+        branch.facet._exe.cut(threading.get_ident())
     try:
         branch.tx.begin()
-        branch.ctx._tx = branch.tx
+        branch.facet._tx = branch.tx
         branch.result = fn(branch.ctx)
     except BaseException as exc:  # reported to the run's own thread by _settle
         branch.error = exc
     finally:
-        branch.ctx._tx = None
+        branch.facet._tx = None
 
 
 def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str]) -> Any:
@@ -196,7 +171,7 @@ def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], s
     finished = {r.name: r.result for r in runs if r.error is None}
     winner: str | None = None
     if finished:
-        winner = ctx.decide("tx:choose", lambda: choose(dict(finished))).value
+        winner = ctx._choose("tx:choose", lambda: choose(dict(finished)))
         if winner not in finished:
             raise ConfigError(f"ctx.speculate: choose returned {winner!r}, not one of {sorted(finished)}")
     for r in runs:
