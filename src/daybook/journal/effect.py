@@ -10,8 +10,8 @@ of an effect that is not settled yet (call, retry, resolve) is `lifecycle.py`, d
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, NonDeterminismError
 from ..records import JSON, Event, Kind, Status
@@ -65,28 +65,6 @@ class Effects(Facet):
         if take:
             return self._held.pop(owner, [])
         return self._held.setdefault(owner, [])
-
-    @overload
-    def effect(
-        self,
-        tool: Tool[Coroutine[Any, Any, T]],
-        /,
-        *,
-        key: str | None = ...,
-        decision: Decision[Any] | None = ...,
-        **args: JSON,
-    ) -> Awaitable[T]: ...
-
-    @overload
-    def effect(
-        self,
-        tool: Tool[T],
-        /,
-        *,
-        key: str | None = ...,
-        decision: Decision[Any] | None = ...,
-        **args: JSON,
-    ) -> T: ...
 
     def effect(
         self,

@@ -6,9 +6,9 @@ transaction whose release passes an approval gate first."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar
 
 from ..errors import ConfigError, ReleaseDeclined
 from ..journal.act import TxMark
@@ -191,28 +191,6 @@ class Transactions(Facet):
     def _branch(self, exe: Execution) -> tuple[Any, Transactions]:
         """A speculation branch's full `ctx` over its own cursor, and that ctx's facet."""
         return self._branch_ctx(exe)
-
-    @overload
-    def effect(
-        self,
-        tool: Tool[Coroutine[Any, Any, T]],
-        /,
-        *,
-        key: str | None = ...,
-        decision: Decision[Any] | None = ...,
-        **args: JSON,
-    ) -> Awaitable[T]: ...
-
-    @overload
-    def effect(
-        self,
-        tool: Tool[T],
-        /,
-        *,
-        key: str | None = ...,
-        decision: Decision[Any] | None = ...,
-        **args: JSON,
-    ) -> T: ...
 
     def effect(
         self,
