@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from conftest import cli
+from conftest import cli, cli_in_process
 from test_append_only import _create_previous_version, _sql
 
 import daybook
@@ -49,6 +49,13 @@ READS = [
     ["entity", "desk"],
     ["check"],
 ]
+# The few of them also run as real processes in each test (the rest in-process, through click's
+# runner: twenty interpreters per test took a minute on a loaded machine, for the same answer).
+IN_A_PROCESS = {"show", "check"}
+
+
+def _read(args: list[str], db: str) -> subprocess.CompletedProcess[str]:
+    return (cli if args[0] in IN_A_PROCESS else cli_in_process)(*args, db=db)
 
 
 @daybook.tool(idempotent=True)
@@ -81,7 +88,7 @@ def test_read_commands_leave_the_store_file_byte_for_byte_unchanged(tmp_path: Pa
         _fill(book)
     before = _fingerprint(path)
     for args in READS:
-        proc = cli(*args, db=url)
+        proc = _read(args, url)
         assert proc.returncode == 0, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
     with Daybook(url, read_only=True) as book:
@@ -93,7 +100,7 @@ def test_read_commands_leave_the_store_file_byte_for_byte_unchanged(tmp_path: Pa
 @pytest.mark.slow
 def test_a_read_command_on_a_missing_store_is_an_error_naming_it_and_creates_nothing(db_url: str) -> None:
     for args in READS:
-        proc = cli(*args, db=db_url)
+        proc = _read(args, db_url)
         assert proc.returncode == 1, (args, proc.stdout)
         assert "Traceback" not in proc.stderr
         said = proc.stderr + proc.stdout  # check reports it as a finding, on stdout
@@ -208,7 +215,7 @@ def locked_store(tmp_path: Path) -> Iterator[str]:
 @pytest.mark.slow
 def test_a_held_write_lock_does_not_block_reading(locked_store: str) -> None:
     for args in (["runs"], ["show", "r1"], ["export", "r1"], ["check"], ["unknowns"]):
-        proc = cli(*args, db=locked_store)
+        proc = _read(args, locked_store)
         assert proc.returncode == 0, (args, proc.stderr)
     assert "r1" in cli("runs", db=locked_store).stdout
     # Opening a current store for writing takes no lock either; only a write waits for it.
