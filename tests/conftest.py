@@ -40,7 +40,7 @@ PG_URL = os.environ.get("DAYBOOK_TEST_PG", "postgresql://127.0.0.1:5432/test")
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.02) -> T:
+def wait_until(predicate: Callable[[], T], timeout: float = 120.0, interval: float = 0.02) -> T:
     """Poll `predicate` until it returns something truthy, and return that. The timeout only
     guards against a hang (a loaded machine is slow, not wrong): it is generous on purpose."""
     deadline = time.monotonic() + timeout
@@ -117,7 +117,7 @@ def cli(
         [sys.executable, "-m", "daybook", *args, *extra],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=HERE,
         env=env,
     )
@@ -142,7 +142,7 @@ def cli_in_process(
     return subprocess.CompletedProcess([*args, *extra], result.exit_code, result.stdout, stderr)
 
 
-def run_child(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_child(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
     """Run tests/child.py in a new Python process (the crash and race tests' agent process)."""
     return subprocess.run(
         [sys.executable, str(HERE / "child.py"), *args],
@@ -204,7 +204,7 @@ def worker_command(db_url: str, *extra: str) -> list[str]:
     ]
 
 
-def run_worker(db_url: str, *extra: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_worker(db_url: str, *extra: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
     """A worker in a new process, until no run is left."""
     return subprocess.run(
         worker_command(db_url, "--until-idle", *extra), capture_output=True, text=True, timeout=timeout

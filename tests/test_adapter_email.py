@@ -95,7 +95,7 @@ def smtp(tmp_path: Path) -> Iterator[MailServer]:
 
 
 def _child(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=300)
 
 
 def _killed(returncode: int | None) -> bool:

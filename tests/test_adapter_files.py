@@ -67,7 +67,7 @@ def root(tmp_path: Path) -> Path:
 
 def child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(HERE / "files_child.py"), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, str(HERE / "files_child.py"), *args], capture_output=True, text=True, timeout=300
     )
 
 

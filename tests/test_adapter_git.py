@@ -98,7 +98,7 @@ def effect_rows(book: Daybook, run_id: str, step: int) -> list[daybook.Event]:
 
 def run_child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(HERE / "git_child.py"), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, str(HERE / "git_child.py"), *args], capture_output=True, text=True, timeout=300
     )
 
 

@@ -89,7 +89,7 @@ MOVED = {"a": 100 - AMOUNT, "b": AMOUNT}
 
 def _child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(HERE / "sql_child.py"), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, str(HERE / "sql_child.py"), *args], capture_output=True, text=True, timeout=300
     )
 
 

@@ -22,7 +22,7 @@ def _cli(db: str, *args: str, env: dict[str, str] | None = None) -> subprocess.C
         [sys.executable, "-m", "daybook", *args, "--db", db],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         env={**os.environ, **(env or {})},
     )
 

@@ -205,7 +205,7 @@ def test_an_empty_daybook_db_is_an_error_never_a_new_daybook_db(
     env = {**os.environ, "DAYBOOK_DB": ""}
     for command in (["migrate"], ["runs"], ["worker", "--until-idle"]):
         argv = [sys.executable, "-m", "daybook", *command]
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert "empty" in done.stderr and "DAYBOOK_DB" in done.stderr and "Traceback" not in done.stderr
     monkeypatch.chdir(tmp_path)

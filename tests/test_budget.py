@@ -49,7 +49,7 @@ def test_budget_cli_shows_spent_against_caps(db_url: str) -> None:
         [sys.executable, "-m", "daybook", "budget", "cli-budget", "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert out.returncode == 0 and "usd" in out.stdout and "0.04" in out.stdout and "0.1" in out.stdout
     with pytest.raises(daybook.ConfigError):

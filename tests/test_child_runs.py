@@ -52,7 +52,6 @@ def test_gathered_children_get_the_same_ids_on_every_replay(book: Daybook, bank:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_parent_killed_while_two_children_run_resumes_and_each_payment_happens_once(
     db_url: str, bank: Bank
 ) -> None:

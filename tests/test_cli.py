@@ -105,7 +105,11 @@ def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> Non
 def test_default_store_is_daybook_db_in_the_working_directory(tmp_path: Path) -> None:
     def daybook(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "daybook", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "daybook", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     missing = daybook("runs")  # a read command names the store it looked for, and creates none

@@ -268,7 +268,7 @@ def test_real_processes_exit_cleanly(fuzz_store: tuple[str, str], args: list[str
     db, _token = fuzz_store
     env = {**os.environ, "DAYBOOK_DB": db}
     done = subprocess.run(
-        [sys.executable, "-m", "daybook", *args], capture_output=True, text=True, timeout=60, env=env,
+        [sys.executable, "-m", "daybook", *args], capture_output=True, text=True, timeout=300, env=env,
         cwd=os.getcwd(),
     )  # fmt: skip
     _no_traceback(args, done.returncode, None, done.stdout + done.stderr)

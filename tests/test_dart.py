@@ -195,7 +195,6 @@ def _child(db: str, cal: str, port: int, *args: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "point",
     ["--kill-before intent:1", "--kill-after intent:1", "--kill-after outcome:1", "--kill-after intent:2"],

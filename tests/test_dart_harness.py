@@ -20,8 +20,6 @@ from domains import Domain, all_domains
 
 from daybook import Daybook
 
-pytestmark = pytest.mark.timeout(300)
-
 
 def _two(dom: Domain) -> list[Case]:
     cases = universe(dom.shape)

@@ -295,7 +295,7 @@ def test_the_readme_entity_example_runs(tmp_path: Path) -> None:
     script = tmp_path / "entity_example.py"
     script.write_text(example.group(1))
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [

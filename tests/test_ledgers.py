@@ -47,7 +47,7 @@ def test_a_promise_is_an_open_obligation_that_survives_a_suspend_and_is_fulfille
         [sys.executable, "-m", "daybook", "why", "ticket-9", "4", "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert out.returncode == 0 and "decision ticket-9/1" in out.stdout
 
@@ -65,7 +65,7 @@ def test_an_obligation_past_due_shows_as_breached(db_url: str) -> None:
         [sys.executable, "-m", "daybook", "obligations", "--status", "breached", "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert out.returncode == 0 and "quote/1" in out.stdout and "breached" in out.stdout
 

@@ -43,7 +43,7 @@ def agent(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 def kill_after_refund(env: dict[str, str], ledger: Path, *args: str) -> None:
     proc = agent({**env, "CRASH_AFTER_REFUND": "1"}, *args)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # the SDK's import alone took 40 s under load
     while not lines(ledger) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(lines(ledger)) == 1, proc.communicate(timeout=5)
@@ -88,9 +88,8 @@ def test_the_same_agent_without_daybook_pays_twice(env: dict[str, str]) -> None:
     assert len(lines(ledger)) == 2  # the duplicate refund daybook prevents
 
 
-# Eight agent processes in a row, each importing the SDK: minutes on a loaded 2-core machine.
+# Five agent processes in a row, each importing the SDK: minutes on a loaded 2-core machine.
 @pytest.mark.slow
-@pytest.mark.timeout(360)
 def test_a_tool_that_needs_approval_waits_for_a_daybook_gate_bound_to_its_call(
     db_url: str, env: dict[str, str]
 ) -> None:

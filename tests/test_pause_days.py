@@ -20,7 +20,6 @@ FAKETIME = shutil.which("faketime")
 pytestmark = [
     pytest.mark.skipif(FAKETIME is None, reason="needs libfaketime (apt-get install faketime)"),
     pytest.mark.slow,
-    pytest.mark.timeout(300),
 ]
 
 

@@ -28,7 +28,7 @@ def test_a_model_reply_cut_inside_an_emoji_parks_the_run_and_the_model_is_called
     worker = subprocess.run(
         [sys.executable, "-m", "daybook", "worker", "--db", db_url, "--app", str(HERE / "poison_agents.py"),
          "--poll", "0.05", "--until-idle"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert worker.returncode == 0, worker.stderr
     assert _calls(calls) == 1  # the model was asked once, not in a loop

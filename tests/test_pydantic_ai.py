@@ -21,7 +21,7 @@ import daybook
 from daybook import Daybook
 
 # Agent processes started and killed in a row: slow on a loaded machine, scheduled first.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.slow
 
 EXAMPLE = "pydantic_ai_agent.py"
 

@@ -22,7 +22,7 @@ def test_the_readme_python_example_runs_and_attaches_on_the_second_call(tmp_path
     script = tmp_path / "example.py"
     script.write_text(example.group(1))
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

@@ -56,7 +56,6 @@ def _releases(cpty: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_concurrent_recovers_undo_once_and_the_others_are_told_who_is_recovering(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -98,7 +97,6 @@ def test_concurrent_recovers_undo_once_and_the_others_are_told_who_is_recovering
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("where", ["started", "logged"])
 def test_a_recovery_sigkilled_inside_its_undo_is_finished_by_the_next_recover_undoing_once(
     db_url: str, tmp_path: Path, where: str
@@ -130,7 +128,6 @@ def test_a_recovery_sigkilled_inside_its_undo_is_finished_by_the_next_recover_un
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_once_settled(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -162,7 +159,6 @@ def _daybook(db_url: str, cpty: str, *args: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_fork_sigkilled_inside_its_undo_is_finished_by_the_same_fork_command_undoing_once(
     db_url: str, tmp_path: Path
 ) -> None:

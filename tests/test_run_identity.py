@@ -154,7 +154,7 @@ def test_two_scripts_with_the_same_workflow_name_do_not_share_a_run(db_url: str,
 
     def run(who: str) -> str:
         args = [sys.executable, str(tmp_path / f"{who}.py"), db_url]
-        return subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+        return subprocess.run(args, capture_output=True, text=True, timeout=300, check=True).stdout
 
     assert json.loads(run("openai_example")) == {"by": "openai_example", "order": "A-1"}
     said = run("pydantic_example")

@@ -93,7 +93,7 @@ def _log(tmp_path: Path) -> list[str]:
 def test_a_bug_in_a_decision_parks_the_run_and_retry_runs_the_fixed_step(db_url: str, tmp_path: Path) -> None:
     app = _app(tmp_path, plan_bug=True, llm_bug=False)
     out = subprocess.run(
-        [sys.executable, "-c", RUN, db_url, str(tmp_path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", RUN, db_url, str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert "PARKED RunParked" in out.stdout, out.stderr
     with Daybook(db_url) as book:
@@ -119,7 +119,7 @@ def test_a_bug_in_a_model_client_parks_and_a_second_retry_before_the_fix_parks_a
 ) -> None:
     app = _app(tmp_path, plan_bug=False, llm_bug=True)
     out = subprocess.run(
-        [sys.executable, "-c", RUN, db_url, str(tmp_path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", RUN, db_url, str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert "PARKED" in out.stdout, out.stderr
     unfixed = cli("retry", "sb", "--app", str(app), db=db_url)

@@ -90,7 +90,7 @@ def test_a_kill_at_any_write_point_leaves_all_four_records_or_none(db_url: str, 
         [sys.executable, str(HERE / "txchild.py"), db_url, str(kill_after)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert proc.returncode == -9, proc.stderr
     with Daybook(db_url) as book:

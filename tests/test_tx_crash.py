@@ -61,7 +61,6 @@ POINTS = [
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(("flag", "where", "fail_first", "decided", "abandoned"), POINTS)
 def test_a_sigkill_at_any_protocol_point_leaves_all_or_nothing_at_the_counterparties(
     db_url: str,
@@ -252,7 +251,6 @@ def _worker(db_url: str, *extra: str, timeout: float = 120) -> subprocess.Comple
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_worker_that_takes_over_a_dead_owners_run_aborts_its_open_transaction_and_frees_the_scopes(
     db_url: str, tmp_path: Path, bank: Bank
 ) -> None:
@@ -303,7 +301,6 @@ UNWIND = [
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(("flag", "where"), UNWIND)
 def test_the_abort_of_an_abandoned_transaction_cut_by_a_sigkill_resumes_and_undoes_once(
     db_url: str, tmp_path: Path, bank: Bank, flag: str, where: str
@@ -330,7 +327,6 @@ def test_the_abort_of_an_abandoned_transaction_cut_by_a_sigkill_resumes_and_undo
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_cancel_compensate_of_a_run_whose_abort_was_cut_mid_inverse_undoes_the_leg_once(
     db_url: str, tmp_path: Path, bank: Bank
 ) -> None:

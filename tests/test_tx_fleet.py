@@ -43,7 +43,6 @@ def _open_headers(db_url: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_worker_killed_while_a_run_holds_a_scope_does_not_deadlock_the_restarted_worker(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -84,7 +83,6 @@ def test_a_worker_killed_while_a_run_holds_a_scope_does_not_deadlock_the_restart
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_a_worker_whose_runs_wait_on_a_frontier_stops_on_sigterm(db_url: str, tmp_path: Path) -> None:
     """A foreground process holds `acct`; a worker's two runs wait on it. SIGTERM: the waits
     suspend their runs within the spin and the worker exits well before its grace (60 s),

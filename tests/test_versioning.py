@@ -98,14 +98,14 @@ def test_versions_and_replay_check_commands(db_url: str, tmp_path) -> None:  # t
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     ok = subprocess.run(
         [sys.executable, "-m", "daybook", "replay-check", "--app", str(app), "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert ok.returncode == 0 and "ok" in ok.stdout, ok.stderr
     app.write_text(app.read_text().replace("return ctx", "ctx.decide('new', lambda: 0)\n    return ctx"))
@@ -113,14 +113,14 @@ def test_versions_and_replay_check_commands(db_url: str, tmp_path) -> None:  # t
         [sys.executable, "-m", "daybook", "replay-check", "--app", str(app), "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert bad.returncode == 1 and "diverged" in bad.stdout
     versions = subprocess.run(
         [sys.executable, "-m", "daybook", "versions", "--db", db_url],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert versions.returncode == 0
 

@@ -96,7 +96,7 @@ def test_a_run_waiting_for_a_signal_holds_no_process_and_continues_when_signalle
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert sent.returncode == 0, sent.stderr
     worker = run_worker(db_url)

@@ -97,7 +97,7 @@ def test_allowed_host_adds_a_name_the_inspector_answers(tmp_path: Any) -> None:
     for bad in ("*", "evil/x", "a*.example"):
         refused = subprocess.run(
             [sys.executable, "-m", "daybook", "web", "--db", db_url, "--allowed-host", bad],
-            capture_output=True, text=True, timeout=60, cwd=HERE,
+            capture_output=True, text=True, timeout=300, cwd=HERE,
         )  # fmt: skip
         assert refused.returncode == 2 and "allowed-host" in refused.stderr, (bad, refused.stderr)
 
@@ -221,7 +221,7 @@ def test_listening_off_loopback_warns_that_tokens_cross_the_network_in_clear(tmp
     out = subprocess.run(
         [sys.executable, "-m", "daybook", "web", "--db", f"sqlite:///{tmp_path / 'w.db'}",
          "--host", "192.0.2.1", "--port", str(free_port())],
-        capture_output=True, text=True, timeout=60, cwd=HERE,
+        capture_output=True, text=True, timeout=300, cwd=HERE,
     )  # fmt: skip
     assert "not loopback" in out.stderr and "reads every run" in out.stderr
     assert "plain HTTP" in out.stderr and "token" in out.stderr
