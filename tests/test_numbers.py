@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import cli, worker_command
+from conftest import cli, cli_in_process, worker_command
 
 import daybook
 from daybook import ConfigError, Daybook
@@ -84,24 +84,24 @@ def test_the_command_line_refuses_bad_numbers_as_usage_errors(db_url: str) -> No
         (["orphans", "--sweep", "soon"], "is not a number"),
         (["resume", "r1", "--wait", "inf"], "must be a finite number"),
     ]
-    for args, said in cases:
-        proc = cli(*args, db=db_url)
+    # The first of each family in a real process, the others in this one (the same parsing).
+    for i, (args, said) in enumerate(cases):
+        proc = (cli if i == 0 else cli_in_process)(*args, db=db_url)
         assert proc.returncode == 2, (args, proc.stderr)
         assert said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
-    for option, value, said in (
+    for i, (option, value, said) in enumerate((
         ("--lease-ttl", "nan", "lease_ttl (seconds) must be a finite number > 0"),
         ("--lease-ttl", "inf", "lease_ttl (seconds) must be a finite number > 0"),
         ("--poll", "nan", "must be a finite number > 0"),
         ("--poll", "-1", "must be a finite number > 0"),
         ("--concurrency", "100000", "--concurrency"),
         ("--concurrency", "0", "--concurrency"),
-    ):
-        proc = subprocess.run(
-            [*worker_command(db_url, option, value), "--until-idle"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    )):  # fmt: skip
+        argv = [*worker_command(db_url, option, value), "--until-idle"]
+        if i == 0:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        else:
+            proc = cli_in_process(*argv[3:])  # (after `python -m daybook`)
         assert proc.returncode == 2, (option, value, proc.stderr)
         assert said in proc.stderr and "Traceback" not in proc.stderr, (option, value, proc.stderr)
     with Daybook(db_url) as book:
