@@ -10,7 +10,7 @@ from typing import Any
 
 import agents
 import pytest
-from conftest import HERE, cli, killed, run_child
+from conftest import HERE, cli, cli_in_process, killed, run_child
 
 import daybook
 from daybook import Daybook, Kind, ScriptedLLM, Why
@@ -385,18 +385,18 @@ def test_an_unknown_effect_given_to_why_or_resolve_exits_non_zero_saying_what_to
         ["why", "no-such-key"],
         ["resolve", "no-such-key", "--confirmed", "wire-1", "--by", "alice", "--evidence", "x"],
     ):
-        proc = cli(*args, db=db_url)
+        proc = cli(*args, db=db_url)  # a real process: argv, stderr and the exit code for real
         assert proc.returncode == 1, args
         assert "no effect has key 'no-such-key'" in proc.stderr and "daybook effects" in proc.stderr
         assert "Traceback" not in proc.stderr
 
-    decision_step = cli("why", "bad", "1", db=db_url)  # step 1 is the plan, not an effect
+    decision_step = cli_in_process("why", "bad", "1", db=db_url)  # step 1 is the plan, not an effect
     assert decision_step.returncode == 1 and "daybook show bad" in decision_step.stderr
-    settled = cli("resolve", "bad/2", "--confirmed", "wire-1", db=db_url)
+    settled = cli_in_process("resolve", "bad/2", "--confirmed", "wire-1", db=db_url)
     assert settled.returncode == 1 and "already confirmed; nothing to resolve" in settled.stderr
-    no_choice = cli("resolve", "bad/2", db=db_url)
+    no_choice = cli_in_process("resolve", "bad/2", db=db_url)
     assert no_choice.returncode == 2 and "--confirmed" in no_choice.stderr  # a usage error
-    no_run = cli("why", "nope", "2", db=db_url)
+    no_run = cli_in_process("why", "nope", "2", db=db_url)
     assert no_run.returncode == 1 and "daybook runs" in no_run.stderr
 
     with Daybook(db_url) as book:
