@@ -3,10 +3,10 @@
     python benchmarks/atomix/run.py [--quick] [--json PATH] [--only TABLE[,TABLE...]]
 
 Prints one markdown table per result (paper column, analytic column where spec §6.1 has one,
-ours with its 95% bootstrap CI and n) and its `REPRODUCED: yes|no` lines; progress goes to
-stderr; `--json` writes the same content (a full run of every table writes
-benchmarks/results/atomix.json by default; `--quick` or `--only` write JSON only when asked, so
-they never overwrite the published results)."""
+ours with its 95% CI and n: exact Clopper-Pearson for a share of runs, percentile bootstrap for
+totals and means) and its `REPRODUCED: yes|no` lines; progress goes to stderr; `--json` writes
+the same content (a full run of every table writes benchmarks/results/atomix.json by default;
+`--quick` or `--only` write JSON only when asked, so they never overwrite the published results)."""
 
 from __future__ import annotations
 
