@@ -16,7 +16,8 @@ Kinds, and what `seconds` covers:
   whole `book.resume()`, which also reads the journal and commits the run's end, is the extra
   `resume_us_per_step`); `resume_inproc` is opening the store plus `book.resume()`, so "from a
   process that has the code loaded to the run's result". No warm-up: a resume is a new process.
-- daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL`,
+- daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL --app
+  noop_app.py`,
   timed from spawn to exit (interpreter start, imports, resume, printing the result). Its peak RSS
   is the `wait4` max RSS of that process (this launcher is smaller, so the figure is the child's).
 - peer_replay: a launcher for peer_dbos.py / peer_langgraph.py: `crash`, then `recover`, timed
@@ -229,7 +230,9 @@ def daybook_resume(spec: Spec) -> Result:
 
 def daybook_resume_wall(spec: Spec) -> Result:
     run_id = _crash_daybook_run(spec)
-    cmd = [sys.executable, "-m", "daybook", "resume", run_id, "--db", spec["url"]]
+    # --app: daybook imports no code named by the store, so the command names the workflow's script.
+    app = str(HERE / "noop_app.py")
+    cmd = [sys.executable, "-m", "daybook", "resume", run_id, "--db", spec["url"], "--app", app]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)

@@ -28,10 +28,18 @@ RSS (MB), `ratio_to_floor` against the floor of the same durability measured in 
 WAL FULL floor), and for peers `vs_daybook` = peer µs per step / daybook µs per step for the same
 measure and comparable durability (> 1: daybook is faster). A "targets" section follows.
 
-Optional modules by other authors: if benchmarks/concurrency.py or benchmarks/workers.py exists,
-its `measure(quick) -> list[dict]` runs (in a child process) after the cells above; its rows are
-printed and written with the rest, and so are the lines of its `targets(rows)` if it has one
-(strings such as "PASS  ...", or dicts with `status` and `text`).
+Optional modules by other authors: if benchmarks/concurrency.py, workers.py, tx.py, web.py or
+mcp_proxy.py exists, its `measure(quick) -> list[dict]` runs (in a child process) after the cells
+above; its rows are printed and written with the rest, and so are the lines of its
+`targets(rows)` if it has one (strings such as "PASS  ...", or dicts with `status` and `text`).
+
+Last, "goals of issue 28" (benchmarks/goals.py): every goal of the issue as PASS, MISS or NOT
+MEASURED with its figures and its ratio to the bound, from the rows above, the optional modules'
+rows and the Atomix tables' JSON (--atomix-json, benchmarks/results/atomix.json by default). A
+goal whose module is absent, lacks `measure`, failed or skipped its row is NOT MEASURED with
+why, never PASS. Goal 2 is read from the `settle` cell (SQLite FULL, N = 1,000 only): a tool
+daybook settles by itself (status query, idempotent); the cell counts the store's commits per
+step, and the goal is NOT MEASURED while no option or tool profile defers the outcome commit.
 """
 
 from __future__ import annotations
