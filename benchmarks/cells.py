@@ -17,9 +17,9 @@ Kinds, and what `seconds` covers:
   `resume_us_per_step`); `resume_inproc` is opening the store plus `book.resume()`, so "from a
   process that has the code loaded to the run's result". No warm-up: a resume is a new process.
 - daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL --app
-  noop_app.py`,
-  timed from spawn to exit (interpreter start, imports, resume, printing the result). Its peak RSS
-  is the `wait4` max RSS of that process (this launcher is smaller, so the figure is the child's).
+  noop_app.py`, timed from spawn to exit (interpreter start, imports, resume, printing the
+  result). Its peak RSS is the `wait4` max RSS of that process (this launcher is smaller, so the
+  figure is the child's).
 - peer_replay: a launcher for peer_dbos.py / peer_langgraph.py: `crash`, then `recover`, timed
   from spawn to the result line (`resume_wall`) next to the body time the peer process reports.
 - daybook_settle: goal 2 of issue 28: `book.run(...)` of N no-op effects of a tool daybook
