@@ -100,8 +100,10 @@ def _log_pmf(i: int, n: int, p: float) -> float:
 
 
 def _at_most(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), 0 < p < 1."""
-    return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k + 1)))
+    """P(X <= k) for X ~ Binomial(n, p), 0 < p < 1: summed over the shorter side."""
+    if k < n / 2:
+        return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k + 1)))
+    return max(0.0, 1.0 - math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k + 1, n + 1)))
 
 
 def _solve(f: Callable[[float], float], target: float) -> float:
