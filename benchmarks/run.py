@@ -423,6 +423,9 @@ def print_table(rows: list[dict[str, Any]], quick: bool) -> None:
 def print_hook_rows(hooks: list[dict[str, Any]]) -> None:
     shown = {"system", "backend", "measure", "n", "us_per_step", "skipped", "reason", "source"}
     for hook in hooks:
+        if hook.get("missing"):
+            print(f"\nfrom benchmarks/{hook['module']}.py: nothing ({hook['missing']})")
+            continue
         print(f"\nfrom benchmarks/{hook['module']}.py ({hook['wall_s']:.0f} s)")
         for r in hook["rows"]:
             head = f"{r.get('system', '?'):<9} {r.get('backend', '?'):<10} {r.get('measure', '?'):<20}"
