@@ -130,11 +130,26 @@ def test_goal4_and_goal5_read_the_modules_rows() -> None:
             ],
         ),
     }
-    assert [g.status for g in goals.goal4(hooks)] == [PASS, MISS, PASS, MISS]
+    found = goals.goal4(hooks)
+    assert [(g.status, g.text.split(":")[0]) for g in found] == [
+        (PASS, "sqlite"),  # 2,500 tx/s >= 2,000
+        (MISS, "postgresql"),  # 900 < 1,000
+        (PASS, "sqlite"),  # 1.1x <= 1.2x
+        (NOT_MEASURED, "postgresql"),  # no PostgreSQL tx_step row: never a pass
+        (MISS, "sqlite"),  # K=16 12 ms > 10 ms (the K=8 row is not the goal's)
+        (NOT_MEASURED, "postgresql"),
+    ]
     web, proxy = goals.goal5(hooks)
     assert (web.status, proxy.status) == (PASS, MISS) and "NORMAL 0.90 ms" in proxy.figure
     small = {"web": Hook("web", [{"measure": "web_runs_list_page_1", "n": 1_000, "served_ms": 10.0}])}
     assert goals.goal5(small)[0].status == NOT_MEASURED
+    pages = [
+        {"measure": "web_runs_list_page_1", "page": "page 1", "n": 10_000, "served_ms": 200.0},
+        {"measure": "web_runs_list_page_100", "page": "page 100", "n": 10_000, "first_paint_ms": 420.0},
+        {"measure": "web_run_of_10000_steps", "n": 10_000, "first_paint_ms": 900.0},
+    ]
+    first, deep, _ = goals.goal5({"web": Hook("web", pages)})
+    assert (first.status, deep.status) == (PASS, MISS) and "served, no browser" in first.figure
 
 
 def _atomix(ci: str | None, lo: float, criterion: str, yes: bool) -> dict[str, Any]:
