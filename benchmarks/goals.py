@@ -356,30 +356,40 @@ def goal6(atomix: dict[str, Any] | None, source: str) -> list[Goal]:
     if atomix is None:
         return [not_measured(6, t, f"no Atomix results at {source}") for t in texts]
     tables = atomix.get("tables") or []
-    shares = [e for t in tables for e in _estimates(t.get("data"))]
-    exact = [e for e in shares if e.get("ci") == "exact"]
-    collapsed = [e for e in shares if e.get("n") and e.get("ci") != "exact" and e["lo"] == e["hi"]]
+    found = [e for t in tables for e in _estimates(t.get("data"))]
+    shares = [e for e in found if e.get("ci") == "exact"]
+    untold = [e for e in found if "ci" not in e]  # written before the intervals said their kind
+    points = [e for e in (shares or untold) if e.get("n") and e["lo"] == e["hi"]]
     checks = [c for t in tables for c in t.get("reproduced") or []]
     point = [c for c in checks if not c["yes"] and "single point" in c["criterion"]]
     yes = sum(1 for c in checks if c["yes"])
     run = "quick" if atomix.get("quick") else "full"
     where = f"{source}, {run} run: {yes} of {len(checks)} criteria reproduced"
-    first = f"{len(exact)} exact of {len(shares)} estimates, {len(collapsed)} collapsed ({where})"
-    second = f"{len(point)} of {len(checks) - yes} misses from a one-point interval ({where})"
+    if untold:
+        first = f"{len(untold)} estimates name no interval (an older JSON), {len(points)} of them one point"
+    else:
+        means = len(found) - len(shares)
+        first = (
+            f"{len(shares)} shares with an exact interval, {len(points)} of them one point; "
+            f"{means} totals and means keep the bootstrap"
+        )
+    misses = len(checks) - yes
+    second = f"{len(point)} of {misses} misses from a one-point interval"
+    ok = bool(shares) and not untold and not points
     return [
         Goal(
             6,
             texts[0],
-            PASS if exact and not collapsed else MISS,
-            first,
-            len(collapsed) / max(1, len(shares)),
+            PASS if ok else MISS,
+            f"{first} ({where})",
+            len(points) / max(1, len(shares or untold)),
         ),
         Goal(
             6,
             texts[1],
             PASS if checks and not point else MISS,
-            second,
-            len(point) / max(1, len(checks) - yes),
+            f"{second} ({where})",
+            len(point) / max(1, misses),
         ),
     ]
 

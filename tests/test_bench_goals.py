@@ -166,10 +166,14 @@ def _atomix(ci: str | None, lo: float, criterion: str, yes: bool) -> dict[str, A
 def test_goal6_on_the_atomix_json() -> None:
     old = _atomix(None, 100.0, "CI contains 99.9 — not met: the single point 100.0", False)
     assert [g.status for g in goals.goal6(old, "x.json")] == [MISS, MISS]
+    assert "name no interval" in goals.goal6(old, "x.json")[0].figure
     new = _atomix("exact", 91.2, "CI contains 99.9", True)
     found = goals.goal6(new, "x.json")
     assert [g.status for g in found] == [PASS, PASS] and "1 of 2 criteria reproduced" in found[0].figure
     assert [g.status for g in goals.goal6(None, "x.json")] == [NOT_MEASURED, NOT_MEASURED]
+    # A mean over runs that all agree (conflicts per trial) keeps its one-point bootstrap interval.
+    new["tables"][0]["data"]["conflicts"] = {"value": 20.0, "lo": 20.0, "hi": 20.0, "n": 8, "ci": "bootstrap"}
+    assert goals.goal6(new, "x.json")[0].status == PASS
 
 
 def test_judge_lists_every_goal_in_order() -> None:
