@@ -705,6 +705,10 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def _load(avg: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in avg) + f" on {os.cpu_count()} cores"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N=1,000 only, 3 runs per cell (a minute or two)")
@@ -729,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     started = time.perf_counter()
+    load_at_start = os.getloadavg()  # the figures depend on what else the machine runs
     pg_skip, pg_sync = probe_postgres(args.pg, not args.no_postgres)
     skip = peer_skips()
     if pg_skip:
@@ -761,7 +766,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ngoals of issue 28 ({summary(goals)})")
     for g in goals:
         print(g.line())
+    load_at_end = os.getloadavg()
     print(f"\nwall time {wall:.0f} s (cells {cells_wall:.0f} s); scratch files on {scratch_fs}")
+    print(f"load average (1/5/15 min) at the start {_load(load_at_start)}, at the end {_load(load_at_end)}")
 
     meta = {
         "mode": "quick" if args.quick else "full",
@@ -778,6 +785,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": wall,
         "cells_wall_s": cells_wall,
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_at_start": list(load_at_start),
+        "load_at_end": list(load_at_end),
     }
     doc = {
         "meta": meta,
