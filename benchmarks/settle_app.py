@@ -20,12 +20,13 @@ DEFER_WORDS = ("defer", "settle", "lazy_outcome", "one_fsync", "group_outcome")
 
 
 def defer_options(fn: Any) -> dict[str, bool]:
-    """Keyword options of `fn` whose name says "defer the outcome commit": all set to True."""
+    """Switches of `fn` (keyword options whose default is False) whose name says "defer the
+    outcome commit": all turned on."""
     try:
-        names = inspect.signature(fn).parameters
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return {}
-    return {name: True for name in names if any(w in name for w in DEFER_WORDS)}
+    return {p.name: True for p in params if p.default is False and any(w in p.name for w in DEFER_WORDS)}
 
 
 def _status(key: str, args: dict[str, Any]) -> Any:
