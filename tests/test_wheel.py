@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import email
 import email.message
+import fcntl
+import os
 import re
 import shutil
 import subprocess
@@ -31,8 +33,25 @@ BUILD_FILES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFE
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel `pip install .` builds from a clean checkout (in pip's isolated build
-    environment, as for a user)."""
-    tmp_path = tmp_path_factory.mktemp("wheel")
+    environment, as for a user). Built once per session: the xdist workers share their parent
+    temporary folder, and the first to take the lock builds there for all (each worker built its
+    own, half a minute apiece on a loaded machine)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        tmp_path = shared / "wheel"
+        if not tmp_path.exists():  # built aside and renamed: a failed build leaves no half folder
+            building = shared / "wheel-building"
+            shutil.rmtree(building, ignore_errors=True)
+            _build(building)
+            building.rename(tmp_path)
+        (built,) = tmp_path.glob("daybook_runtime-*.whl")
+        return built
+
+
+def _build(tmp_path: Path) -> None:
+    tmp_path.mkdir()
     # From a copy without the editable install's egg-info: its file list would smuggle data files
     # into the wheel that a clean checkout's `pip install .` leaves out.
     source = tmp_path / "source"
@@ -45,8 +64,6 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=300,
     )
-    (built,) = tmp_path.glob("daybook_runtime-*.whl")
-    return built
 
 
 def _metadata(wheel: Path) -> email.message.Message:
