@@ -28,7 +28,8 @@ RSS (MB), `ratio_to_floor` against the floor of the same durability measured in 
 WAL FULL floor), and for peers `vs_daybook` = peer µs per step / daybook µs per step for the same
 measure and comparable durability (> 1: daybook is faster). A "targets" section follows.
 
-Optional modules by other authors: if benchmarks/concurrency.py or benchmarks/workers.py exists,
+Optional modules by other authors: if benchmarks/concurrency.py, workers.py, web.py (the runs
+list's first paint on 10,000 runs) or mcp_proxy.py (a journaled MCP call against a direct one) exists,
 its `measure(quick) -> list[dict]` runs (in a child process) after the cells above; its rows are
 printed and written with the rest, and so are the lines of its `targets(rows)` if it has one
 (strings such as "PASS  ...", or dicts with `status` and `text`).
@@ -59,7 +60,7 @@ from benchlib import HERE, ChildFailed, fs_type, run_child, scratch_dir, with_sc
 DEFAULT_JSON = HERE / "results" / "run.json"
 DEFAULT_PG = os.environ.get("DAYBOOK_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 WARMUP_STEPS = 200
-HOOKS = ("concurrency", "workers")
+HOOKS = ("concurrency", "workers", "web", "mcp_proxy")
 PEER_MODULES = {"dbos": ("dbos",), "langgraph": ("langgraph", "langgraph.checkpoint.sqlite")}
 PEER_PINS = {"dbos": "dbos==3.4.0", "langgraph": "langgraph==1.2.22 langgraph-checkpoint-sqlite==3.1.2"}
 VERSIONS_OF = (
@@ -661,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg", default=DEFAULT_PG, help=f"PostgreSQL URL (default {DEFAULT_PG})")
     ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL rows")
     ap.add_argument(
-        "--no-hooks", action="store_true", help="do not run benchmarks/concurrency.py, workers.py"
+        "--no-hooks", action="store_true", help="do not run the optional modules (HOOKS: concurrency, ...)"
     )
     ap.add_argument("--dir", default=None, help="parent of the scratch directory (default: TMPDIR)")
     args = ap.parse_args(argv)
