@@ -78,23 +78,26 @@ class Beats:
         self._cond = threading.Condition()
         self._due: dict[Heartbeat, float] = {}
         self._thread: threading.Thread | None = None
+        self._wake_at = 0.0  # when the thread wakes next (0 while it renews)
         self._pid = os.getpid()
 
     def add(self, beat: Heartbeat) -> None:
         with self._cond:
             if self._pid != os.getpid():  # a forked child: its parent's runs are not its own
                 self._pid, self._due, self._thread = os.getpid(), {}, None
-            self._due[beat] = time.monotonic() + beat.interval
+            due = self._due[beat] = time.monotonic() + beat.interval
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="daybook-heartbeat", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif due < self._wake_at:
+                # Woken only when this one is due before the thread would wake anyway: waking a
+                # thread is a switch of the GIL, which on a busy machine costs the caller ms.
+                self._cond.notify()
 
     def remove(self, beat: Heartbeat) -> None:
         """Stop beating `beat`; returns once a renewal of it in progress has ended."""
         with self._cond:
-            self._due.pop(beat, None)
-            self._cond.notify()
+            self._due.pop(beat, None)  # not woken: it finds the next one due when it wakes
         with beat.busy:
             pass
 
@@ -103,17 +106,20 @@ class Beats:
         with self._cond:
             while True:
                 if not self._due:
+                    self._wake_at = time.monotonic() + self.IDLE
                     if not self._cond.wait(self.IDLE) and not self._due:
                         self._thread = None
                         return None
                     continue
                 beat, at = min(self._due.items(), key=lambda item: item[1])
-                wait = at - time.monotonic()
-                if wait <= 0:
-                    self._due[beat] = time.monotonic() + beat.interval
+                now = time.monotonic()
+                if at <= now:
+                    self._wake_at = 0.0  # awake: renewing
+                    self._due[beat] = now + beat.interval
                     beat.busy.acquire()  # released by _loop once this renewal is done
                     return beat
-                self._cond.wait(wait)
+                self._wake_at = at
+                self._cond.wait(at - now)
 
     def _loop(self) -> None:
         while (beat := self._next()) is not None:
