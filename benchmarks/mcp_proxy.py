@@ -185,7 +185,8 @@ def main() -> None:
         )
     for line in targets(rows):
         print(line)
-    Path(opts.json).write_text(json.dumps(rows, indent=2) + "\n")
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None
+    Path(opts.json).write_text(json.dumps({"load_average": load, "rows": rows}, indent=2) + "\n")
     print(json.dumps(rows))
 
 
