@@ -142,7 +142,8 @@ async def _events(
     queue = readers.join(run_id)  # before the first read: nothing committed after it is missed
     try:
         batch = await _first(book, run_id, after)
-        readers.begin(run_id, queue, after if not batch or not batch[0] else batch[0][-1].seq)
+        if batch is not None:
+            readers.begin(run_id, queue, batch[0][-1].seq if batch[0] else after)
         shown_status = ""
         quiet = 0.0
         while batch is not None:
