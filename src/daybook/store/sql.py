@@ -215,6 +215,29 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 raise
             raise conflict_error(event, on_key) from None
 
+    def append_batch(self, events: list[Event]) -> None:
+        rows = [event_params(e) for e in events]
+
+        def write(db: Db) -> None:
+            for row in rows:
+                db.execute(INSERT_EVENT, row)
+
+        try:
+            try:
+                self._write(write, atomic=True, retry=False)
+            except StoreUnavailable:
+                # As `append`: the rows are one transaction, so the last one tells for all.
+                if not self.dialect.heals:
+                    raise
+                if not self._landed(events[-1]):
+                    self._write(write, atomic=True, retry=False)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            # A key is an intent's (the last row: the held rows are outcomes); a seq, anyone's.
+            raise conflict_error(events[-1] if on_key else events[0], on_key) from None
+
     def _landed(self, event: Event) -> bool:
         sql = "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s"
         rows = self._read(sql, (event.run_id, event.seq))
