@@ -12,7 +12,6 @@ confirmed outcome held for the next row, a profile-less tool's too (what daybook
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
