@@ -10,6 +10,9 @@ Kinds, and what `seconds` covers:
 - floor_python / floor_sqlite / floor_pg: the floors of journal_cost.py (a plain Python call;
   raw sqlite3 or psycopg doing daybook's two commits per step), after a warm-up run.
 - daybook_fresh: `book.run(...)` of N no-op effects on a store of its own, after a warm-up run.
+- daybook_fresh_settled: the same with a no-op whose unknown daybook settles by itself (a
+  status query answering Confirmed; measure `fresh_settled`): one commit per step (issue 28
+  goal 2, against the two-commit floor: target <= 0.6x).
 - daybook_replay: a launcher. A writer process runs N effects and SIGKILLs itself after the last
   one; then a fresh process (kind daybook_resume) opens the store and resumes the run. `replay` is
   the workflow body's own time, first step to last, as peers.md times the peers' replays (the
@@ -79,7 +82,7 @@ def floor_pg(spec: Spec) -> Result:
     return _timed(lambda n: pg_floor(spec["pg"], n, spec["schema"])(), spec, "floor")
 
 
-def daybook_fresh(spec: Spec) -> Result:
+def daybook_fresh(spec: Spec, settled: bool = False) -> Result:
     """`book.run()` of N effects, each run a new run id on one store, as journal_cost.py does."""
     import noop_app
 
@@ -87,14 +90,18 @@ def daybook_fresh(spec: Spec) -> Result:
 
     def run_once(n: int) -> float:
         start = time.perf_counter()
-        result = book.run(noop_app.bench_noop_steps, n, run_id=uuid.uuid4().hex)
+        result = book.run(noop_app.bench_noop_steps, n, settled, run_id=uuid.uuid4().hex)
         seconds = time.perf_counter() - start
         if result != {"steps": n}:
             raise RuntimeError(f"daybook run returned {result!r}")
         return seconds
 
     with Daybook(spec["url"]) as book:
-        return _timed(run_once, spec)
+        return _timed(run_once, spec, "fresh_settled" if settled else "fresh")
+
+
+def daybook_fresh_settled(spec: Spec) -> Result:
+    return daybook_fresh(spec, settled=True)
 
 
 # -- replay after a crash ----------------------------------------------------------------------
@@ -212,6 +219,7 @@ KINDS: dict[str, Callable[[Spec], Result]] = {
     "floor_pg": floor_pg,
     "daybook_fresh": daybook_fresh,
     "daybook_replay": daybook_replay,
+    "daybook_fresh_settled": daybook_fresh_settled,
     "daybook_resume": daybook_resume,
     "daybook_resume_wall": daybook_resume_wall,
     "peer_replay": peer_replay,
