@@ -198,3 +198,61 @@ def test_a_deferred_outcome_is_concealed_like_any_other(db_url: str, bank: Bank)
     outcomes = [e for e in rows if e.kind == Kind.OUTCOME]
     assert len(outcomes) == 2 and "$secret" in json.dumps(outcomes[0].data["result"])
     assert planted not in store_text(db_url)
+
+
+def test_a_held_outcome_is_written_before_another_use_of_the_store_and_at_a_suspend(
+    db_url: str, bank: Bank
+) -> None:
+    seen: dict[str, list[str]] = {}
+
+    @daybook.workflow
+    def shares(ctx: daybook.Context) -> None:
+        with Daybook(db_url) as other:
+
+            def kinds(step: int) -> list[str]:
+                return [e.kind for e in other.journal(ctx.run_id) if e.step == step]
+
+            ctx.effect(agents.pay, bank=bank.url, n=1)
+            seen["held"] = kinds(1)
+            # An entity another process reads: the outcome is durable before it is touched.
+            ctx.entity("ledger").record("agent", "paid", {"n": 1})
+            seen["entity"] = kinds(1)
+            ctx.effect(agents.pay, bank=bank.url, n=2)
+        ctx.sleep(3600)  # suspends: the run's lease is given back, the held outcome first
+
+    with Daybook(db_url, inline_wait=0) as book:
+        with pytest.raises(daybook.Suspended):
+            book.run(shares, run_id="shares")
+        rows = [(e.step, e.kind, e.status) for e in book.journal("shares") if e.step in (1, 2)]
+    assert seen == {"held": ["intent"], "entity": ["intent", "outcome"]}
+    assert rows == [
+        (1, "intent", None),
+        (1, "outcome", "confirmed"),
+        (2, "intent", None),
+        (2, "outcome", "confirmed"),
+    ]
+
+
+def test_a_held_outcome_is_never_written_once_the_lease_is_lost(db_url: str, bank: Bank) -> None:
+    lose = [True]
+
+    @daybook.workflow(name="fenced")
+    def fenced(ctx: daybook.Context) -> list[str]:
+        first = ctx.effect(agents.pay, bank=bank.url, n=1)["id"]
+        heartbeat = ctx._exe.heartbeat
+        if lose and heartbeat is not None:  # once: the resume below keeps its lease
+            lose.clear()
+            heartbeat.lost = True  # what the heartbeat sets when a renewal is refused
+        return [first, ctx.effect(agents.pay, bank=bank.url, n=2)["id"]]
+
+    with Daybook(db_url, lease_ttl=1.0) as book:
+        with pytest.raises(daybook.LeaseLost):
+            book.run(fenced, run_id="fenced")
+        # Neither the held outcome nor anything after it reached the journal.
+        assert [(e.step, e.kind) for e in book.journal("fenced") if e.step] == [(1, "intent")]
+        assert book.resume("fenced", wait=10) is not None
+        steps = _steps(book, "fenced")
+    assert steps[1] == [("intent", None), ("outcome", "unknown"), ("outcome", "confirmed")]
+    stats = bank.stats()
+    assert stats["executions_by_key"] == {"fenced/1": 1, "fenced/2": 1}
+    assert stats["requests_by_key"]["fenced/1"] == 1  # asked by status, not re-sent
