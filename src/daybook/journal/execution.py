@@ -4,18 +4,12 @@ It owns the recorded steps not yet replayed, the next step and sequence numbers,
 write path into the journal (`append`), which turns every store failure into a `Stop` the
 runtime understands. Step arguments are fingerprinted here so replay can tell a changed call.
 
-Deferred outcomes (one fsync per effect step, `RunSettings.defer_outcomes`): the confirmed
-outcome of an effect whose unknown daybook settles by itself (a status query by key, or an
-idempotent re-send under the same key) may be held back (`append(defer=True)`) and committed in
-the same store transaction as the run's next journal row (`store.append_batch`). The rule: the
-held rows are the journal's tail, so every later row carries them; any other use of the store
-through `exe.store` (a signal, a child run, an entity, a gate, a transaction's rows, a read of
-the journal) writes them first (`flush`), and so do the runtime's exit paths (completed,
-failed, parked, suspended, paused, continued, lease given back) before they touch the header.
-A crash in between loses only the held rows: the step is then an intent without an outcome,
-an unknown its tool's profile settles on resume exactly as after a crash before the outcome
-write (the status query says confirmed; or the re-send is deduplicated by the key). Nothing
-after a held row can have happened outside the process, since the next act's intent carries it.
+Deferred outcomes (one fsync per effect step, `RunSettings.defer_outcomes`): a confirmed outcome
+whose tool settles its own unknown (a status query, an idempotent re-send) may be held back
+(`append(defer=True)`) and committed with the run's next row (`store.append_batch`). The held
+rows are the journal's tail: every later row carries them, and any other use of `exe.store` and
+every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
+without an outcome, which that profile settles on resume (docs/stores.md).
 
 Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
 its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
@@ -37,19 +31,17 @@ from typing import Any, Protocol
 from ..errors import (
     ConfigError,
     DaybookError,
-    DuplicateKey,
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
     NotSerializable,
-    StoreUnavailable,
     TimedOut,
 )
 from ..records import Event, Kind, check_json, dumps, fingerprint, safe_text, shown
 from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
-from .stop import Pause, Stop
+from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
@@ -189,11 +181,6 @@ class Execution:
         """The store's concealer, without flushing held outcomes (the hot path conceals the next
         act's arguments before its intent, which carries them)."""
         return concealer_for(self._store)
-
-    @property
-    def pending(self) -> int:
-        """How many journal rows are held back for the run's next write (0 when durable)."""
-        return len(self._pending)
 
     @property
     def steps(self) -> Mapping[int, list[Event]]:
@@ -341,37 +328,12 @@ class Execution:
             raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
 
     def _written(self, ev: Event, write: Writer) -> None:
-        """`write(ev)`, every store failure turned into the `Stop` the runtime understands."""
-        step, name = ev.step, ev.name
+        """`write(ev)`, a store failure turned into the `Stop` the runtime understands."""
         try:
             write(ev)
-        except LeaseLost as exc:
-            raise Stop(exc, False) from None
-        except DuplicateKey as exc:
-            raise Stop(exc, True) from None
-        except NotSerializable as exc:
-            # A value or a name the store cannot encode: the step that produced it is at fault,
-            # not the store. Park the run for a person; a retry would produce it again.
-            raise Stop(
-                NotSerializable(
-                    f"run {self.run_id!r} step {step} ({ev.kind} {name!r}) cannot be journaled: "
-                    f"{exc}. The run is parked; fix the code that produced it, then "
-                    f"`daybook resume {self.run_id}`"
-                ),
-                True,
-            ) from None
         except Exception as exc:
-            # The store is unreachable or broken: stop as a crash would (no terminal status the
-            # store could not record anyway); resume goes on from the last durable row.
-            raise Stop(
-                StoreUnavailable(
-                    f"run {self.run_id!r}: the journal write for seq {ev.seq} ({ev.kind} "
-                    f"{ev.name!r}) failed: {type(exc).__name__}: {exc}. The run stopped where "
-                    "the journal ends; fix the store, then `daybook resume` it"
-                ),
-                False,
-                release=True,
-            ) from exc
+            stop = write_failed(self.run_id, ev, exc)
+            raise stop from (exc if stop.release else None)
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
