@@ -80,6 +80,8 @@ _OPEN_EFFECTS = (
     "ON e.run_id = last.run_id AND e.seq = last.seq "
     "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
 )
+# The VALUES tuple of one journal row, repeated for a multi-row insert (`append_batch`).
+_EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
 _INSERT_TX = (
     f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
 )
@@ -216,21 +218,23 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
             raise conflict_error(event, on_key) from None
 
     def append_batch(self, events: list[Event]) -> None:
-        rows = [event_params(e) for e in events]
+        # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
+        # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
+        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
+        params = tuple(p for e in events for p in event_params(e))
 
         def write(db: Db) -> None:
-            for row in rows:
-                db.execute(INSERT_EVENT, row)
+            db.execute(sql, params)
 
         try:
             try:
-                self._write(write, atomic=True, retry=False)
+                self._write(write, retry=False)
             except StoreUnavailable:
-                # As `append`: the rows are one transaction, so the last one tells for all.
+                # As `append`: the rows are one statement, so the last one tells for all.
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
-                    self._write(write, atomic=True, retry=False)
+                    self._write(write, retry=False)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:
