@@ -37,7 +37,7 @@ from ..errors import (
     NotSerializable,
     TimedOut,
 )
-from ..records import Event, Kind, check_json, dumps, fingerprint, safe_text, shown
+from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, safe_text, shown
 from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
@@ -294,9 +294,7 @@ class Execution:
         pending = self._pending
         if pending and write is not None:
             self.flush()
-        if defer and self._defers:
-            # Refused now, at the step that produced it, not with the next row.
-            self._written(ev, lambda row: dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))
+        if defer and self._defers and self._holdable(ev):
             pending.append(ev)
         elif pending:
             # The held outcomes and this row in one transaction (one fsync): all or none.
@@ -322,6 +320,14 @@ class Execution:
         else:
             self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
         pending.clear()
+
+    def _holdable(self, ev: Event) -> bool:
+        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at
+        the step that produced it, not with the next row); written at once if it is large enough
+        that a codec's envelope could take it over the limit there."""
+        size: list[int] = []
+        self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
+        return size[0] <= MAX_PAYLOAD // 2
 
     def _fenced(self) -> None:
         if self.heartbeat is not None and self.heartbeat.lost:
