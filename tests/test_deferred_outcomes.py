@@ -256,3 +256,27 @@ def test_a_held_outcome_is_never_written_once_the_lease_is_lost(db_url: str, ban
     stats = bank.stats()
     assert stats["executions_by_key"] == {"fenced/1": 1, "fenced/2": 1}
     assert stats["requests_by_key"]["fenced/1"] == 1  # asked by status, not re-sent
+
+
+def test_a_large_outcome_is_not_held(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row a codec's envelope could take over the payload limit is written at once, so a
+    refusal is the step's own, never blamed on the next row."""
+    from daybook.journal import execution
+
+    monkeypatch.setattr(execution, "MAX_PAYLOAD", 400)
+
+    @daybook.tool(idempotent=True)
+    def big(n: int, idempotency_key: str) -> str:
+        return "x" * (150 if n else 10)
+
+    @daybook.workflow
+    def sizes(ctx: daybook.Context) -> None:
+        with Daybook(sqlite_url) as other:
+            for n in (0, 1):
+                ctx.effect(big, n=n)
+                seen.append([e.kind for e in other.journal(ctx.run_id) if e.step == n + 1])
+
+    seen: list[list[str]] = []
+    with Daybook(sqlite_url) as book:
+        book.run(sizes, run_id="sizes")
+    assert seen == [["intent"], ["intent", "outcome"]]  # small: held; large: written at once
