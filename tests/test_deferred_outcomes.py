@@ -267,7 +267,7 @@ def test_a_large_outcome_is_not_held(sqlite_url: str, monkeypatch: pytest.Monkey
 
     @daybook.tool(idempotent=True)
     def big(n: int, idempotency_key: str) -> str:
-        return "x" * (150 if n else 10)
+        return "x" * (250 if n else 10)
 
     @daybook.workflow
     def sizes(ctx: daybook.Context) -> None:
