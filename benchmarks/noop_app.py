@@ -28,22 +28,12 @@ def bench_noop(i: int, idempotency_key: str) -> dict[str, Any]:
     return {"ok": True, "i": i}
 
 
-@daybook.tool(reconcile=lambda key, args: daybook.Confirmed({"ok": True, "i": args["i"]}))
-def bench_settled(i: int, idempotency_key: str) -> dict[str, Any]:
-    """A no-op whose unknown daybook settles by itself (a status query answering Confirmed): its
-    outcome is committed with the next step's intent (issue 28 goal 2)."""
-    global CALLS
-    CALLS += 1
-    return {"ok": True, "i": i}
-
-
 @daybook.workflow
-def bench_noop_steps(ctx: daybook.Context, n: int, settled: bool = False) -> dict[str, int]:
+def bench_noop_steps(ctx: daybook.Context, n: int) -> dict[str, int]:
     global BODY_S
     start = time.perf_counter()
-    tool = bench_settled if settled else bench_noop
     for i in range(n):
-        ctx.effect(tool, i=i)
+        ctx.effect(bench_noop, i=i)
     BODY_S = time.perf_counter() - start
     if _CRASH_AFTER_EFFECTS:
         os.kill(os.getpid(), signal.SIGKILL)
