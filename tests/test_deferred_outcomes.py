@@ -280,3 +280,29 @@ def test_a_large_outcome_is_not_held(sqlite_url: str, monkeypatch: pytest.Monkey
     with Daybook(sqlite_url) as book:
         book.run(sizes, run_id="sizes")
     assert seen == [["intent"], ["intent", "outcome"]]  # small: held; large: written at once
+
+
+def test_parallel_async_effects_hold_and_carry_their_outcomes(db_url: str) -> None:
+    import asyncio
+
+    @daybook.tool(reconcile=lambda key, args: Confirmed({"name": args["name"]}))
+    async def fetch(*, name: str, idempotency_key: str) -> dict[str, str]:
+        await asyncio.sleep(0.001 * (3 - "abc".index(name)))  # finishes out of call order
+        return {"name": name}
+
+    @daybook.workflow
+    async def fan_out(ctx: daybook.Context) -> list[str]:
+        results = await asyncio.gather(*(ctx.effect(fetch, name=n) for n in "abc"))
+        last = await ctx.effect(fetch, name="a")  # carries whatever is still held
+        return [r["name"] for r in results] + [last["name"]]
+
+    with Daybook(db_url) as book:
+        assert book.run(fan_out, run_id="fan") == ["a", "b", "c", "a"]
+        rows = book.journal("fan")
+        assert book.resume("fan") == ["a", "b", "c", "a"]
+    assert [e.seq for e in rows] == list(range(1, len(rows) + 1))
+    for step in (1, 2, 3, 4):
+        assert [(e.kind, e.status) for e in rows if e.step == step] == [
+            ("intent", None),
+            ("outcome", "confirmed"),
+        ]
