@@ -306,3 +306,45 @@ def test_parallel_async_effects_hold_and_carry_their_outcomes(db_url: str) -> No
             ("intent", None),
             ("outcome", "confirmed"),
         ]
+
+
+def test_a_held_outcome_that_cannot_be_written_stops_the_run_with_no_gap(db_url: str) -> None:
+    import sqlite3
+
+    import psycopg
+
+    @daybook.tool(reconcile=lambda key, args: Confirmed({"ok": True}))
+    def act(idempotency_key: str) -> dict[str, bool]:
+        return {"ok": True}
+
+    @daybook.workflow
+    def naps(ctx: daybook.Context) -> None:
+        ctx.effect(act)
+        ctx.entity("ledger").record("agent", "acted")  # the held outcome is written first
+        ctx.sleep(3600)
+
+    with Daybook(db_url, inline_wait=0) as book:
+        real = book.store.append
+
+        def down(event: daybook.Event) -> None:
+            if event.kind == Kind.OUTCOME:  # the held outcome's flush before the entity
+                raise (
+                    sqlite3.OperationalError("disk I/O error")
+                    if db_url.startswith("sqlite")
+                    else psycopg.OperationalError("server closed the connection")
+                )
+            real(event)
+
+        book.store.append = down  # type: ignore[method-assign]
+        with pytest.raises(daybook.StoreUnavailable):
+            book.run(naps, run_id="naps")
+        book.store.append = real  # type: ignore[method-assign]
+        rows = book.journal("naps")
+        # Nothing after the row that could not be written: no row past a missing seq.
+        assert [(e.seq, e.kind) for e in rows] == [(1, "run_started"), (2, "intent")]
+        assert book.get_run("naps").status == RunStatus.RUNNING
+        with pytest.raises(daybook.Suspended):
+            book.resume("naps")
+        rows = book.journal("naps")
+    assert [e.seq for e in rows] == list(range(1, len(rows) + 1))
+    assert [(e.kind, e.status) for e in rows if e.step == 1][-1] == ("outcome", "confirmed")

@@ -78,12 +78,13 @@ def release_ended(store: Store, run_id: str, status: str) -> None:
 def flushed(exe: Execution, exc: BaseException) -> BaseException:
     """Write the outcomes the cursor held for its next row before the run's header moves (the
     lease is given back, or the run ends). If that write fails (the lease was lost, the store
-    is down), how the run ended is that failure instead: nothing more is written, and the run
-    stays resumable (the held outcomes are then unknowns its tools' profiles settle)."""
+    is down), how the run ended is that failure instead: no row is written after the missing
+    one (no gap in the seqs), and the run stays resumable (the held outcomes are then unknowns
+    its tools' profiles settle). A KeyboardInterrupt stays one: it only gives the lease back."""
     try:
         exe.flush()
     except Stop as stop:
-        return stop if isinstance(exc, Exception) else exc
+        return stop if isinstance(exc, Exception | Stop) else exc
     return exc
 
 
