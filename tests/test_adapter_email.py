@@ -264,7 +264,7 @@ def test_kill_after_smtp_accepted_before_outcome_never_sends_twice(
         text=True,
     )
     smtp.on_data = lambda: os.kill(proc.pid, signal.SIGKILL)  # the message is in the maildir
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert _killed(proc.returncode)
     smtp.on_data = None
     [mid] = smtp.ids()
@@ -304,7 +304,7 @@ def test_kill_mid_smtp_transaction_delivers_nothing_then_every_recipient_once(
             os.kill(proc.pid, signal.SIGKILL)
 
     smtp.on_rcpt = kill_at_second_recipient
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert _killed(proc.returncode)
     smtp.on_rcpt = None
     assert smtp.ids() == []  # an unfinished SMTP transaction is discarded whole

@@ -84,7 +84,7 @@ def test_kill_after_bank_accepted_before_outcome_reconciles_without_resending(
             proc.wait()
 
     bank.faults.on_execute = kill_agent
-    proc.wait(timeout=60)
+    proc.wait(timeout=300)
     assert killed(proc)
     bank.faults.on_execute = None
 

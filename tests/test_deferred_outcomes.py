@@ -45,7 +45,7 @@ POINTS = {
 
 def _child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(HERE / "defer_child.py"), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, str(HERE / "defer_child.py"), *args], capture_output=True, text=True, timeout=300
     )
 
 

@@ -24,7 +24,7 @@ def test_two_processes_racing_to_resume_one_run_execute_it_once(
     assert killed(proc)
     racers = [start_child(db_url, "resume", run_id, "--ready-go") for _ in range(2)]
     release_together(racers)
-    outs = [r.communicate(timeout=60) for r in racers]
+    outs = [r.communicate(timeout=300) for r in racers]
     codes = sorted(r.returncode for r in racers)
     # One resumes it; the other is refused while the first holds the lease.
     assert codes == [0, 4], outs

@@ -25,7 +25,7 @@ def test_pausing_a_run_mid_flight_stops_it_at_the_next_step_and_resume_elsewhere
         wait_until(lambda: len(bank.records.get("payments", {})) >= 1)
         assert book.pause("long", by="ana") == "requested"
         wait_until(lambda: book.get_run("long").status == RunStatus.PAUSED)
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=300)
     assert child.returncode == 3 and "RunPaused" in out, out + err
     paid_at_pause = len(bank.records["payments"])
     assert 1 <= paid_at_pause < 10

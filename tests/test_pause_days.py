@@ -49,7 +49,7 @@ def _pause_mid_flight(db_url: str, bank: Bank, run_id: str) -> int:
         assert book.pause(run_id, by="ana") == "requested"
         wait_until(lambda: book.get_run(run_id).status == RunStatus.PAUSED)
     child.send_signal(signal.SIGKILL)
-    child.communicate(timeout=60)
+    child.communicate(timeout=300)
     return len(bank.records["payments"])
 
 

@@ -108,13 +108,13 @@ def test_a_recovery_sigkilled_inside_its_undo_is_finished_by_the_next_recover_un
     first = _recover(db_url, cpty)
     wait_until(lambda: Path(f"{cpty}.{where}").exists(), timeout=120)
     first.send_signal(signal.SIGKILL)
-    assert first.wait(timeout=60) == -signal.SIGKILL
+    assert first.wait(timeout=300) == -signal.SIGKILL
     with Daybook(db_url) as book:
         assert book.get_run("m1").status == "failed"  # the recovery did not get to its branch
     _open(cpty, "go", "go2")
     second = _recover(db_url, cpty)
     code = second.wait(timeout=120)
-    out, err = second.communicate(timeout=60)
+    out, err = second.communicate(timeout=300)
     assert code == 0, out + err
     assert "Traceback" not in out + err
     assert _releases(cpty) == [("release", "comp/m1/10")]  # asked about, never sent twice
@@ -136,7 +136,7 @@ def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_o
     _open(cpty, "go", "go2", "lost", "status_down")
     first = _recover(db_url, cpty)
     code = first.wait(timeout=240)
-    out, err = first.communicate(timeout=60)
+    out, err = first.communicate(timeout=300)
     # A clean stop for a person: no traceback, no internal Stop; the run stays failed.
     assert code == 3, out + err
     assert "its undo stopped in recovery run 'm1~recover1'" in err and "Traceback" not in err
@@ -147,7 +147,7 @@ def test_a_recovery_whose_undo_outcome_is_unknown_stops_cleanly_then_continues_o
     Path(f"{cpty}.status_down").unlink()
     second = _recover(db_url, cpty)
     code = second.wait(timeout=240)
-    out, err = second.communicate(timeout=60)
+    out, err = second.communicate(timeout=300)
     assert code == 0, out + err
     assert _releases(cpty) == [("release", "comp/m1/10")]
     with Daybook(db_url) as book:
@@ -171,7 +171,7 @@ def test_a_fork_sigkilled_inside_its_undo_is_finished_by_the_same_fork_command_u
     first = subprocess.Popen(fork, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(cpty))
     wait_until(lambda: Path(f"{cpty}.started").exists(), timeout=120)  # inside the room's release
     first.send_signal(signal.SIGKILL)
-    assert first.wait(timeout=60) == -signal.SIGKILL
+    assert first.wait(timeout=300) == -signal.SIGKILL
     with Daybook(db_url) as book:
         assert book.store.get_run("m2") is None  # no fork yet: its undo did not finish
     _open(cpty, "go", "go2")

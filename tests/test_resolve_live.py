@@ -163,7 +163,7 @@ def test_daybook_resolve_reaches_a_run_polling_in_another_process(db_url: str, t
         done = cli("resolve", "cli", "1", "--confirmed", "W-9", "--by", "settlement-file", db=db_url)
         assert done.returncode == 0, done.stderr
         assert "the live run took it from its inbox" in done.stdout
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()

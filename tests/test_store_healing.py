@@ -200,7 +200,7 @@ def test_processes_opening_a_new_store_at_once_all_succeed(db_url: str) -> None:
     procs = [
         subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)
     ]
-    errors = [p.communicate(timeout=60)[1] for p in procs]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
 
 

@@ -188,7 +188,7 @@ def test_a_transaction_on_a_disjoint_scope_runs_while_another_process_holds_its_
         assert other.returncode == 0, other.stdout + other.stderr
         assert (tmp_path / "y").read_text() == "1" and not (tmp_path / "x").exists()
         (tmp_path / "x.go").write_text("go")
-        out, err = holder.communicate(timeout=60)
+        out, err = holder.communicate(timeout=300)
         assert holder.returncode == 0, out + err
     finally:
         holder.kill()

@@ -63,7 +63,7 @@ def test_a_worker_killed_while_a_run_holds_a_scope_does_not_deadlock_the_restart
         wait_until(lambda: sorted(_open_headers(db_url)) == ["C", "D", "H"], timeout=120)
     finally:
         first.kill()
-        first.communicate(timeout=60)
+        first.communicate(timeout=300)
     assert killed(first)
     Path(root, "hold.go").write_text("go")  # H's next attempt need not wait for a person
     second = _worker(db_url, "--concurrency", "2", "--lease-ttl", "2")
@@ -112,7 +112,7 @@ def test_a_worker_whose_runs_wait_on_a_frontier_stops_on_sigterm(db_url: str, tm
         assert "still executing" not in out
         assert set(_statuses(db_url, "W1", "W2").values()) <= {"suspended", "running"}
         Path(root, "acct.go").write_text("go")
-        out, err = holder.communicate(timeout=60)
+        out, err = holder.communicate(timeout=300)
         assert holder.returncode == 0, out + err
     finally:
         holder.kill()

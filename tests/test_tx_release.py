@@ -116,7 +116,7 @@ def test_tx_release_refuses_an_attempt_a_live_process_is_executing(db_url: str, 
         refused = cli("tx", "release", tx_id, "--as", "alice", "--reason", "r", db=db_url)
         assert refused.returncode != 0 and "live process" in refused.stderr, refused.stderr
         (tmp_path / "x.go").write_text("go")
-        out, err = holder.communicate(timeout=60)
+        out, err = holder.communicate(timeout=300)
         assert holder.returncode == 0, out + err
     finally:
         holder.kill()

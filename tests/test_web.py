@@ -264,7 +264,7 @@ def test_daybook_journal_follow_prints_rows_as_they_commit_until_the_run_ends(
     book.approve("sre", "sre/1", approver="oncall", token=token)
     book.resume("sre")
     out = follower.stdout.read()  # through the same buffer readline filled (not communicate)
-    assert follower.wait(timeout=60) == 0
+    assert follower.wait(timeout=300) == 0
     lines = (first + out).splitlines()
     assert len(lines) == len(book.journal("sre"))
     assert "run_completed" in lines[-1] and any("outcome" in line and "confirmed" in line for line in lines)

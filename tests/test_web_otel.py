@@ -107,7 +107,7 @@ def test_daybook_web_otel_exports_the_spans_of_runs_as_they_settle_with_the_stan
         time.sleep(2.5)  # the follower polls each second
     finally:
         server.send_signal(signal.SIGINT)  # uvicorn stops; the SDK flushes its spans at exit
-        out, _ = server.communicate(timeout=60)
+        out, _ = server.communicate(timeout=300)
     assert '"name": "daybook.decision llm"' in out and '"name": "daybook.run asks"' in out
     assert '"service.name": "books-under-test"' in out
 

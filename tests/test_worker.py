@@ -53,7 +53,7 @@ def test_runs_of_a_sigkilled_worker_are_finished_by_another_exactly_once(
     with Daybook(db_url) as book:
         assert any(book.get_run(i).status != RunStatus.COMPLETED for i in ids)
     second = _worker_proc(db_url, "--until-idle", "--quiet")
-    _, err = second.communicate(timeout=60)
+    _, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
     with Daybook(db_url) as book:
         assert {book.get_run(i).status for i in ids} == {RunStatus.COMPLETED}

@@ -109,4 +109,4 @@ def test_a_postgresql_worker_holds_its_concurrency_plus_one_connections(
         assert not said, "".join(said)  # nothing refused at this limit: the count is exact
     finally:
         worker.terminate()
-        worker.wait(timeout=60)
+        worker.wait(timeout=300)
