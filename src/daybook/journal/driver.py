@@ -70,6 +70,9 @@ def drive(
         if op == "sleep":
             exe.settings.sleep(arg)
             continue
+        if op == "call" and not arg and (tool.cancel is None or exe.heartbeat is None):
+            reply = _call_inline(tool, key, args)
+            continue
         try:
             with strict.step():
                 if op == "call":
@@ -80,6 +83,20 @@ def drive(
                     reply = ("ok", call_with_timeout(question, tool.retry.query_timeout or 0.0))
         except Exception as exc:
             reply = ("err", exc)
+
+
+def _call_inline(tool: Tool[Any], key: str, args: dict[str, Any]) -> Reply:
+    """The hot path of `drive`'s call: no timeout and nothing to cancel it, so the tool runs
+    right here, in a step's scope (`strict.step`) under its key (`current.acting`), with no
+    context manager objects built (they cost more than the rest of the call's bookkeeping)."""
+    marks = strict.enter_step(), current.enter_act(key)
+    try:
+        return ("ok", tool.fn(**args, idempotency_key=key))
+    except Exception as exc:
+        return ("err", exc)
+    finally:
+        current.leave_act(marks[1])
+        strict.leave_step(marks[0])
 
 
 async def drive_async(
