@@ -241,12 +241,35 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
     plan = _plan(sig, rules)
     if not plan:
         return None
+    check = _checker(sig, plan, label)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        check(args, kwargs)
+        return fn(*args, **kwargs)
+
+    @functools.wraps(fn)
+    async def call_async(*args: Any, **kwargs: Any) -> Any:
+        check(args, kwargs)
+        return await fn(*args, **kwargs)
+
+    # An async method stays one (code that asks `iscoroutinefunction` gets the same answer).
+    wrapper: Callable[..., Any] = call_async if inspect.iscoroutinefunction(fn) else call
+    setattr(wrapper, "__checked__", True)  # noqa: B010 - a mark on a function object
+    return wrapper
+
+
+def _checker(
+    sig: inspect.Signature, plan: dict[str, Callable[[Any, str], None]], label: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
+    """The check of a call's arguments against `plan`, by their names in `sig`.
+
+    Whether a call binds, and where each checked argument sits, depend only on the call's
+    shape (how many positional arguments, which keyword names), not on its values: so
+    `Signature.bind` runs once per shape (it cost more than the rest of a `ctx.effect`'s own
+    bookkeeping), and later calls of that shape look their checked arguments up directly.
+    `**amounts` rules take the extra keywords as one dict: those methods bind every call."""
     order = list(sig.parameters)
-    # Whether a call binds, and where each checked argument sits, depend only on the call's
-    # shape (how many positional arguments, which keyword names), not on its values: so
-    # `Signature.bind` runs once per shape (it costs more than the rest of a `ctx.effect`'s own
-    # bookkeeping), and later calls of that shape look their checked arguments up directly.
-    # `**amounts` rules take the extra keywords as one dict: those methods bind every call.
     cacheable = all(sig.parameters[name].kind is not inspect.Parameter.VAR_KEYWORD for name in plan)
     shapes: dict[tuple[int, tuple[str, ...]], tuple[_Where, ...]] = {}
 
@@ -271,20 +294,7 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
         if cacheable and len(shapes) < 64:
             shapes[shape] = tuple(found)
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        check(args, kwargs)
-        return fn(*args, **kwargs)
-
-    @functools.wraps(fn)
-    async def call_async(*args: Any, **kwargs: Any) -> Any:
-        check(args, kwargs)
-        return await fn(*args, **kwargs)
-
-    # An async method stays one (code that asks `iscoroutinefunction` gets the same answer).
-    wrapper: Callable[..., Any] = call_async if inspect.iscoroutinefunction(fn) else call
-    setattr(wrapper, "__checked__", True)  # noqa: B010 - a mark on a function object
-    return wrapper
+    return check
 
 
 def _plan(sig: inspect.Signature, rules: Mapping[str, Check]) -> dict[str, Callable[[Any, str], None]]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, NonDeterminismError
-from ..records import JSON, Event, Kind, Status
+from ..records import JSON, Event, Kind, Status, is_plain
 from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
@@ -95,9 +95,16 @@ class Effects(Facet):
         """`ctx.effect`'s act, also inside a transaction (`tx`: the attempt its rows name)."""
         exe = self._exe
         step = exe.alloc()
-        # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
-        stored, hidden = conceal(exe, tool, args)
-        fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
+        if not tool.secrets and is_plain(args):
+            # The hot path: plain JSON holds no Secret, so the one walk that checked the
+            # arguments for the journal also found nothing to conceal.
+            stored: dict[str, Any] = args
+            hidden = False
+            fp = step_fingerprint(stored, step, tool.name, False)
+        else:
+            # The journal (and the fingerprint) gets secrets as digests; the tool the values.
+            stored, hidden = conceal(exe, tool, args)
+            fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         # Only a step a journal branch re-runs softly needs the same-act test (not the hot path).
         same = _same_act(tool, stored) if step in exe.soft else None
         recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=same)

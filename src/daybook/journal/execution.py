@@ -249,7 +249,7 @@ class Execution:
         ev = Event(
             run_id=self.run_id,
             seq=self._next_seq,
-            kind=kind.value,
+            kind=kind._value_,  # `.value` is a property, slower on the hot path
             step=step,
             name=name,
             at=self.clock(),
