@@ -71,7 +71,7 @@ def drive(
             exe.settings.sleep(arg)
             continue
         if op == "call" and not arg and (tool.cancel is None or exe.heartbeat is None):
-            reply = _call_inline(tool, key, args)
+            reply = call_inline(tool, key, args)
             continue
         try:
             with strict.step():
@@ -85,10 +85,16 @@ def drive(
             reply = ("err", exc)
 
 
-def _call_inline(tool: Tool[Any], key: str, args: dict[str, Any]) -> Reply:
-    """The hot path of `drive`'s call: no timeout and nothing to cancel it, so the tool runs
-    right here, in a step's scope (`strict.step`) under its key (`current.acting`), with no
-    context manager objects built (they cost more than the rest of the call's bookkeeping)."""
+def inline(exe: Execution, tool: Tool[Any]) -> bool:
+    """Whether a call of `tool` needs no driver: synchronous, no timeout (no helper thread) and
+    nothing to cancel it while it runs (`cancellable`)."""
+    return not tool.is_async and not tool.retry.timeout and (tool.cancel is None or exe.heartbeat is None)
+
+
+def call_inline(tool: Tool[Any], key: str, args: dict[str, Any]) -> tuple[str, Any]:
+    """The hot path of a call: no timeout and nothing to cancel it, so the tool runs right
+    here, in a step's scope (`strict.step`) under its key (`current.acting`), with no context
+    manager objects built (they cost more than the rest of the call's bookkeeping)."""
     marks = strict.enter_step(), current.enter_act(key)
     try:
         return ("ok", tool.fn(**args, idempotency_key=key))

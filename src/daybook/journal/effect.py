@@ -18,10 +18,10 @@ from ..records import JSON, Event, Kind, Status, is_plain
 from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
-from .driver import drive, drive_async, ready
+from .driver import call_inline, drive, drive_async, inline, ready
 from .execution import Execution, step_fingerprint
 from .facet import Facet
-from .lifecycle import EffectLifecycle, replayed_result
+from .lifecycle import Done, EffectLifecycle, replayed_result
 from .stop import Stop
 from .tool import Tool
 
@@ -127,10 +127,18 @@ class Effects(Facet):
         # else the latest made in this run.
         source = decision.id if decision is not None else exe.last_decision
         act = Act(tool, key, stored, live(args, hidden) if hidden else args, source, step, tx)
-        machine = EffectLifecycle(exe, act, fp, recs).flow()
+        life = EffectLifecycle(exe, act, fp, recs)
+        if recs is None and inline(exe, tool):
+            # The hot path: a fresh effect whose call runs right here, no machine to drive
+            # unless the call was refused (then the machine goes on from the refusal).
+            life.first()
+            state = life.answered(call_inline(tool, key, act.live))
+            if isinstance(state, Done):
+                return state.value
+            return drive(exe, life.flow(state), tool, key, act.live)
         if tool.is_async:
-            return drive_async(exe, machine, tool, key, act.live)
-        return drive(exe, machine, tool, key, act.live)
+            return drive_async(exe, life.flow(), tool, key, act.live)
+        return drive(exe, life.flow(), tool, key, act.live)
 
     def _key_for(self, step: int, tool: Tool[Any], key: str | None, decision: Decision[Any] | None) -> str:
         """The effect's key: as named, else derived from its decision, else from its step."""

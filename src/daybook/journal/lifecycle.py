@@ -106,9 +106,11 @@ class EffectLifecycle:
         self.attempt = 1
         self.intent_at = 0.0
 
-    def flow(self) -> Generator[Op, Reply, Any]:
-        """Run the machine from wherever the journal left this effect to a settled outcome."""
-        state = self._start()
+    def flow(self, state: str | Done | None = None) -> Generator[Op, Reply, Any]:
+        """Run the machine from wherever the journal left this effect (or from `state`, where
+        `first` and `answered` left it) to a settled outcome."""
+        if state is None:
+            state = self._start()
         while not isinstance(state, Done):
             if state == "call":
                 state = yield from self._call()
@@ -178,6 +180,18 @@ class EffectLifecycle:
     def _call(self) -> Steps:
         reply = yield ("call", self.tool.retry.timeout or 0.0)
         assert reply is not None
+        return self.answered(reply)
+
+    # -- the hot path: a fresh effect whose call the caller makes itself, no driver ------------
+
+    def first(self) -> None:
+        """A fresh effect's first move (`start` with no rows): its intent is written; the call
+        comes next."""
+        self._start()
+
+    def answered(self, reply: tuple[str, Any]) -> str | Done:
+        """What the call's reply (`("ok", value)` or `("err", exc)`) settles, or the state to
+        go on from (`flow(state)`)."""
         tag, value = reply
         if tag == "ok":
             return self._confirmed(value)

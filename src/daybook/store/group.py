@@ -84,9 +84,20 @@ class GroupCommit:
         """A write with nobody committing and nobody waiting (one run writing alone): it is
         committed at once by its own thread, as a batch of one would be, without the job, the
         queue and the wake-up lock a batch needs. Writers that queued meanwhile lead next."""
-        job = _Solo(fn, atomic)
         try:
-            self._commit([job])
+            if atomic:
+                job = _Solo(fn, atomic)
+                self._commit([job])
+                if job.error is not None:
+                    raise job.error
+                return job.result
+            self.commits += 1
+            self.writes += 1
+            if self._guard is not None:
+                self._guard()  # raising refuses the write, as it refuses a batch
+            return fn(self._conn)  # one statement: a transaction of its own
+        except UnicodeEncodeError as exc:
+            raise unencodable(exc, "SQLite") from exc
         finally:
             with self._lock:
                 nxt = self._queue[0] if self._queue else None
@@ -94,11 +105,6 @@ class GroupCommit:
                     self._leading = False
             if nxt is not None:
                 nxt.wake.release()  # leadership passes on; `_leading` stays set
-        if job.error is not None:
-            if isinstance(job.error, UnicodeEncodeError):
-                raise unencodable(job.error, "SQLite") from job.error
-            raise job.error
-        return job.result
 
     def _lead(self) -> None:
         with self._lock:

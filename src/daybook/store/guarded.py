@@ -122,6 +122,11 @@ class GuardedStore:
         return self.inner.create_run(sealed, self._event_in(first))
 
     def append(self, event: Event) -> None:
+        cover = self._cover
+        data = event.data
+        if self.codec is None and cover is not None and not cover.live and ENVELOPE not in data:
+            self.inner.append(event)  # the hot path: nothing to scrub or encode (`_in`)
+            return
         self.inner.append(self._event_in(event))
 
     def finish(
