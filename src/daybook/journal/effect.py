@@ -132,7 +132,7 @@ class Effects(Facet):
             # The hot path: a fresh effect whose call runs right here, no machine to drive
             # unless the call was refused (then the machine goes on from the refusal).
             life.first()
-            state = life.answered(call_inline(tool, key, act.live))
+            state = life.answered(call_inline(exe, tool, key, act.live))
             if isinstance(state, Done):
                 return state.value
             return drive(exe, life.flow(state), tool, key, act.live)

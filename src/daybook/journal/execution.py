@@ -58,6 +58,8 @@ class Liveness(Protocol):
     # Set while a tool that declares `cancel` runs: handed the retractions (inbox id, target,
     # who) the heartbeat sees, to stop the call when one names it.
     in_flight: Callable[[list[tuple[int, str, str]]], None] | None
+    # Set while a call with no timeout runs (tool, run, key, when it began): a hung one is logged.
+    calling: tuple[str, str, str, float] | None
 
     def stop(self) -> None: ...
 
