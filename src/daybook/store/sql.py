@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
-from . import retention
+from . import retention, run_page
 from .dialect import Db, Dialect, Write
 from .rows import (
     EVENT_COLUMNS,
@@ -80,6 +80,8 @@ _OPEN_EFFECTS = (
     "ON e.run_id = last.run_id AND e.seq = last.seq "
     "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
 )
+# The VALUES tuple of one journal row, repeated for a multi-row insert (`append_batch`).
+_EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
 _INSERT_TX = (
     f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
 )
@@ -148,6 +150,20 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         sql = f"SELECT {self._run_cols} FROM daybook_runs{where} ORDER BY created_at DESC, run_id LIMIT %s"
         return runs_from_rows(self._read(sql, (*args, limit)), self.damage)
 
+    def runs_page(self, filters: dict[str, Any], limit: int, offset: int = 0) -> list[RunInfo]:
+        where, params = run_page.where(filters, self.dialect.position)
+        sql = (
+            f"SELECT {self._run_cols} FROM daybook_runs{where} {run_page.ORDER} "
+            "LIMIT %(limit)s OFFSET %(offset)s"
+        )
+        rows = self._read(sql, {**params, "limit": limit, "offset": offset})
+        return runs_from_rows(rows, self.damage)
+
+    def run_counts(self, filters: dict[str, Any]) -> dict[str, int]:
+        where, params = run_page.where(filters, self.dialect.position)
+        rows = self._read(f"SELECT status, COUNT(*) FROM daybook_runs{where} GROUP BY status", params)
+        return {str(r[0]): int(r[1]) for r in rows}
+
     def _changed(self, sql: str, params: tuple[Any, ...]) -> bool:
         return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
 
@@ -215,6 +231,31 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 raise
             raise conflict_error(event, on_key) from None
 
+    def append_batch(self, events: list[Event]) -> None:
+        # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
+        # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
+        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
+        params = tuple(p for e in events for p in event_params(e))
+
+        def write(db: Db) -> None:
+            db.execute(sql, params)
+
+        try:
+            try:
+                self._write(write, retry=False)
+            except StoreUnavailable:
+                # As `append`: the rows are one statement, so the last one tells for all.
+                if not self.dialect.heals:
+                    raise
+                if not self._landed(events[-1]):
+                    self._write(write, retry=False)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            # A key is an intent's (the last row: the held rows are outcomes); a seq, anyone's.
+            raise conflict_error(events[-1] if on_key else events[0], on_key) from None
+
     def _landed(self, event: Event) -> bool:
         sql = "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s"
         rows = self._read(sql, (event.run_id, event.seq))
@@ -250,9 +291,15 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         params = (status, dumps(error, f"run {run_id!r} error"), now, status, now, run_id, *allowed)
         return self._moved(update, params, event)
 
-    def load(self, run_id: str) -> list[Event]:
-        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
-        return events_from_rows(self._read(sql, (run_id,)))
+    def load(self, run_id: str, after: int = 0, until: int | None = None) -> list[Event]:
+        if after <= 0 and until is None:  # a whole journal: replay's hot path
+            sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
+            return events_from_rows(self._read(sql, (run_id,)))
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s AND seq > %s"
+        params: tuple[Any, ...] = (run_id, after)
+        if until is not None:
+            sql, params = sql + " AND seq <= %s", (*params, until)
+        return events_from_rows(self._read(sql + " ORDER BY seq", params))
 
     def events_of_kind(self, kind: str) -> list[Event]:
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq"
