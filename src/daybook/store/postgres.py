@@ -1,8 +1,9 @@
 """The PostgreSQL dialect (psycopg 3): the store for several processes or hosts.
 
 A lone write is one statement in autocommit mode (one round trip, one WAL flush with
-`synchronous_commit=on`); writes that must commit together run in one transaction. The
-connection heals when the server drops it (`postgres_link`). A `?schema=NAME` URL parameter
+`synchronous_commit=on`); so is a write whose statements depend on one another (a `chain`: one
+data-modifying WITH statement); other writes that must commit together run in one transaction.
+The connection heals when the server drops it (`postgres_link`). A `?schema=NAME` URL parameter
 keeps daybook's tables in their own schema (created if missing), so one database can hold
 several isolated books. Racing claims take different rows (SKIP LOCKED); epochs come from a
 sequence drawn under a transaction lock; a transaction that ends wakes waiters in every process
@@ -13,13 +14,13 @@ and replay must hand the workflow exactly the value the live run saw.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, redact_url
 from ..records import SCHEMA_VERSION
-from .dialect import Db, Dialect, Write
+from .dialect import Db, Dialect, Then, Write
 from .postgres_schema import migrate, schema_exists, stamp
 from .retention import Exec
 from .rows import check_version, foreign_tables
@@ -127,10 +128,22 @@ class PostgresDialect(Dialect):
             return None
         return getattr(exc.diag, "constraint_name", "") == "daybook_events_key"
 
-    def next_epoch(self, db: Db) -> int:
-        # Under a transaction lock, so epochs become visible in the order they are drawn.
-        db.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
-        return int(db.execute("SELECT nextval('daybook_epoch_seq')").fetchone()[0])
+    # Drawn under a transaction lock (taken first: OFFSET 0 keeps the subquery apart), so
+    # epochs become visible in the order they are drawn.
+    epoch_sql = (
+        "SELECT nextval('daybook_epoch_seq') FROM "
+        "(SELECT pg_advisory_xact_lock(hashtext(current_schema())) OFFSET 0) AS l"
+    )
+
+    def chain(self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then]) -> Any:
+        # One statement: the guard and each statement but the last are parts of a WITH (a
+        # data-modifying part runs once, whether or not anything reads it), so the chain is one
+        # round trip and one commit. Never retried: a lost answer leaves its fate unknown.
+        if not then:
+            return self.link.execute(guard, params, retry=False).fetchone()
+        parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({sql})" for i, (sql, _) in enumerate(then[:-1]))]
+        args = [*params, *(p for _, more in then for p in more)]
+        return self.link.execute(f"WITH {', '.join(parts)} {then[-1][0]}", args, retry=False).fetchone()
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)
