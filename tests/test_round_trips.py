@@ -79,13 +79,16 @@ def test_each_journal_write_is_one_round_trip(pg: PostgresStore) -> None:
     assert pg.load(run)[-1].data == {"value": {"tx_id": "tx-1"}, "epoch": epoch[0]}
     assert trips(pg, lambda: pg.tx_mark("tx-1", "committing", row(run, 5), NOW)) == 1
     assert trips(pg, lambda: pg.tx_mark("tx-1", "committed", row(run, 6), NOW)) == 1
+    pg.tx_begin("tx-2", run, '["a:b"]', 1, 0, row(run, 7, data={}), NOW)
+    # A commit with nothing to flush: its commit and end rows, with the header, in one write.
+    assert trips(pg, lambda: pg.tx_mark("tx-2", "committed", row(run, 9), NOW, row(run, 8))) == 1
     assert pg.tx_rows(run_id=run)[0][4] == "committed"
 
     assert trips(pg, lambda: pg.entity_claim("ent", "me", 10.0, NOW)) == 1
     assert trips(pg, lambda: pg.entity_record("ent", "me", "note", '{"x": 1}', NOW + 1)) == 1
     assert trips(pg, lambda: pg.entity_release("ent", "me", NOW + 2)) == 1
 
-    ended = Event(run_id=run, seq=7, kind="run_failed", step=None, name="wf", data={}, at=NOW)
+    ended = Event(run_id=run, seq=10, kind="run_failed", step=None, name="wf", data={}, at=NOW)
     assert trips(pg, lambda: pg.transition(run, ("running",), "failed", None, ended, NOW)) == 1
     run2 = "rt-2"
     pg.create_run(header(run2, "running", lease_owner="me"), started(run2))

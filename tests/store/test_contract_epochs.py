@@ -69,6 +69,24 @@ def test_a_header_ends_once_with_its_row_and_wakes_waiters(store: Store, new_run
     assert store.tx_rows(open_only=True) == []
 
 
+def test_a_header_passes_a_status_with_both_rows_in_one_write(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    new_run("r1")
+    _begin(store, "t1", "r1", 2)
+    store.append(row("r1", 4))  # the end row's seq is taken: neither row is written
+    with pytest.raises(LeaseLost):
+        store.tx_mark("t1", "committed", row("r1", 4, name="tx:end"), NOW, row("r1", 3, name="tx:commit"))
+    assert [e.seq for e in store.load("r1")] == [1, 2, 4]
+    assert store.tx_rows()[0][4] == "open"
+    commit, end = row("r1", 3, name="tx:commit"), row("r1", 5, name="tx:end")
+    assert store.tx_mark("t1", "committed", end, NOW, commit)
+    assert [e.name for e in store.load("r1")][1:] == ["tx:begin", "tx:commit", "s4", "tx:end"]
+    assert store.tx_rows()[0][4] == "committed"
+    assert not store.tx_mark("t1", "aborted", row("r1", 7, name="tx:end"), NOW, row("r1", 6, name="tx:abort"))
+    assert len(store.load("r1")) == 5
+
+
 def test_a_begin_whose_row_cannot_be_written_leaves_no_header(
     store: Store, new_run: Callable[..., str]
 ) -> None:

@@ -30,7 +30,7 @@ from .tx_signal import PgTxSignal, TxSignal
 try:
     import psycopg
 
-    from .postgres_link import Link
+    from .postgres_link import Link, Links
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
 
@@ -81,10 +81,10 @@ class PostgresDialect(Dialect):
         self.dsn, self.url, self.read_only = url, redact_url(url), read_only
         self.conninfo, self.schema = _split(url)
         try:
-            self.link = Link(self.conninfo, self.schema, read_only=read_only)
+            self.links = Links(self.conninfo, self.schema, read_only=read_only)
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {self.url}: {_without(str(exc).strip(), url)}") from None
-        self._retrying, self._once = _Once(self.link, True), _Once(self.link, False)
+        self.link = self.links.first  # opening, migrations and the administration's own calls
         try:
             self._open()
         except psycopg.errors.UndefinedColumn as exc:
@@ -115,13 +115,15 @@ class PostgresDialect(Dialect):
         return f" FOR UPDATE{' OF ' + of if of else ''} SKIP LOCKED"
 
     def read(self, sql: str, params: Any = ()) -> list[Any]:
-        return self.link.execute(sql, params).fetchall()
+        with self.links.take() as link:
+            return link.execute(sql, params).fetchall()
 
     def write(self, fn: Write[T], atomic: bool = False, retry: bool = True) -> T:
-        if not atomic:
-            return fn(self._retrying if retry else self._once)
-        with self.link.transaction() as db:  # never retried: a lost COMMIT's fate is unknown
-            return fn(db)
+        with self.links.take() as link:
+            if not atomic:
+                return fn(_Once(link, retry))
+            with link.transaction() as db:  # never retried: a lost COMMIT's fate is unknown
+                return fn(db)
 
     def conflict(self, exc: BaseException) -> bool | None:
         if not isinstance(exc, psycopg.errors.UniqueViolation):
@@ -139,11 +141,12 @@ class PostgresDialect(Dialect):
         # One statement: the guard and each statement but the last are parts of a WITH (a
         # data-modifying part runs once, whether or not anything reads it), so the chain is one
         # round trip and one commit. Never retried: a lost answer leaves its fate unknown.
-        if not then:
-            return self.link.execute(guard, params, retry=False).fetchone()
-        parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({sql})" for i, (sql, _) in enumerate(then[:-1]))]
-        args = [*params, *(p for _, more in then for p in more)]
-        return self.link.execute(f"WITH {', '.join(parts)} {then[-1][0]}", args, retry=False).fetchone()
+        sql, args = guard, params
+        if then:
+            parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
+            sql, args = f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
+        with self.links.take() as link:
+            return link.execute(sql, args, retry=False).fetchone()
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)
@@ -156,7 +159,8 @@ class PostgresDialect(Dialect):
         return {str(r[0]) for r in self.read(sql, (table,))}
 
     def role(self) -> str | None:
-        row = self.link.execute("SELECT current_user").fetchone()
+        with self.links.take() as link:
+            row = link.execute("SELECT current_user").fetchone()
         return str(row[0]) if row else ""
 
     def claim_in_queue(self, db: Db, queue: str, sql: str, params: dict[str, Any]) -> Any:
@@ -169,11 +173,11 @@ class PostgresDialect(Dialect):
         return cur.fetchone()
 
     def gc(self, work: Callable[[Exec], T], dry_run: bool) -> T:
-        with self.link.transaction() as db:
+        with self.links.take() as link, link.transaction() as db:
             return work(db.execute)
 
     def close(self) -> None:
-        self.link.close()
+        self.links.close()
 
 
 class PostgresStore(SqlStore):

@@ -9,6 +9,10 @@ connection (same conninfo, same `search_path`) and:
 If the server cannot be reached yet, `StoreUnavailable` is raised and the next call tries again.
 Encoding refusals (`DataError`: a NUL in text, bad Unicode) become `NotSerializable`: the value
 is at fault, never the store.
+
+A handle holds its links in `Links`: one at first, another opened only when a thread finds every
+one busy (threads of one process writing at once), so their commits overlap and the server
+flushes them to its WAL together instead of one after another on one socket.
 """
 
 from __future__ import annotations
@@ -138,6 +142,61 @@ class Link:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class Links:
+    """A handle's links, taken one per call: `first` at once (its errors are the caller's to
+    report), more on demand up to `most`; past that a call waits for one to be free."""
+
+    def __init__(self, conninfo: str, schema: str | None, read_only: bool = False, most: int = 16) -> None:
+        self._args = (conninfo, schema, read_only)
+        self.first = Link(conninfo, schema, read_only=read_only)
+        self._idle = [self.first]
+        self._all = [self.first]
+        self._count = 1
+        self._most = most
+        self._free = threading.Condition()
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[Link]:
+        """A link no other thread is using, for the block (the one used last, when free)."""
+        link = self._get()
+        try:
+            yield link
+        finally:
+            with self._free:
+                self._idle.append(link)
+                self._free.notify()
+
+    def _get(self) -> Link:
+        with self._free:
+            if self._idle:
+                return self._idle.pop()
+            grow = self._count < self._most
+            if grow:
+                self._count += 1
+            else:
+                self._free.wait_for(lambda: bool(self._idle))
+                return self._idle.pop()
+        try:
+            link = Link(*self._args[:2], read_only=self._args[2])
+        except psycopg.Error:
+            # The server refuses another connection (its limit, or it is down): share the ones
+            # there are (a link heals itself when next used).
+            with self._free:
+                self._count -= 1
+                self._free.wait_for(lambda: bool(self._idle))
+                return self._idle.pop()
+        with self._free:
+            self._all.append(link)
+        return link
+
+    def close(self) -> None:
+        with self._free:
+            links = list(self._all)
+        for link in links:
+            with contextlib.suppress(Exception):
+                link.close()
 
 
 def _brief(exc: BaseException) -> str:

@@ -330,8 +330,10 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         event.data["epoch"] = epoch
         return epoch
 
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        changed = self._moved(mark_sql("%s"), (status, now, tx_id), event)
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
+        then = [(EVENT_FROM_G, event_params(e)) for e in (before, event) if e is not None]
+        update = mark_sql("%s") + " RETURNING 1"
+        changed = self._chained(event, update, (status, now, tx_id), "ok", then) is not None
         if status in TX_ENDED:
             self._tx_signal.bump()  # this handle's waiters look again at once
         return changed
