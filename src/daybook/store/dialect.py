@@ -64,14 +64,17 @@ class Dialect(ABC):
         """None unless `exc` is a uniqueness refusal of a journal insert; else whether it was on
         the idempotency key (DuplicateKey) rather than the seq (LeaseLost)."""
 
-    def chain(self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then]) -> Any:
-        """One atomic write, never retried: `guard` (a statement returning at most one row, its
+    def chain(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], retry: bool = False
+    ) -> Any:
+        """One atomic write: `guard` (a statement returning at most one row, its
         columns named `names`), then, only if it returned a row, each statement of `then` in
         order, reading that row as table `g` (`... SELECT ... FROM g`, `... IN (SELECT x FROM
         g)`). Returns the last statement's row (each of `then` but the last may return none;
         the last needs RETURNING), the guard's row if `then` is empty, or None if the guard
         returned none and nothing was written. Statements of `then` do not see one another's
-        rows (on PostgreSQL they are parts of one statement, sharing its snapshot).
+        rows (on PostgreSQL they are parts of one statement, sharing its snapshot). `retry`: the
+        chain may be sent again if the connection dropped under it (it changes nothing twice).
 
         Here: statement by statement in one transaction, the row given to each as `g` by a
         VALUES list (SQLite)."""
@@ -87,7 +90,7 @@ class Dialect(ABC):
                 row = db.execute(prefix + sql, (*g, *more)).fetchone()
             return row
 
-        return self.write(write, atomic=True, retry=False)
+        return self.write(write, atomic=True, retry=retry)
 
     # The statement that allocates the next transaction epoch, returning it as one column: totally
     # ordered, and a smaller one never becomes visible after a larger one (run as a chain's guard).

@@ -137,16 +137,18 @@ class PostgresDialect(Dialect):
         "(SELECT pg_advisory_xact_lock(hashtext(current_schema())) OFFSET 0) AS l"
     )
 
-    def chain(self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then]) -> Any:
+    def chain(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], retry: bool = False
+    ) -> Any:
         # One statement: the guard and each statement but the last are parts of a WITH (a
         # data-modifying part runs once, whether or not anything reads it), so the chain is one
-        # round trip and one commit. Never retried: a lost answer leaves its fate unknown.
+        # round trip and one commit. Unless `retry`, a lost answer leaves its fate unknown.
         sql, args = guard, params
         if then:
             parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
             sql, args = f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
         with self.links.take() as link:
-            return link.execute(sql, args, retry=False).fetchone()
+            return link.execute(sql, args, retry=retry).fetchone()
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)

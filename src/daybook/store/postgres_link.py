@@ -18,6 +18,7 @@ flushes them to its WAL together instead of one after another on one socket.
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -82,7 +83,7 @@ class Link:
             return self._execute(sql, params, retry)
 
     def _execute(self, sql: str, params: Any, retry: bool) -> psycopg.Cursor[Any]:
-        conn = self.conn
+        conn = self.conn if retry else self._idle_checked()
         try:
             return conn.execute(sql, params)
         except _ENCODING as exc:
@@ -100,6 +101,26 @@ class Link:
             return conn.execute(sql, params)
         except _ENCODING as exc:
             raise unencodable(exc, "PostgreSQL") from None
+
+    def _idle_checked(self) -> psycopg.Connection[Any]:
+        """The connection for a statement that is never sent twice, healed first if the server
+        closed it while it was idle (a restart, an idle kill): then nothing of the statement was
+        sent, so it may go on the new connection. Seen without waiting: the server's farewell, or
+        the end of the stream, is already readable on an idle socket."""
+        conn = self.conn
+        try:
+            readable = bool(select.select([conn.pgconn.socket], [], [], 0)[0])
+        except (OSError, ValueError, psycopg.Error):
+            readable = True  # no socket to look at: let libpq say what it is
+        if not readable:
+            return conn
+        try:
+            conn.pgconn.consume_input()
+        except psycopg.OperationalError as exc:
+            return self._heal(conn, exc)
+        if conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
+            return self._heal(conn, psycopg.OperationalError("the server closed the connection"))
+        return conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:

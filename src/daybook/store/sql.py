@@ -119,11 +119,19 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         # A read-only handle may read a store from before the queue columns (schema v11).
         self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
 
-    def _chained(self, event: Event | None, guard: str, params: Any, names: str, then: Sequence[Then]) -> Any:
+    def _chained(
+        self,
+        event: Event | None,
+        guard: str,
+        params: Any,
+        names: str,
+        then: Sequence[Then],
+        retry: bool = False,
+    ) -> Any:
         """The dialect's `chain` (one round trip on PostgreSQL); a unique violation on the
         journal row `event` says whose fault it is (DuplicateKey or LeaseLost)."""
         try:
-            return self.dialect.chain(guard, params, names, then)
+            return self.dialect.chain(guard, params, names, then, retry)
         except Exception as exc:
             on_key = None if event is None else self.dialect.conflict(exc)
             if on_key is None or event is None:
@@ -141,7 +149,9 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     def create_run(self, info: RunInfo, first: Event) -> bool:
         then = [(EVENT_FROM_G, event_params(first))]
         guard = _INSERT_RUN + " RETURNING run_id"
-        return self._chained(None, guard, run_params(info), "run_id", then) is not None
+        # Safe to send again: a header already there (this very call's, had its answer been
+        # lost) inserts nothing, and the caller then claims the run it finds.
+        return self._chained(None, guard, run_params(info), "run_id", then, retry=True) is not None
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self._read(f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = %s", (run_id,))

@@ -40,7 +40,13 @@ class _Part:
         _write: Callable[..., Any]
 
         def _chained(
-            self, event: Event | None, guard: str, params: Any, names: str, then: Sequence[Then]
+            self,
+            event: Event | None,
+            guard: str,
+            params: Any,
+            names: str,
+            then: Sequence[Then],
+            retry: bool = False,
         ) -> Any: ...
 
         def _changed(self, sql: str, params: Any) -> bool: ...
