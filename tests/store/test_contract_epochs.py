@@ -56,6 +56,37 @@ def test_epochs_drawn_by_racing_handles_are_all_different(
     assert [r[2] for r in store.tx_rows()] == sorted(epochs)
 
 
+def test_threads_of_one_handle_begin_at_once_and_only_the_refused_one_fails(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    # Begins sent at once may share one commit (group commit): a refused one (its journal
+    # row's seq is taken) fails alone, and the others are all written.
+    for n in range(8):
+        new_run(f"r{n}")
+    store.append(row("r0", 2))
+    epochs: dict[int, int] = {}
+    refused: list[int] = []
+    ready = threading.Barrier(8)
+
+    def begin(n: int) -> None:
+        ready.wait()
+        try:
+            epochs[n] = _begin(store, f"t{n}", f"r{n}", 2)
+        except LeaseLost:
+            refused.append(n)
+
+    threads = [threading.Thread(target=begin, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert refused == [0] and sorted(epochs) == list(range(1, 8))
+    assert len(set(epochs.values())) == 7
+    assert sorted((r[2], r[0]) for r in store.tx_rows()) == sorted((e, f"t{n}") for n, e in epochs.items())
+    for n, epoch in epochs.items():
+        assert store.load(f"r{n}")[-1].data["epoch"] == epoch
+
+
 def test_a_header_ends_once_with_its_row_and_wakes_waiters(store: Store, new_run: Callable[..., str]) -> None:
     new_run("r1")
     _begin(store, "t1", "r1", 2)

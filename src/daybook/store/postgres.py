@@ -30,6 +30,7 @@ from .tx_signal import PgTxSignal, TxSignal
 try:
     import psycopg
 
+    from .postgres_group import StatementGroup
     from .postgres_link import Link, Links
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
@@ -85,6 +86,7 @@ class PostgresDialect(Dialect):
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {self.url}: {_without(str(exc).strip(), url)}") from None
         self.link = self.links.first  # opening, migrations and the administration's own calls
+        self.group = StatementGroup(self.links)
         try:
             self._open()
         except psycopg.errors.UndefinedColumn as exc:
@@ -147,8 +149,7 @@ class PostgresDialect(Dialect):
         if then:
             parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
             sql, args = f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
-        with self.links.take() as link:
-            return link.execute(sql, args, retry=retry).fetchone()
+        return self.group.run(sql, args, retry)  # with others' at once: one commit (postgres_group)
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -121,6 +121,35 @@ class Link:
         if conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
             return self._heal(conn, psycopg.OperationalError("the server closed the connection"))
         return conn
+
+    def batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Statements in one transaction, sent together: one round trip and one commit (a
+        pipeline: BEGIN, each statement, COMMIT, one Sync). Each one's first row (None if it
+        returns none). Never sent twice: a connection lost under it raises `StoreUnavailable`;
+        any other error leaves nothing of it written."""
+        with self._turn:
+            conn = self._idle_checked()
+            try:
+                try:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        cursors = [conn.execute(sql, params) for sql, params in statements]
+                        conn.execute("COMMIT")
+                finally:
+                    if not _lost(conn) and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")  # a statement failed: the rest never ran
+                return [cur.fetchone() if cur.description else None for cur in cursors]
+            except _ENCODING as exc:
+                raise unencodable(exc, "PostgreSQL") from None
+            except psycopg.OperationalError as exc:
+                if not _lost(conn):
+                    raise
+                self._heal(conn, exc)
+                raise StoreUnavailable(
+                    f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
+                    "it is re-established, but whether the transaction committed is unknown"
+                ) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
