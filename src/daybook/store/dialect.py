@@ -13,7 +13,8 @@ consistency check, and gc's housekeeping.
 A write whose statements depend on one another (insert a journal row only if the header moved)
 is a `chain`: a guard statement, then statements that read the guard's row as table `g`. The
 base runs it statement by statement in one transaction (SQLite: a round trip costs nothing);
-PostgreSQL sends it as one statement (data-modifying WITH), one round trip and one commit.
+PostgreSQL sends it as one statement (data-modifying WITH), one round trip and one commit,
+batched with the chains other threads of the handle send at once (`postgres_group`).
 """
 
 from __future__ import annotations
