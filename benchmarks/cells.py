@@ -16,11 +16,18 @@ Kinds, and what `seconds` covers:
   whole `book.resume()`, which also reads the journal and commits the run's end, is the extra
   `resume_us_per_step`); `resume_inproc` is opening the store plus `book.resume()`, so "from a
   process that has the code loaded to the run's result". No warm-up: a resume is a new process.
-- daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL`,
-  timed from spawn to exit (interpreter start, imports, resume, printing the result). Its peak RSS
-  is the `wait4` max RSS of that process (this launcher is smaller, so the figure is the child's).
+- daybook_resume_wall: a launcher. Same writer, then `python -m daybook resume RUN --db URL --app
+  noop_app.py`, timed from spawn to exit (interpreter start, imports, resume, printing the
+  result). Its peak RSS is the `wait4` max RSS of that process (this launcher is smaller, so the
+  figure is the child's).
 - peer_replay: a launcher for peer_dbos.py / peer_langgraph.py: `crash`, then `recover`, timed
   from spawn to the result line (`resume_wall`) next to the body time the peer process reports.
+- daybook_settle: goal 2 of issue 28: `book.run(...)` of N no-op effects of a tool daybook
+  settles by itself (settle_app.py: a status query by key, idempotent), SQLite. First an untimed
+  run of min(N, 200) steps with a statement trace on the store's connections counts the write
+  transactions per step (a BEGIN..COMMIT, or a write outside one, is one commit); then a warm-up
+  and the timed run, untraced. Extra: `commits_per_step`, `deferred` (fewer than 1.5 commits per
+  step: the outcome commit rides with the next intent) and `deferral` (how it was asked for).
 - hook: runs `measure(quick)` (and `targets(rows)` if present) of an optional module such as
   benchmarks/concurrency.py, isolated in this process.
 
@@ -97,6 +104,84 @@ def daybook_fresh(spec: Spec) -> Result:
         return _timed(run_once, spec)
 
 
+class _CommitCounter:
+    """Counts write transactions on every sqlite3 connection opened while it is installed, from
+    the statement trace (each statement may be traced twice in a row: counted once)."""
+
+    WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.on = False
+        self._open = False
+        self._last = ""
+
+    def trace(self, statement: str) -> None:
+        if not self.on or statement == self._last:
+            return
+        self._last = statement
+        head = statement.lstrip()[:8].upper()
+        if head.startswith("BEGIN"):
+            self._open = True
+        elif head.startswith(("COMMIT", "END")):
+            self._open = False
+            self.commits += 1
+        elif head.startswith(self.WRITES) and not self._open:
+            self.commits += 1  # autocommit: a write outside a transaction commits by itself
+
+
+def daybook_settle(spec: Spec) -> Result:
+    import sqlite3
+
+    counter = _CommitCounter()
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(counter.trace)
+        return conn
+
+    import settle_app
+
+    from daybook import Daybook
+
+    options = settle_app.defer_options(Daybook)
+    asked = [f"tool({k}=True)" for k in settle_app.TOOL_OPTIONS] + [f"Daybook({k}=True)" for k in options]
+    calibrate = min(spec["n"], 200)
+    sqlite3.connect = traced  # type: ignore[assignment]
+    try:
+        with Daybook(spec["url"], **options) as book:
+            book.run(settle_app.bench_settle_steps, 2, run_id=uuid.uuid4().hex)
+            counter.on = True
+            book.run(settle_app.bench_settle_steps, calibrate, run_id=uuid.uuid4().hex)
+            counter.on = False
+    finally:
+        sqlite3.connect = connect  # type: ignore[assignment]
+    per_step = counter.commits / calibrate
+
+    def run_once(n: int) -> float:
+        start = time.perf_counter()
+        result = book.run(settle_app.bench_settle_steps, n, run_id=uuid.uuid4().hex)
+        seconds = time.perf_counter() - start
+        if result != {"steps": n}:
+            raise RuntimeError(f"daybook run returned {result!r}")
+        return seconds
+
+    workdir = Path(spec["workdir"])
+    with Daybook(f"sqlite:///{workdir / 'settle.db'}?synchronous={spec['sync']}", **options) as book:
+        result = _timed(run_once, spec, "settle")
+    deferred = per_step < 1.5
+    how = ", ".join(asked) or "the tool profile alone, a status query and idempotent"
+    deferral = (
+        f"deferred outcome commit in effect, asked by {how}"
+        if deferred
+        else f"no option or tool profile deferred the outcome commit (tried: {how})"
+    )
+    extra = {"commits_per_step": per_step, "deferred": deferred, "deferral": deferral}
+    result["samples"][0]["extra"] = extra
+    return result
+
+
 # -- replay after a crash ----------------------------------------------------------------------
 
 
@@ -145,7 +230,9 @@ def daybook_resume(spec: Spec) -> Result:
 
 def daybook_resume_wall(spec: Spec) -> Result:
     run_id = _crash_daybook_run(spec)
-    cmd = [sys.executable, "-m", "daybook", "resume", run_id, "--db", spec["url"]]
+    # --app: daybook imports no code named by the store, so the command names the workflow's script.
+    app = str(HERE / "noop_app.py")
+    cmd = [sys.executable, "-m", "daybook", "resume", run_id, "--db", spec["url"], "--app", app]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)
@@ -201,6 +288,8 @@ def peer_replay(spec: Spec) -> Result:
 
 def hook(spec: Spec) -> Result:
     module = importlib.import_module(spec["module"])
+    if not callable(getattr(module, "measure", None)):
+        return {"rows": [], "targets": [], "missing": f"benchmarks/{spec['module']}.py has no measure(quick)"}
     rows = module.measure(spec["quick"])
     targets = module.targets(rows) if hasattr(module, "targets") else []
     return {"rows": rows, "targets": targets}
@@ -211,6 +300,7 @@ KINDS: dict[str, Callable[[Spec], Result]] = {
     "floor_sqlite": floor_sqlite,
     "floor_pg": floor_pg,
     "daybook_fresh": daybook_fresh,
+    "daybook_settle": daybook_settle,
     "daybook_replay": daybook_replay,
     "daybook_resume": daybook_resume,
     "daybook_resume_wall": daybook_resume_wall,

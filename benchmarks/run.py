@@ -28,10 +28,18 @@ RSS (MB), `ratio_to_floor` against the floor of the same durability measured in 
 WAL FULL floor), and for peers `vs_daybook` = peer µs per step / daybook µs per step for the same
 measure and comparable durability (> 1: daybook is faster). A "targets" section follows.
 
-Optional modules by other authors: if benchmarks/concurrency.py or benchmarks/workers.py exists,
-its `measure(quick) -> list[dict]` runs (in a child process) after the cells above; its rows are
-printed and written with the rest, and so are the lines of its `targets(rows)` if it has one
-(strings such as "PASS  ...", or dicts with `status` and `text`).
+Optional modules by other authors: if benchmarks/concurrency.py, workers.py, tx.py, web.py or
+mcp_proxy.py exists, its `measure(quick) -> list[dict]` runs (in a child process) after the cells
+above; its rows are printed and written with the rest, and so are the lines of its
+`targets(rows)` if it has one (strings such as "PASS  ...", or dicts with `status` and `text`).
+
+Last, "goals of issue 28" (benchmarks/goals.py): every goal of the issue as PASS, MISS or NOT
+MEASURED with its figures and its ratio to the bound, from the rows above, the optional modules'
+rows and the Atomix tables' JSON (--atomix-json, benchmarks/results/atomix.json by default). A
+goal whose module is absent, lacks `measure`, failed or skipped its row is NOT MEASURED with
+why, never PASS. Goal 2 is read from the `settle` cell (SQLite FULL, N = 1,000 only): a tool
+daybook settles by itself (status query, idempotent); the cell counts the store's commits per
+step, and the goal is NOT MEASURED while no option or tool profile defers the outcome commit.
 """
 
 from __future__ import annotations
@@ -55,11 +63,14 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import HERE, ChildFailed, fs_type, run_child, scratch_dir, with_schema
+from goals import Goal, Hook, judge, summary
 
 DEFAULT_JSON = HERE / "results" / "run.json"
+DEFAULT_ATOMIX = HERE / "results" / "atomix.json"
 DEFAULT_PG = os.environ.get("DAYBOOK_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 WARMUP_STEPS = 200
-HOOKS = ("concurrency", "workers")
+HOOKS = ("concurrency", "workers", "tx", "web", "mcp_proxy")
+SETTLE_N = 1_000  # goal 2's settle-by-itself cell runs at this N only
 PEER_MODULES = {"dbos": ("dbos",), "langgraph": ("langgraph", "langgraph.checkpoint.sqlite")}
 PEER_PINS = {"dbos": "dbos==3.4.0", "langgraph": "langgraph==1.2.22 langgraph-checkpoint-sqlite==3.1.2"}
 VERSIONS_OF = (
@@ -123,6 +134,8 @@ def cells(pg_durability: str) -> list[Cell]:
         floor_system = FLOOR_OF[klass]
         out.append(Cell(floor_system, backend, durability, klass, floor_kind, ("floor",), sync=sync))
         out.append(Cell("daybook", backend, durability, klass, "daybook_fresh", ("fresh",), sync=sync))
+        if klass == SQLITE_FULL:  # goal 2: a tool daybook settles by itself, beside the plain step
+            out.append(Cell("daybook", backend, durability, klass, "daybook_settle", ("settle",), sync=sync))
     for backend, durability, klass, _, sync in stores:
         out += [
             Cell(
@@ -161,7 +174,7 @@ class Acc:
     n: int
     seconds: list[float] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
-    extras: list[dict[str, float]] = field(default_factory=list)
+    extras: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
 
@@ -237,7 +250,7 @@ def plan(quick: bool) -> dict[int, tuple[int, int]]:
 def measure_all(bench: Bench, quick: bool, skip: dict[str, str], pg_durability: str) -> None:
     for n, (runs, peer_runs) in plan(quick).items():
         todo = [(c, peer_runs if c.is_peer else runs) for c in cells(pg_durability)]
-        todo = [(c, r) for c, r in todo if r > 0]
+        todo = [(c, r) for c, r in todo if r > 0 and (c.kind != "daybook_settle" or n == SETTLE_N)]
         for cell, _ in todo:
             reason = skip.get(cell.system) or (
                 skip.get("postgresql") if cell.backend == "postgresql" else None
@@ -264,16 +277,21 @@ def measure_all(bench: Bench, quick: bool, skip: dict[str, str], pg_durability: 
 # -- rows ----------------------------------------------------------------------------------------
 
 
-def _extra_summary(extras: list[dict[str, float]]) -> dict[str, float]:
+def _extra_summary(extras: list[dict[str, Any]]) -> dict[str, Any]:
     keys = {k for e in extras for k in e}
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     for k in sorted(keys):
         values = [e[k] for e in extras if k in e]
-        out[k] = max(values) if k == "reexecuted" else statistics.median(values)
+        if not all(isinstance(v, int | float) for v in values):
+            out[k] = values[0]  # a word or a flag: the runs of one cell agree on it
+        elif k == "reexecuted":
+            out[k] = max(values)
+        else:
+            out[k] = statistics.median(values)
     return out
 
 
-MEASURE_ORDER = {"floor": 0, "fresh": 0, "replay": 1, "resume_inproc": 2, "resume_wall": 3}
+MEASURE_ORDER = {"floor": 0, "fresh": 0, "settle": 0, "replay": 1, "resume_inproc": 2, "resume_wall": 3}
 
 
 def to_rows(bench: Bench, pg_durability: str) -> list[dict[str, Any]]:
@@ -327,7 +345,7 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
         us = r["us_per_step"]
         if us is None:
             continue
-        if r["measure"] == "fresh" and r["class"] in FLOOR_OF:
+        if r["measure"] in ("fresh", "settle") and r["class"] in FLOOR_OF:
             floor = _find(rows, FLOOR_OF[r["class"]], r["class"], "floor", r["n"])
             if floor and floor["us_per_step"]:
                 r["floor"] = f"{floor['system']} {floor['durability']}, 2 commits/step"
@@ -364,6 +382,8 @@ def _note(r: dict[str, Any]) -> str:
         parts.append(f"re-ran {r['reexecuted']:.0f}")
     if "resume_us_per_step" in r:
         parts.append(f"whole resume {fmt_us(r['resume_us_per_step'])} us/step")
+    if "commits_per_step" in r:
+        parts.append(f"{r['commits_per_step']:.2f} commits/step; {r.get('deferral', '')}")
     if "invoke_us_per_step" in r:
         parts.append(f"invoke {r['invoke_us_per_step']:.0f} us/step")
     if r["errors"]:
@@ -403,6 +423,9 @@ def print_table(rows: list[dict[str, Any]], quick: bool) -> None:
 def print_hook_rows(hooks: list[dict[str, Any]]) -> None:
     shown = {"system", "backend", "measure", "n", "us_per_step", "skipped", "reason", "source"}
     for hook in hooks:
+        if hook.get("missing"):
+            print(f"\nfrom benchmarks/{hook['module']}.py: nothing ({hook['missing']})")
+            continue
         print(f"\nfrom benchmarks/{hook['module']}.py ({hook['wall_s']:.0f} s)")
         for r in hook["rows"]:
             head = f"{r.get('system', '?'):<9} {r.get('backend', '?'):<10} {r.get('measure', '?'):<20}"
@@ -575,26 +598,56 @@ def hook_targets(hook: dict[str, Any]) -> list[Target]:
 
 
 def run_hooks(quick: bool, pg: str) -> list[dict[str, Any]]:
+    """Each optional module's rows and target lines; an absent module, or one without
+    `measure(quick)`, is listed with `missing` saying so (its goals print NOT MEASURED)."""
     hooks = []
     for module in HOOKS:
         if not (HERE / f"{module}.py").exists():
+            missing = f"benchmarks/{module}.py does not exist"
+            hooks.append({"module": module, "rows": [], "targets": [], "wall_s": 0.0, "missing": missing})
             continue
         started = time.perf_counter()
         spec = json.dumps({"module": module, "quick": quick})
         env = {**os.environ, "DAYBOOK_BENCH_PG": pg}
         print(f"[hook] benchmarks/{module}.py measure(quick={quick}) ...", file=sys.stderr)
+        missing = None
         try:
             result = run_child([sys.executable, str(HERE / "cells.py"), "hook", spec], env=env)
             rows, targets = list(result.get("rows") or []), list(result.get("targets") or [])
+            missing = result.get("missing")
         except CHILD_ERRORS as exc:
-            reason = f"benchmarks/{module}.py failed: {exc}"
-            rows, targets = [{"system": module, "measure": "hook", "skipped": True, "reason": reason}], []
+            missing = (
+                f"benchmarks/{module}.py failed: {str(exc).strip().splitlines()[-1] if str(exc) else exc!r}"
+            )
+            rows, targets = [{"system": module, "measure": "hook", "skipped": True, "reason": missing}], []
         for r in rows:
             r.setdefault("source", f"benchmarks/{module}.py")
         hooks.append(
-            {"module": module, "rows": rows, "targets": targets, "wall_s": time.perf_counter() - started}
+            {
+                "module": module,
+                "rows": rows,
+                "targets": targets,
+                "wall_s": time.perf_counter() - started,
+                "missing": missing,
+            }
         )
     return hooks
+
+
+def judge_goals(
+    rows: list[dict[str, Any]], hooks: list[dict[str, Any]], quick: bool, atomix_json: Path
+) -> list[Goal]:
+    """The goals of issue 28 from this run's rows, the modules' rows and the Atomix JSON."""
+    by_module = {h["module"]: Hook(h["module"], h["rows"], h.get("missing")) for h in hooks}
+    try:
+        atomix = json.loads(atomix_json.read_text())
+    except (OSError, ValueError):
+        atomix = None
+    try:
+        source = str(atomix_json.resolve().relative_to(HERE.parent))
+    except ValueError:
+        source = str(atomix_json)
+    return judge(rows, by_module, atomix, quick=quick, cores=os.cpu_count() or 1, atomix_source=source)
 
 
 def probe_postgres(url: str, wanted: bool) -> tuple[str | None, str]:
@@ -652,6 +705,10 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def _load(avg: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in avg) + f" on {os.cpu_count()} cores"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N=1,000 only, 3 runs per cell (a minute or two)")
@@ -661,12 +718,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg", default=DEFAULT_PG, help=f"PostgreSQL URL (default {DEFAULT_PG})")
     ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL rows")
     ap.add_argument(
-        "--no-hooks", action="store_true", help="do not run benchmarks/concurrency.py, workers.py"
+        "--no-hooks",
+        action="store_true",
+        help="do not run the optional modules (concurrency, workers, tx, web, mcp_proxy)",
+    )
+    ap.add_argument(
+        "--atomix-json",
+        type=Path,
+        default=DEFAULT_ATOMIX,
+        help=f"the Atomix tables' results goal 6 is judged on ({DEFAULT_ATOMIX.name}; "
+        "python benchmarks/atomix/run.py writes it)",
     )
     ap.add_argument("--dir", default=None, help="parent of the scratch directory (default: TMPDIR)")
     args = ap.parse_args(argv)
 
     started = time.perf_counter()
+    load_at_start = os.getloadavg()  # the figures depend on what else the machine runs
     pg_skip, pg_sync = probe_postgres(args.pg, not args.no_postgres)
     skip = peer_skips()
     if pg_skip:
@@ -695,7 +762,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\ntargets")
     for t in targets:
         print(t.line() if t.source == "run.py" else f"{t.line()}  [{t.source}.py]")
+    goals = judge_goals(rows, hooks, args.quick, args.atomix_json)
+    print(f"\ngoals of issue 28 ({summary(goals)})")
+    for g in goals:
+        print(g.line())
+    load_at_end = os.getloadavg()
     print(f"\nwall time {wall:.0f} s (cells {cells_wall:.0f} s); scratch files on {scratch_fs}")
+    print(f"load average (1/5/15 min) at the start {_load(load_at_start)}, at the end {_load(load_at_end)}")
 
     meta = {
         "mode": "quick" if args.quick else "full",
@@ -712,12 +785,15 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": wall,
         "cells_wall_s": cells_wall,
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_at_start": list(load_at_start),
+        "load_at_end": list(load_at_end),
     }
     doc = {
         "meta": meta,
         "rows": rows,
-        "hooks": [{k: h[k] for k in ("module", "rows", "wall_s")} for h in hooks],
+        "hooks": [{k: h.get(k) for k in ("module", "rows", "wall_s", "missing")} for h in hooks],
         "targets": [{"status": t.status, "text": t.text, "source": t.source} for t in targets],
+        "goals": [g.as_json() for g in goals],
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -112,5 +112,7 @@ DEFINITIONS = [
     "faults: injected faults (Bernoulli(fp) per call attempt at the tool boundary; `pre`: nothing "
     "applied, `post`: applied, reply lost); retries: call attempts beyond the first; recovered: "
     "faults on calls that eventually completed",
-    "CI: 95% percentile bootstrap over runs (10,000 resamples, fixed seed); n: runs",
+    "CI: 95%; for a share of runs (success %, corruption %) the exact Clopper-Pearson interval of "
+    "k of n (never a single point at 0/n or n/n); for totals and means the percentile bootstrap over "
+    "runs (10,000 resamples, fixed seed); n: runs",
 ]
