@@ -19,6 +19,10 @@ Rows:
   PostgreSQL (each a fresh database file or schema; each run a new run id), timed around
   `book.run(...)`, so the run's start and finish records are included. `x floor` divides by the
   floor of the same backend and durability.
+- daybook settled: the same workflow with `settled_noop`, a no-op whose unknown daybook settles
+  by itself (a status query that answers Confirmed): its outcome is committed with the next
+  step's intent (one fsync per step, issue 28 goal 2), so `x floor` is against the same
+  two-commit floor (target <= 0.6). With daybook before the deferral it commits twice like `write`.
 - daybook replay: a child process runs the same workflow and SIGKILLs itself after its last
   effect; a fresh `Daybook` handle then times `book.resume(run_id)`, which loads the journal,
   replays the N recorded steps without calling the tool, and completes the run. Reported per
@@ -69,6 +73,7 @@ DEFAULT_JSON = HERE / "results" / "journal_cost.json"
 DEFAULT_PG = os.environ.get("DAYBOOK_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 DAYBOOK_SCHEMA = "bench_daybook"
 REPLAY_SCHEMA = "bench_daybook_replay"
+SETTLED_SCHEMA = "bench_daybook_settled"
 
 # Set only in the `--child-crash` process: the workflow then dies right after its last effect.
 _CRASH_AFTER_EFFECTS = False
@@ -79,10 +84,17 @@ def noop(i: int, idempotency_key: str) -> dict[str, Any]:
     return {"ok": True, "i": i}
 
 
+@daybook.tool(reconcile=lambda key, args: daybook.Confirmed({"ok": True, "i": args["i"]}))
+def settled_noop(i: int, idempotency_key: str) -> dict[str, Any]:
+    """A no-op whose unknown daybook settles by itself (its status query answers Confirmed)."""
+    return {"ok": True, "i": i}
+
+
 @daybook.workflow
-def noop_steps(ctx: Context, n: int) -> dict[str, int]:
+def noop_steps(ctx: Context, n: int, settled: bool = False) -> dict[str, int]:
+    tool = settled_noop if settled else noop
     for i in range(n):
-        ctx.effect(noop, i=i)
+        ctx.effect(tool, i=i)
     if _CRASH_AFTER_EFFECTS:
         os.kill(os.getpid(), signal.SIGKILL)
     return {"steps": n}
@@ -137,7 +149,7 @@ def to_rows(benches: list[Bench], n: int) -> list[dict[str, Any]]:
             "skipped": b.skip_reason is not None,
             "reason": b.skip_reason,
         }
-        floor = floors.get(b.key) if b.measure in ("floor", "write") else None
+        floor = floors.get(b.key) if b.measure in ("floor", "write", "settled") else None
         if floor is not None:
             row["floor"] = floor.label
             floor_us = _median_us(floor, n)
@@ -188,12 +200,12 @@ def python_floor(n: int) -> Sampler:
 # -- daybook ------------------------------------------------------------------------------------
 
 
-def daybook_write(url: str, n: int) -> tuple[Sampler, Callable[[], None]]:
+def daybook_write(url: str, n: int, settled: bool = False) -> tuple[Sampler, Callable[[], None]]:
     book = Daybook(url)
 
     def once() -> float:
         start = time.perf_counter()
-        result = book.run(noop_steps, n, run_id=uuid.uuid4().hex)
+        result = book.run(noop_steps, n, settled, run_id=uuid.uuid4().hex)
         elapsed = time.perf_counter() - start
         if result != {"steps": n}:
             raise RuntimeError(f"daybook run on {url} returned {result!r}")
@@ -251,7 +263,7 @@ def probe_postgres(url: str, wanted: bool) -> tuple[str | None, str]:
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             row = conn.execute("SHOW synchronous_commit").fetchone()
-            for schema in (FLOOR_SCHEMA, DAYBOOK_SCHEMA, REPLAY_SCHEMA):
+            for schema in (FLOOR_SCHEMA, DAYBOOK_SCHEMA, REPLAY_SCHEMA, SETTLED_SCHEMA):
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     except psycopg.Error as exc:
         return f"PostgreSQL unreachable at {url}: {str(exc).strip().splitlines()[0]}", "?"
@@ -262,7 +274,7 @@ def drop_pg_schemas(url: str) -> None:
     if psycopg is None:
         return
     with contextlib.suppress(psycopg.Error), psycopg.connect(url, autocommit=True) as conn:
-        for schema in (FLOOR_SCHEMA, DAYBOOK_SCHEMA, REPLAY_SCHEMA):
+        for schema in (FLOOR_SCHEMA, DAYBOOK_SCHEMA, REPLAY_SCHEMA, SETTLED_SCHEMA):
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
@@ -275,16 +287,20 @@ def build(n: int, workdir: Path, pg_url: str, pg_skip: str | None, pg_sync: str)
         url = f"sqlite:///{workdir / f'daybook_{sync.lower()}.db'}?synchronous={sync.lower()}"
         replay_url = url.replace("daybook_", "replay_")
         write, close = daybook_write(url, n)
+        settled, settled_close = daybook_write(url.replace("daybook_", "settled_"), n, settled=True)
         benches += [
             Bench("sqlite3", "sqlite", "floor", f"synchronous={sync}",
                   once=sqlite_floor(workdir / f"floor_{sync.lower()}.db", sync, n)),
             Bench("daybook", "sqlite", "write", f"synchronous={sync}", once=write, close=close),
+            Bench("daybook", "sqlite", "settled", f"synchronous={sync}", once=settled,
+                  close=settled_close),
             Bench("daybook", "sqlite", "replay", f"synchronous={sync}",
                   once=daybook_replay(replay_url, n)),
         ]
     pg = [
         Bench("psycopg", "postgresql", "floor", f"synchronous_commit={pg_sync}"),
         Bench("daybook", "postgresql", "write", f"synchronous_commit={pg_sync}"),
+        Bench("daybook", "postgresql", "settled", f"synchronous_commit={pg_sync}"),
         Bench("daybook", "postgresql", "replay", f"synchronous_commit={pg_sync}"),
     ]
     if pg_skip is not None:
@@ -293,7 +309,8 @@ def build(n: int, workdir: Path, pg_url: str, pg_skip: str | None, pg_sync: str)
     else:
         pg[0].once = pg_floor(pg_url, n)
         pg[1].once, pg[1].close = daybook_write(with_schema(pg_url, DAYBOOK_SCHEMA), n)
-        pg[2].once = daybook_replay(with_schema(pg_url, REPLAY_SCHEMA), n)
+        pg[2].once, pg[2].close = daybook_write(with_schema(pg_url, SETTLED_SCHEMA), n, settled=True)
+        pg[3].once = daybook_replay(with_schema(pg_url, REPLAY_SCHEMA), n)
     return benches + pg
 
 

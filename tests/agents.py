@@ -338,3 +338,10 @@ def household(ctx: Context, cap: float, spends: list[float]) -> list[Any]:
         except daybook.StepFailed as exc:
             out.append(str(exc))
     return out
+
+
+@daybook.workflow
+def payments_with(ctx: Context, bank: str, count: int, tool: str) -> list[str]:
+    """count payments through `tool` (pay, pay_idem or pay_blind); returns the bank's ids."""
+    chosen = {"pay": pay, "pay_idem": pay_idem, "pay_blind": pay_blind}[tool]
+    return [ctx.effect(chosen, bank=bank, n=n)["id"] for n in range(count)]

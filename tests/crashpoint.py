@@ -69,19 +69,46 @@ def kill_at_call(
 
 
 def kill_at_journal_write(book: daybook.Daybook, argv: list[str]) -> None:
-    """Honour `--kill-before KIND:N` / `--kill-after KIND:N` in argv: die around the N-th journal
-    row of KIND this process writes ('any' counts every kind)."""
+    """Honour `--kill-before KIND:N` / `--kill-after KIND:N` in argv: die just before (or after)
+    the commit that makes the N-th journal row of KIND this process writes durable ('any' counts
+    every kind). A row held back for the run's next row (`defer_outcomes`) becomes durable in
+    that row's commit (`store.append_batch`): its rows count there, one by one, in order."""
     for flag in ("--kill-before", "--kill-after"):
         spec = take(argv, flag)
         if spec is None:
             continue
         kind, n = spec.rsplit(":", 1)
-        book.store.append = kill_at_call(  # type: ignore[method-assign]
-            book.store.append,
-            int(n),
-            before=flag == "--kill-before",
-            counts=lambda event, kind=kind: kind in ("any", event.kind),
-        )
+        _kill_around_rows(book.store, kind, int(n), before=flag == "--kill-before")
+
+
+def _kill_around_rows(store: Any, kind: str, n: int, before: bool) -> None:
+    seen = 0
+    lock = threading.Lock()  # parallel runs write the journal from many threads
+
+    def hit(events: list[Any]) -> bool:
+        nonlocal seen
+        with lock:
+            for event in events:
+                if kind in ("any", event.kind):
+                    seen += 1
+                    if seen == n:
+                        return True
+        return False
+
+    def wrap(real: Callable[..., Any], rows: Callable[[Any], list[Any]]) -> Callable[..., Any]:
+        def wrapper(arg: Any) -> Any:
+            mine = hit(rows(arg))
+            if mine and before:
+                die()
+            out = real(arg)
+            if mine and not before:
+                die()
+            return out
+
+        return wrapper
+
+    store.append = wrap(store.append, lambda event: [event])
+    store.append_batch = wrap(store.append_batch, list)
 
 
 def report(run: Callable[[], Any]) -> None:

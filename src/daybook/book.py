@@ -97,6 +97,12 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     `approvers_file`: the approvers file, outside the store, whose public keys verdicts and
     operators' acts are checked against (else `$DAYBOOK_APPROVERS_FILE`, else beside a SQLite
     store or under ~/.config/daybook/approvers for PostgreSQL; see `gates.roster`).
+    `defer_outcomes`: True (default) commits the confirmed outcome of a tool whose unknown
+    daybook settles by itself (`reconcile=`, or `idempotent=True`) with the run's next journal
+    row: one commit (one fsync) per such effect step instead of two. A crash in between leaves
+    the step's intent without its outcome, which its status query or same-key re-send settles
+    on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
+    committed on its own before the workflow goes on.
     """
 
     def __init__(
@@ -112,6 +118,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         codec: PayloadCodec | None = None,
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
+        defer_outcomes: bool = True,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -132,6 +139,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
             context=Context,
             park=on_error == "park",
             gate_irreversible=policy,
+            defer_outcomes=bool(defer_outcomes),
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)

@@ -44,6 +44,23 @@ def test_a_taken_seq_is_a_lost_lease_and_a_reused_key_a_duplicate_key(
     assert [e.seq for e in store.load("r1")] == [1, 2]
 
 
+def test_a_batch_of_rows_commits_all_or_none(store: Store, new_run: Callable[..., str]) -> None:
+    """`append_batch`: a held outcome and the run's next row in one transaction (one fsync)."""
+    new_run("r1")
+    store.append(row("r1", 2, kind="intent", key="k-1", data={"args": {}}))
+    store.append_batch(
+        [row("r1", 3, kind="outcome", status="confirmed"), row("r1", 4, kind="intent", key="k-2")]
+    )
+    assert [e.seq for e in store.load("r1")] == [1, 2, 3, 4]
+    # A reused key on the last row: neither row lands, and the refusal names the key.
+    with pytest.raises(DuplicateKey):
+        store.append_batch([row("r1", 5, kind="outcome"), row("r1", 6, kind="intent", key="k-1")])
+    # A taken seq on the last row: the first row, free, does not land either.
+    with pytest.raises(LeaseLost):
+        store.append_batch([row("r1", 5, kind="outcome"), row("r1", 4, name="other")])
+    assert [e.seq for e in store.load("r1")] == [1, 2, 3, 4]
+
+
 def test_finish_records_the_end_with_its_row_only_for_the_lease_holder(
     store: Store, new_run: Callable[..., str]
 ) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import JSON
-from ..store.secrets import concealer_for, reveal_all
+from ..store.secrets import reveal_all
 from .execution import Execution
 from .tool import Tool
 
@@ -50,7 +50,7 @@ def conceal(exe: Execution, tool: Tool[Any], args: dict[str, Any]) -> tuple[dict
     `Secret` and each argument the tool names in `secrets=` as its keyed digest; and whether
     anything was concealed (the tool then receives `live(args)`, revealed only when it runs: a
     replayed secret is withheld)."""
-    stored, hidden = concealer_for(exe.store).conceal(args, tool.secrets)
+    stored, hidden = exe.cover().conceal(args, tool.secrets)
     assert isinstance(stored, dict)
     return stored, hidden
 

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from ..errors import BudgetExceeded, StepFailed, TimedOut, WorkflowFailed
 from ..records import JSON, Event, Kind, Status, Why
-from ..store.secrets import SEALED, concealer_for, withheld
+from ..store.secrets import SEALED, withheld
 from . import keys, strict
 from .execution import check_step_json, error_info, step_fingerprint
 from .facet import Facet
@@ -104,7 +104,7 @@ class Decisions(Facet):
         """
         exe = self._exe
         step = exe.alloc()
-        cover = concealer_for(exe.store)
+        cover = exe.cover()
         fp = step_fingerprint(cover.conceal({"args": list(args), "kwargs": kwargs})[0], step, name)
         recs = exe.expect(step, Kind.DECISION, name, fp)
         if recs is not None:
@@ -166,7 +166,7 @@ class Decisions(Facet):
         self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None
     ) -> Decision[Any]:
         # A secret in the value is journaled as its digest; the workflow keeps the live value.
-        stored, hidden = concealer_for(self._exe.store).conceal(value)
+        stored, hidden = self._exe.cover().conceal(value)
         check_step_json(stored, f"step {step} decision {name!r} value")
         data: dict[str, Any] = {"value": stored, SEALED: True} if hidden else {"value": stored}
         if why is not None:

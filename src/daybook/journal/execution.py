@@ -4,6 +4,13 @@ It owns the recorded steps not yet replayed, the next step and sequence numbers,
 write path into the journal (`append`), which turns every store failure into a `Stop` the
 runtime understands. Step arguments are fingerprinted here so replay can tell a changed call.
 
+Deferred outcomes (one fsync per effect step, `RunSettings.defer_outcomes`): a confirmed outcome
+whose tool settles its own unknown (a status query, an idempotent re-send) may be held back
+(`append(defer=True)`) and committed with the run's next row (`store.append_batch`). The held
+rows are the journal's tail: every later row carries them, and any other use of `exe.store` and
+every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
+without an outcome, which that profile settles on resume (docs/stores.md).
+
 Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
 its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
 `at_live`, `release`, `consume`, `branch`), and the runner fixes how it behaves once, as
@@ -24,18 +31,17 @@ from typing import Any, Protocol
 from ..errors import (
     ConfigError,
     DaybookError,
-    DuplicateKey,
     LeaseLost,
     NeedsAttention,
     NonDeterminismError,
     NotSerializable,
-    StoreUnavailable,
     TimedOut,
 )
-from ..records import Event, Kind, check_json, fingerprint, safe_text, shown
+from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, safe_text, shown
 from ..store import Store
+from ..store.secrets import Concealer, concealer_for
 from . import keys
-from .stop import Pause, Stop
+from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
@@ -80,6 +86,10 @@ class RunSettings:
     deadline: float | None = None
     # How a wait in this process sleeps (replay: not at all).
     sleep: Callable[[float], None] = _SLEEP
+    # `Daybook(defer_outcomes=)`: a confirmed outcome the tool's profile settles by itself if
+    # lost is committed with the run's next row (see the module docstring). Off unless the
+    # runner turns it on: an execution built elsewhere has no exit path that would flush it.
+    defer_outcomes: bool = False
 
 
 class BranchCut(DaybookError):
@@ -117,7 +127,10 @@ class Execution:
         read_only: bool = False,
         settings: RunSettings | None = None,
     ) -> None:
-        self.store = store
+        self._store = store
+        # Confirmed outcomes held back for the run's next write (`append(defer=True)`).
+        self._pending: list[Event] = []
+        self._defers = bool(settings is not None and settings.defer_outcomes and not read_only)
         self.read_only = read_only
         self.run_id = run_id
         self.heartbeat = heartbeat
@@ -155,6 +168,19 @@ class Execution:
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
         self._note_inbox(events)
+
+    @property
+    def store(self) -> Store:
+        """The run's store. Whoever uses it may write or read what another process depends on,
+        so the outcomes held back for the next row are written first (`flush`)."""
+        if self._pending:
+            self.flush()
+        return self._store
+
+    def cover(self) -> Concealer:
+        """The store's concealer, without flushing held outcomes (the hot path conceals the next
+        act's arguments before its intent, which carries them)."""
+        return concealer_for(self._store)
 
     @property
     def steps(self) -> Mapping[int, list[Event]]:
@@ -231,8 +257,19 @@ class Execution:
     # -- journal writes -----------------------------------------------------------------------
 
     def append(
-        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+        self,
+        kind: Kind,
+        step: int | None,
+        name: str,
+        *,
+        write: Writer | None = None,
+        defer: bool = False,
+        **fields: Any,
     ) -> Event:
+        """Write one journal row. `write`: a facet's store method that writes it with a row of
+        its own (the held outcomes are written first, on their own). `defer`: a confirmed
+        outcome its tool's profile settles by itself if lost: held back and committed with the
+        next row, when the runner allows it (`RunSettings.defer_outcomes`)."""
         if self.read_only:
             raise Stop(
                 NonDeterminismError(
@@ -242,8 +279,7 @@ class Execution:
                 ),
                 True,
             )
-        if self.heartbeat is not None and self.heartbeat.lost:
-            raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
+        self._fenced()
         if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
             raise _bad_name(self.run_id, step, name, fields.get("key"))
         ev = Event(
@@ -255,39 +291,55 @@ class Execution:
             at=self.clock(),
             **fields,
         )
-        try:
-            (write or self.store.append)(ev)
-        except LeaseLost as exc:
-            raise Stop(exc, False) from None
-        except DuplicateKey as exc:
-            raise Stop(exc, True) from None
-        except NotSerializable as exc:
-            # A value or a name the store cannot encode: the step that produced it is at fault,
-            # not the store. Park the run for a person; a retry would produce it again.
-            raise Stop(
-                NotSerializable(
-                    f"run {self.run_id!r} step {step} ({ev.kind} {name!r}) cannot be journaled: "
-                    f"{exc}. The run is parked; fix the code that produced it, then "
-                    f"`daybook resume {self.run_id}`"
-                ),
-                True,
-            ) from None
-        except Exception as exc:
-            # The store is unreachable or broken: stop as a crash would (no terminal status the
-            # store could not record anyway); resume goes on from the last durable row.
-            raise Stop(
-                StoreUnavailable(
-                    f"run {self.run_id!r}: the journal write for seq {ev.seq} ({ev.kind} "
-                    f"{ev.name!r}) failed: {type(exc).__name__}: {exc}. The run stopped where "
-                    "the journal ends; fix the store, then `daybook resume` it"
-                ),
-                False,
-                release=True,
-            ) from exc
+        pending = self._pending
+        if pending and write is not None:
+            self.flush()
+        if defer and self._defers and self._holdable(ev):
+            pending.append(ev)
+        elif pending:
+            # The held outcomes and this row in one transaction (one fsync): all or none.
+            self._written(ev, lambda row: self._store.append_batch([*pending, row]))
+            pending.clear()
+        else:
+            self._written(ev, write or self._store.append)
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
         self._next_seq += 1
         return ev
+
+    def flush(self) -> None:
+        """Write the outcomes held back for the run's next row now, on their own (a use of the
+        store that is not a journal row, an exit path). Fenced like any row: never written
+        without the lease (the heartbeat's word, then the journal's unique seq)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._fenced()
+        if len(pending) == 1:
+            self._written(pending[0], self._store.append)
+        else:
+            self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
+        pending.clear()
+
+    def _holdable(self, ev: Event) -> bool:
+        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at
+        the step that produced it, not with the next row); written at once if it is large enough
+        that a codec's envelope could take it over the limit there."""
+        size: list[int] = []
+        self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
+        return size[0] <= MAX_PAYLOAD // 2
+
+    def _fenced(self) -> None:
+        if self.heartbeat is not None and self.heartbeat.lost:
+            raise Stop(LeaseLost(f"run {self.run_id!r}: lease lost; stopped before writing"), False)
+
+    def _written(self, ev: Event, write: Writer) -> None:
+        """`write(ev)`, a store failure turned into the `Stop` the runtime understands."""
+        try:
+            write(ev)
+        except Exception as exc:
+            stop = write_failed(self.run_id, ev, exc)
+            raise stop from (exc if stop.release else None)
 
     def id_of(self, step: int) -> str:
         """The id of the decision (or the default key of the effect) made at `step`."""
@@ -465,8 +517,10 @@ class Execution:
         """A speculation's branch: a cursor over the same journal (its recorded steps, keys and
         inbox state shared with this one), writing its own steps from `first_step`, its rows
         serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
+        self.flush()  # the branches write their rows in parallel: none carries this cursor's
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)
+        twin._pending, twin._defers = [], False
         twin._next_step = first_step
         twin._parent = self
         twin._lock = lock
@@ -489,14 +543,21 @@ class _Branch(Execution):
         self._cut_thread = thread
 
     def append(
-        self, kind: Kind, step: int | None, name: str, *, write: Writer | None = None, **fields: Any
+        self,
+        kind: Kind,
+        step: int | None,
+        name: str,
+        *,
+        write: Writer | None = None,
+        defer: bool = False,
+        **fields: Any,
     ) -> Event:
         if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
             raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
         with self._lock:
             self._next_seq = self._parent._next_seq
             try:
-                return super().append(kind, step, name, write=write, **fields)
+                return super().append(kind, step, name, write=write, defer=defer, **fields)
             finally:
                 self._parent._next_seq = self._next_seq
 

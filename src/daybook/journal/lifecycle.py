@@ -27,6 +27,12 @@ method, and this table is every transition:
 
 Past the dedup window the key proves nothing, so a question goes by the counterparty's own
 reference (`lookup`) when one is known, and nothing is re-sent on a guess.
+
+A confirmed outcome of a tool whose unknown settles itself (it has a status query, or is
+idempotent: re-sent under the same key) is written with `defer`: the cursor may commit it with
+the run's next row (`Execution.append`). Lost in a crash, it is the `start` row above: an
+intent without an outcome, settled by that same status query or re-send. Outside transactions
+only, and never a failed outcome (a lost failure could be re-sent and succeed).
 """
 
 from __future__ import annotations
@@ -101,6 +107,8 @@ class EffectLifecycle:
         self.poll_at: float | None = None
         self.attempt = 1
         self.intent_at = 0.0
+        # Whether a confirmed outcome may ride with the run's next row (the module docstring).
+        self.defers = self.tx is None and (act.tool.reconcile is not None or act.tool.idempotent)
 
     def flow(self) -> Generator[Op, Reply, Any]:
         """Run the machine from wherever the journal left this effect to a settled outcome."""
@@ -216,7 +224,15 @@ class EffectLifecycle:
         try:
             check_json(stored, f"step {self.step} {self.tool.name!r} result")
             books = self._books(reveal_all(value))
-            self._write(Kind.OUTCOME, self.attempt, Status.CONFIRMED, result=stored, **seal, **books)
+            self._write(
+                Kind.OUTCOME,
+                self.attempt,
+                Status.CONFIRMED,
+                result=stored,
+                defer=self.defers,
+                **seal,
+                **books,
+            )
         except NotSerializable as exc:
             raise self._unjournalable(exc) from None
         except Stop as stop:
@@ -337,6 +353,7 @@ class EffectLifecycle:
                 Status.CONFIRMED,
                 result=stored,
                 resolved_by=op,
+                defer=self.defers,
                 **seal,
                 **self._books(reveal_all(value), ref),
             )
@@ -399,7 +416,7 @@ class EffectLifecycle:
         as the journal keeps it (secrets as digests), and the row's mark when it holds one."""
         if self.tool.secret_result and not isinstance(value, Secret):
             value = Secret(value)
-        stored, hidden = concealer_for(self.exe.store).conceal(value)
+        stored, hidden = self.exe.cover().conceal(value)
         return value, stored, ({SEALED: True} if hidden else {})
 
     def _books(self, result: Any, ref: Any = None) -> dict[str, Any]:
@@ -422,7 +439,9 @@ class EffectLifecycle:
                 books["cost"] = {"unknown": f"cost= raised {type(exc).__name__}: {exc}"}
         return books
 
-    def _write(self, kind: Kind, attempt: int, status: Status | None = None, **data: Any) -> Event:
+    def _write(
+        self, kind: Kind, attempt: int, status: Status | None = None, defer: bool = False, **data: Any
+    ) -> Event:
         if kind == Kind.ATTEMPT or status in (Status.UNKNOWN, Status.FAILED):
             # Operators read these; confirmed outcomes (the hot path) are not logged.
             log.warning(
@@ -444,6 +463,7 @@ class EffectLifecycle:
             attempt=attempt,
             fp=self.fp,
             data=data if self.tx is None else {**data, "tx": self.tx},
+            defer=defer,
         )
 
     def _attention(self, why: str, error: DaybookError | None = None) -> Stop:

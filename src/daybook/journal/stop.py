@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DaybookError, RunPaused, Suspended
+from ..errors import (
+    DaybookError,
+    DuplicateKey,
+    LeaseLost,
+    NotSerializable,
+    RunPaused,
+    StoreUnavailable,
+    Suspended,
+)
+from ..records import Event
 
 
 class Stop(BaseException):
@@ -62,3 +71,33 @@ class Rerun(BaseException):
     """Run the workflow body again from its start, replaying the journal just written (a
     transaction aborted and retries under a fresh epoch: a `with` block cannot run its body
     twice, so the body is reached again by replay, and the aborted attempt is skipped)."""
+
+
+def write_failed(run_id: str, ev: Event, exc: Exception) -> Stop:
+    """What a failed journal write of `ev` means for the run: a lost lease stops it quietly; a
+    reused key, or a value or name the store cannot encode, parks it for a person (the step that
+    produced it is at fault, and a retry would produce it again); anything else is the store
+    unreachable or broken: stop as a crash would, the lease given back, resumable from the last
+    durable row."""
+    if isinstance(exc, LeaseLost):
+        return Stop(exc, False)
+    if isinstance(exc, DuplicateKey):
+        return Stop(exc, True)
+    if isinstance(exc, NotSerializable):
+        return Stop(
+            NotSerializable(
+                f"run {run_id!r} step {ev.step} ({ev.kind} {ev.name!r}) cannot be journaled: "
+                f"{exc}. The run is parked; fix the code that produced it, then "
+                f"`daybook resume {run_id}`"
+            ),
+            True,
+        )
+    return Stop(
+        StoreUnavailable(
+            f"run {run_id!r}: the journal write for seq {ev.seq} ({ev.kind} {ev.name!r}) failed: "
+            f"{type(exc).__name__}: {exc}. The run stopped where the journal ends; fix the store, "
+            "then `daybook resume` it"
+        ),
+        False,
+        release=True,
+    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..journal.execution import Execution
-from ..journal.stop import ContinueAsNew
+from ..journal.stop import ContinueAsNew, Stop
 from ..records import Event, RunStatus
 from ..store import Store
 from .claim import Claims
@@ -72,6 +72,10 @@ def close_segment(claims: Claims, exe: Execution, wf: Workflow[Any], cont: Conti
     store, owner = claims.store, claims.owner
     new_id = next_segment(exe.run_id)
     try:
+        try:
+            exe.flush()  # the held outcomes before anything of the next segment
+        except Stop as stop:
+            raise stop.error from None
         # Created already leased to this process, so no worker takes it before we go on.
         info, first = new_run(wf, new_id, cont.args, cont.kwargs, owner=owner, lease_ttl=claims.lease_ttl)
         if not store.create_run(info, first):

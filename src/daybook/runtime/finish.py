@@ -42,6 +42,7 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
         check_json(result, f"run {exe.run_id!r} result")
     except DaybookError as exc:
         raise Stop(exc, True) from None
+    exe.flush()  # the held outcomes before the header says completed (a Stop: `fail` below)
     try:
         write_completed(store, owner, exe, result)
     except NotSerializable as exc:  # over the payload limit: refused before anything was written
@@ -51,6 +52,7 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
 
 def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> None:
     """The `run_completed` row and the header's final status, in one store call."""
+    exe.flush()
     done = Event(
         run_id=exe.run_id,
         seq=exe.next_seq,
@@ -71,6 +73,19 @@ def release_ended(store: Store, run_id: str, status: str) -> None:
         release_run(store, run_id, "daybook", f"run {run_id!r} {status}")
     except Exception:
         return
+
+
+def flushed(exe: Execution, exc: BaseException) -> BaseException:
+    """Write the outcomes the cursor held for its next row before the run's header moves (the
+    lease is given back, or the run ends). If that write fails (the lease was lost, the store
+    is down), how the run ended is that failure instead: no row is written after the missing
+    one (no gap in the seqs), and the run stays resumable (the held outcomes are then unknowns
+    its tools' profiles settle). A KeyboardInterrupt stays one: it only gives the lease back."""
+    try:
+        exe.flush()
+    except Stop as stop:
+        return stop if isinstance(exc, Exception | Stop) else exc
+    return exc
 
 
 # What a workflow raises on purpose ends its run as `failed`: a refusal it decided, an act that
@@ -110,6 +125,7 @@ def fail(
     as `needs_attention` when `park`, as Temporal retries a failed workflow task: a code fix
     and `daybook retry` continue it; otherwise it is `failed`."""
     stop_beat(exe)
+    exc = flushed(exe, exc)
     if isinstance(exc, NonDeterminismError):
         # The code is wrong for this run (strict mode, a changed body): not the run's failure.
         # Park it for a person, journal untouched, resumable after the fix.

@@ -47,8 +47,11 @@ class Runner:
         context: Callable[[Execution], Any],
         park: bool = True,
         gate_irreversible: bool | tuple[str, ...] = False,
+        defer_outcomes: bool = False,
     ) -> None:
         self.store = store
+        # `Daybook(defer_outcomes=)`: see `Execution` (one fsync per effect step).
+        self.defer_outcomes = defer_outcomes
         self.gate_irreversible = gate_irreversible
         self.lease_ttl = lease_ttl
         self.inline_wait = inline_wait
@@ -178,6 +181,7 @@ class Runner:
             parent_run=info.parent_run,
             spawn=self.drive_child,
             deadline=None if wf.timeout is None else info.created_at + wf.timeout,
+            defer_outcomes=self.defer_outcomes,
         )
         heartbeat = self.claims.heartbeat(info.run_id)
         return Execution(self.store, info.run_id, events, heartbeat, settings=settings), wf, info
@@ -250,6 +254,7 @@ class Runner:
 
     def _again(self, exe: Execution) -> Execution:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
+        exe.flush()  # the journal as it stands includes the outcomes held for the next row
         events = self.store.load(exe.run_id)
         return Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
 

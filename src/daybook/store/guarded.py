@@ -117,6 +117,9 @@ class GuardedStore:
     def append(self, event: Event) -> None:
         self.inner.append(self._event_in(event))
 
+    def append_batch(self, events: list[Event]) -> None:
+        self.inner.append_batch([self._event_in(e) for e in events])
+
     def finish(
         self,
         run_id: str,

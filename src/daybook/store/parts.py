@@ -49,6 +49,10 @@ class Journal(JournalReads, Protocol):
     def append(self, event: Event) -> None:
         """Commit one journal row durably; raises LeaseLost if the seq is taken, DuplicateKey."""
 
+    def append_batch(self, events: list[Event]) -> None:
+        """Commit consecutive journal rows of one run in one transaction, all or none (a held
+        outcome with the run's next row: one durable commit); raises as `append` does."""
+
     def finish(
         self,
         run_id: str,

@@ -83,9 +83,12 @@ _OPEN_EFFECTS = (
     "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
 )
 _ENDED = f"({', '.join(repr(str(s)) for s in sorted(TERMINAL))})"
+# The VALUES tuple of one journal row, repeated for a multi-row insert (`append_batch`).
+_EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
 # Statements of a `chain` (see `dialect`): each runs once for the guard's row `g`, if it has one.
-_EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index(" VALUES (") + len(" VALUES (") : -1]
-EVENT_FROM_G = f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES} FROM g RETURNING seq"
+EVENT_FROM_G = (
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
+)
 _EPOCH_TAIL = '"epoch":0}'
 _EPOCH_EVENT_FROM_G = EVENT_FROM_G.replace("%s::json", "(CAST(%s AS TEXT) || g.epoch || '}')::json", 1)
 _INSERT_TX = (
@@ -228,6 +231,31 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
             if on_key is None:
                 raise
             raise conflict_error(event, on_key) from None
+
+    def append_batch(self, events: list[Event]) -> None:
+        # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
+        # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
+        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
+        params = tuple(p for e in events for p in event_params(e))
+
+        def write(db: Db) -> None:
+            db.execute(sql, params)
+
+        try:
+            try:
+                self._write(write, retry=False)
+            except StoreUnavailable:
+                # As `append`: the rows are one statement, so the last one tells for all.
+                if not self.dialect.heals:
+                    raise
+                if not self._landed(events[-1]):
+                    self._write(write, retry=False)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            # A key is an intent's (the last row: the held rows are outcomes); a seq, anyone's.
+            raise conflict_error(events[-1] if on_key else events[0], on_key) from None
 
     def _landed(self, event: Event) -> bool:
         sql = "SELECT kind, name, at FROM daybook_events WHERE run_id = %s AND seq = %s"
