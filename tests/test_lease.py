@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 from conftest import killed, release_together, run_child, start_child
@@ -123,3 +124,41 @@ def _wait_for_intent(db_url: str, run_id: str) -> float:
                         return event.at
             time.sleep(0.02)
     raise AssertionError(f"run {run_id} never journaled an intent")
+
+
+def test_the_heartbeats_of_many_runs_share_one_thread_each_renewed_at_its_interval() -> None:
+    import threading
+
+    from daybook.runtime.lease import Beats, Heartbeat
+
+    beats = Beats()
+    renewed: dict[str, list[float]] = {"a": [], "b": [], "lost": []}
+    threads: set[int] = set()
+
+    def renew(name: str, ok: bool = True) -> Any:
+        def call() -> bool:
+            renewed[name].append(time.monotonic())
+            threads.add(threading.get_ident())
+            return ok
+
+        return call
+
+    before = threading.active_count()
+    a = Heartbeat(renew("a"), 0.05, beats=beats)
+    b = Heartbeat(renew("b"), 0.1, beats=beats)
+    lost = Heartbeat(renew("lost", ok=False), 0.05, beats=beats)
+    assert threading.active_count() <= before + 1  # one thread for all three
+    time.sleep(0.45)
+    a.stop()
+    stopped_at = len(renewed["a"])
+    time.sleep(0.15)
+    b.stop()
+    b.stop()  # stopping twice is harmless
+    assert len(threads) == 1 and threading.get_ident() not in threads
+    assert len(renewed["a"]) == stopped_at >= 4  # renewed every 0.05 s until stopped, then never
+    assert len(renewed["b"]) >= 3
+    assert lost.lost and len(renewed["lost"]) == 1  # a refused renewal ends its heartbeat
+    c = Heartbeat(renew("a"), 0.05, beats=beats)  # the thread takes new runs while it lives
+    time.sleep(0.2)
+    c.stop()
+    assert len(renewed["a"]) > stopped_at and len(threads) == 1

@@ -6,6 +6,7 @@ gives each committed row, and `daybook journal RUN --follow` prints the same str
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from conftest import HERE, wait_until
 from starlette.testclient import TestClient
-from webtools import csrf_of, web_server
+from webtools import csrf_of, serving, web_server
 
 import daybook
 from daybook import Daybook, RunStatus, Suspended
@@ -192,6 +193,60 @@ def test_the_live_stream_gives_each_row_after_it_commits(
     assert bank.stats()["executions_by_key"] == {"sre/1/pay/0": 1}
 
 
+def test_n_viewers_of_a_run_share_one_reader_and_each_gets_every_row_once_in_order(
+    gated_book: tuple[Daybook, str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book, token, _ = gated_book
+    last = book.journal("sre")[-1].seq
+    loads: list[int] = []
+    real = book.store.load
+
+    def load(run_id: str, after: int = 0, until: int | None = None) -> Any:
+        loads.append(after)
+        return real(run_id, after, until)
+
+    monkeypatch.setattr(book.store, "load", load)
+    app = build(book)
+    starts = [0, last, last, last - 1, last]  # viewers from different points
+    got: list[list[dict[str, Any]]] = [[] for _ in starts]
+
+    def listen(i: int) -> None:
+        url = f"{base}/runs/sre/events?after={starts[i]}"
+        with httpx.stream("GET", url, timeout=60) as resp:
+            kind = ""
+            for line in resp.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    got[i].append({"event": kind, **json.loads(line[6:])})
+
+    viewers = [threading.Thread(target=listen, args=(i,)) for i in range(len(starts))]
+    with serving(app) as base:
+        for v in viewers:
+            v.start()
+        wait_until(lambda: all(any(g["event"] == "status" for g in mine) for mine in got))
+        readers = app.state.readers
+        assert readers.started == 1 and list(readers.runs) == ["sre"]
+        assert len(readers.runs["sre"].viewers) == len(starts)
+        before = len(loads)
+        time.sleep(2.0)  # polls at 0.25 s: one reader reads about 8 times, not 8 per viewer
+        polled = len(loads) - before
+        assert 1 <= polled <= 12, polled
+        assert all(after >= last for after in loads[-polled:])  # only the rows after the last seen
+        book.approve("sre", "sre/1", approver="oncall", token=token, reason="ok")
+        book.resume("sre")
+        for v in viewers:
+            v.join(timeout=60)
+        assert not any(v.is_alive() for v in viewers)
+        wait_until(lambda: not readers.runs)  # the reader stops with its last viewer
+    final = real("sre")[-1].seq
+    for start, mine in zip(starts, got, strict=True):
+        seqs = [g["seq"] for g in mine if g["event"] == "row"]
+        assert seqs == list(range(start + 1, final + 1))  # every row, once, in order
+        assert [g["status"] for g in mine if g["event"] == "status"][-1] == RunStatus.COMPLETED
+    assert readers.started == 1
+
+
 def test_daybook_journal_follow_prints_rows_as_they_commit_until_the_run_ends(
     gated_book: tuple[Daybook, str, Any], db_url: str
 ) -> None:
@@ -218,6 +273,64 @@ def test_daybook_journal_follow_prints_rows_as_they_commit_until_the_run_ends(
 @daybook.workflow
 def many(ctx: daybook.Context, n: int) -> int:
     return sum(int(ctx.decide("step", lambda i=i: i).value) for i in range(n))
+
+
+@daybook.workflow
+def boom(ctx: daybook.Context, n: int) -> int:
+    raise ValueError("boom")
+
+
+@daybook.workflow
+def tally(ctx: daybook.Context, city: str) -> str:
+    return str(ctx.decide("tally", lambda: city).value)
+
+
+def test_the_runs_list_reads_one_page_and_the_counts_with_its_filters_and_pages(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Daybook(db_url) as book:
+        with pytest.raises(daybook.DaybookError):
+            book.run(boom, 1, run_id="bad")  # parked: another status in the counts; the oldest
+        parked = book.get_run("bad").status
+        for i in range(pages.PAGE * 2 + 10):  # and 110 more: pages of 50, 50 and 11
+            wf = echo if i % 2 else tally
+            book.run(wf, "Zürich" if i == 7 else f"city-{i}", run_id=f"run-{i:03d}")
+        read: list[tuple[dict[str, Any], int, int]] = []
+        real = book.store.runs_page
+
+        def runs_page(filters: dict[str, Any], limit: int, offset: int = 0) -> Any:
+            read.append((filters, limit, offset))
+            return real(filters, limit, offset)
+
+        monkeypatch.setattr(book.store, "runs_page", runs_page)
+        monkeypatch.setattr(book.store, "list_runs", lambda *a: pytest.fail("every header read"))
+        client = TestClient(build(book))
+
+        def ids(url: str) -> list[str]:
+            got = client.get(url)
+            assert got.status_code == 200, got.text
+            return re.findall(r'<a href="/runs/(run-\d+)"', got.text)
+
+        first = client.get("/").text
+        assert "page 1 of 3 (111 runs)" in first and 'href="/?page=2">next' in first
+        assert ids("/")[:2] == ["run-109", "run-108"] and len(ids("/")) == pages.PAGE
+        assert read[-1][1:] == (pages.PAGE, 0)  # one page read, not every header
+        third = ids("/?page=3")
+        assert third == [f"run-{i:03d}" for i in range(9, -1, -1)] and read[-1][1:] == (pages.PAGE, 100)
+        assert ids("/?page=4") == []
+        counts = re.sub(r"<[^>]+>", "", client.get("/").text.split('id="counts"')[1].split("</p>")[0])
+        assert "completed 110" in counts and f"{parked} 1" in counts  # every run, whatever the filter
+        assert len(ids("/?status=completed&page=3")) == 10
+        assert 'href="/?status=completed&amp;page=1">previous' in client.get("/?status=completed&page=2").text
+        odd = ids("/?workflow=echo")
+        assert len(odd) == pages.PAGE and all(int(r[4:]) % 2 for r in odd)
+        assert "(55 runs)" in client.get("/?workflow=echo").text
+        assert ids("/?q=Z%C3%BCrich") == ["run-007"]  # text in the input
+        assert ids("/?q=run-10") == [f"run-{i}" for i in range(109, 99, -1)]  # text in the run id
+        assert ids("/?since=2000-01-01")[:1] == ["run-109"] and ids("/?since=2999-01-01") == []
+        assert client.get("/?since=yesterday").status_code == 400
+        tallied = [f"run-{i:03d}" for i in (*range(108, 99, -2), *range(18, 9, -2))]
+        assert ids("/?workflow=tally&q=city-1") == tallied  # filters combine
 
 
 def test_a_long_run_page_shows_a_window_of_its_journal_with_links_to_the_rest(tmp_path: Any) -> None:

@@ -57,6 +57,28 @@ def web_server(db_url: str, *extra: str) -> Iterator[str]:
             proc.wait()
 
 
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI app built in this process served by uvicorn on 127.0.0.1 in a thread (so a test
+    can look at the app's state while real clients stream from it); yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
 def csrf_of(page: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found, "no CSRF token on the page (not signed in?)"

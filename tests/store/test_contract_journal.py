@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from daybook.errors import DuplicateKey, LeaseLost
+from daybook.errors import ConfigError, DuplicateKey, LeaseLost
 from daybook.store import Store
 
 from .contract import NOW, header, row, started
@@ -114,6 +115,59 @@ def test_listings_show_newest_first_and_filter_by_status(store: Store, new_run: 
     assert [r.run_id for r in store.list_runs()] == ["new", "old"]
     assert [r.run_id for r in store.list_runs("completed")] == ["new"]
     assert [r.run_id for r in store.list_runs(limit=1)] == ["new"]
+
+
+def test_a_page_of_the_runs_list_and_its_counts_are_read_with_its_filters(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    for i in range(7):  # r6 newest; r0, r2, r4, r6 completed; workflow wf-even / wf-odd
+        new_run(
+            f"r{i}",
+            status="completed" if i % 2 == 0 else "failed",
+            workflow="wf-even" if i % 2 == 0 else "wf-odd",
+            input={"city": "Zürich" if i == 3 else "Lyon", "i": i},
+            created_at=NOW + i,
+        )
+    new_run("tie-b", created_at=NOW + 3)  # a tie on created_at is broken by run id
+    new_run("tie-a", created_at=NOW + 3)
+
+    def ids(filters: dict[str, Any], limit: int = 100, offset: int = 0) -> list[str]:
+        return [r.run_id for r in store.runs_page(filters, limit, offset)]
+
+    every = ids({})
+    assert every == ["r6", "r5", "r4", "r3", "tie-a", "tie-b", "r2", "r1", "r0"]
+    assert ids({}, 3) == every[:3] and ids({}, 3, 3) == every[3:6] and ids({}, 3, 8) == every[8:]
+    assert ids({}, 3, 9) == []
+    assert store.run_counts({}) == {"completed": 4, "failed": 3, "running": 2}
+    assert ids({"status": "failed"}) == ["r5", "r3", "r1"]
+    assert ids({"workflow": "odd"}) == ["r5", "r3", "r1"]  # text the workflow name contains
+    assert ids({"workflow": "wf", "status": "running"}) == ["tie-a", "tie-b"]
+    assert ids({"workflow": "wf-", "status": "running"}) == []
+    assert ids({"text": "tie"}) == ["tie-a", "tie-b"]  # the run id
+    assert ids({"text": "Zürich"}) == ["r3"]  # the input as stored
+    assert ids({"since": NOW + 4}) == ["r6", "r5", "r4"]
+    only = {"status": "completed", "since": NOW + 1}
+    assert ids(only) == ["r6", "r4", "r2"] and store.run_counts(only) == {"completed": 3}
+    keyed = {**only, "run": "r1"}  # a run listed whatever the other filters say
+    assert ids(keyed) == ["r6", "r4", "r2", "r1"]
+    assert store.run_counts(keyed) == {"completed": 3, "failed": 1}
+    assert ids({"status": "", "workflow": "", "text": "", "since": None, "run": ""}) == every
+    assert ids({"text": "%"}) == [] and ids({"workflow": "_"}) == []  # no LIKE patterns
+    with pytest.raises(ConfigError):
+        store.runs_page({"colour": "red"}, 10)
+
+
+def test_a_follower_reads_only_the_rows_after_the_last_it_saw(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    new_run("r1")
+    for seq in range(2, 6):
+        store.append(row("r1", seq))
+    assert [e.seq for e in store.load("r1", 3)] == [4, 5]
+    assert [e.seq for e in store.load("r1", 0, 1)] == [1]
+    assert [e.seq for e in store.load("r1", 1, 3)] == [2, 3]
+    assert store.load("r1", 5) == [] and store.load("nope", 0) == []
+    assert store.load("r1", 2) == store.load("r1")[2:]
 
 
 def test_open_effects_are_the_unsettled_ones_and_intents_are_found_by_key(

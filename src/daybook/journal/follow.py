@@ -23,7 +23,7 @@ def since(store: Store, run_id: str, after: int) -> tuple[list[Event], str]:
     info = store.get_run(run_id)
     if info is None:
         raise RunNotFound(run_id, store.url)
-    return [ev for ev in store.load(run_id) if ev.seq > after], info.status
+    return store.load(run_id, after), info.status
 
 
 def follow(

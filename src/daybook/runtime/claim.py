@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import RunCancelled, RunConflict, RunExpired, RunLeased, RunNotFound
 from ..records import RunInfo, RunStatus
 from ..store import Store, open_store
-from .lease import Heartbeat, Requests, is_dead_here
+from .lease import Beats, Heartbeat, Requests, is_dead_here
 
 log = logging.getLogger("daybook")
 
@@ -74,6 +74,7 @@ class Claims:
         self.trusted: Trusted | None = None
         self._beat_store: Store | None = None
         self._beat_lock = threading.Lock()
+        self._beats = Beats()  # one thread renews this handle's leases
         self._running: set[str] = set()
         self._running_lock = threading.Lock()
 
@@ -190,4 +191,4 @@ class Claims:
             asked = [(row[0], row[3]) for row in inbox if row[1] == PAUSE_SIGNAL]
             return (asked[-1] if asked else None), retractions(inbox, run_id, self.trusted)
 
-        return Heartbeat(renew, self.lease_ttl / 3, watch=watch)
+        return Heartbeat(renew, self.lease_ttl / 3, watch=watch, beats=self._beats)

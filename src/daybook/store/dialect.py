@@ -42,6 +42,7 @@ class Dialect(ABC):
     dsn = ""  # what connects
     read_only = False
     greatest = "GREATEST"  # the two-argument maximum
+    position = "strpos"  # (haystack, needle): where needle starts in haystack (1-based), or 0
     # Whether a write whose connection dropped under it may have landed all the same, so the
     # journal append looks before writing again (PostgreSQL; SQLite fails a write whole).
     heals = False

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -52,6 +53,7 @@ PASSTHROUGH = (
     "close", "gc", "gc_log", "meta_value", "meta_items", "raw_rows", "journal_run_ids",
     "quick_check", "current_role",
 )  # fmt: skip
+_EVERY = 2**62  # a LIMIT that takes every row
 _TAG = f'"{ENVELOPE}"'  # an encoded payload's text holds it; a plain one (almost never) does
 
 
@@ -201,10 +203,10 @@ class GuardedStore:
             return info  # a listing shows the envelope rather than failing on it
         return dataclasses.replace(info, **fields)
 
-    def load(self, run_id: str) -> list[Event]:
+    def load(self, run_id: str, after: int = 0, until: int | None = None) -> list[Event]:
         # Decoded even with no codec: a handle without the key must refuse an encoded journal
         # (ConfigError) rather than replay it as if its payloads were empty.
-        return [self._event_out(e) for e in self.inner.load(run_id)]
+        return [self._event_out(e) for e in self.inner.load(run_id, after, until)]
 
     def get_run(self, run_id: str) -> RunInfo | None:
         info = self.inner.get_run(run_id)
@@ -213,6 +215,33 @@ class GuardedStore:
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         runs = self.inner.list_runs(status, limit)
         return [self._run_out(r, strict=False) for r in runs]
+
+    def runs_page(self, filters: dict[str, Any], limit: int, offset: int = 0) -> list[RunInfo]:
+        if self.codec is None or not filters.get("text"):
+            return [self._run_out(r, strict=False) for r in self.inner.runs_page(filters, limit, offset)]
+        return self._searched(filters)[offset : offset + limit]
+
+    def run_counts(self, filters: dict[str, Any]) -> dict[str, int]:
+        if self.codec is None or not filters.get("text"):
+            return self.inner.run_counts(filters)
+        return dict(Counter(r.status for r in self._searched(filters)))
+
+    def _searched(self, filters: dict[str, Any]) -> list[RunInfo]:
+        """The runs list's text search with a codec: the stored inputs are encoded, so the text
+        is looked for in the decoded ones here, over every header the other filters let by."""
+        text, keyed = str(filters["text"]), filters.get("run")
+        rest = {k: v for k, v in filters.items() if k not in ("text", "run")}
+        found = [
+            r
+            for r in self.runs_page(rest, _EVERY)
+            if text in r.run_id or text in dumps(r.input, "a run's input") or r.run_id == keyed
+        ]
+        if keyed and all(r.run_id != keyed for r in found):
+            extra = self.get_run(str(keyed))
+            if extra is not None:
+                found.append(extra)
+                found.sort(key=lambda r: (-r.created_at, r.run_id))
+        return found
 
     def search_runs(
         self, filters: dict[str, Any], limit: int, after: tuple[float, str] | None = None

@@ -23,8 +23,16 @@ class JournalReads(Protocol):
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Run headers, newest first; a header that does not decode is skipped (in `damage`)."""
 
-    def load(self, run_id: str) -> list[Event]:
-        """The run's whole journal in seq order, in one query."""
+    def runs_page(self, filters: dict[str, Any], limit: int, offset: int = 0) -> list[RunInfo]:
+        """One page of the runs list: headers matching `filters` (`run_page.FILTERS`), newest
+        first, `limit` of them from the `offset`-th; one that does not decode is skipped."""
+
+    def run_counts(self, filters: dict[str, Any]) -> dict[str, int]:
+        """How many runs match `filters` (as `runs_page`), by status; {} filters: every run."""
+
+    def load(self, run_id: str, after: int = 0, until: int | None = None) -> list[Event]:
+        """The run's journal in seq order, in one query: the whole of it, or only the rows
+        after seq `after` (what a follower has not seen yet) up to seq `until`."""
 
     def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         """The latest row of every effect whose outcome is not settled: in flight, unknown, or

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
-from . import retention
+from . import retention, run_page
 from .dialect import Db, Dialect, Then
 from .rows import (
     EVENT_COLUMNS,
@@ -165,6 +165,20 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         sql = f"SELECT {self._run_cols} FROM daybook_runs{where} ORDER BY created_at DESC, run_id LIMIT %s"
         return runs_from_rows(self._read(sql, (*args, limit)), self.damage)
 
+    def runs_page(self, filters: dict[str, Any], limit: int, offset: int = 0) -> list[RunInfo]:
+        where, params = run_page.where(filters, self.dialect.position)
+        sql = (
+            f"SELECT {self._run_cols} FROM daybook_runs{where} {run_page.ORDER} "
+            "LIMIT %(limit)s OFFSET %(offset)s"
+        )
+        rows = self._read(sql, {**params, "limit": limit, "offset": offset})
+        return runs_from_rows(rows, self.damage)
+
+    def run_counts(self, filters: dict[str, Any]) -> dict[str, int]:
+        where, params = run_page.where(filters, self.dialect.position)
+        rows = self._read(f"SELECT status, COUNT(*) FROM daybook_runs{where} GROUP BY status", params)
+        return {str(r[0]): int(r[1]) for r in rows}
+
     def _changed(self, sql: str, params: tuple[Any, ...]) -> bool:
         return bool(self._write(lambda db: db.execute(sql, params).rowcount == 1))
 
@@ -292,9 +306,15 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         params = (status, dumps(error, f"run {run_id!r} error"), now, status, now, run_id, *allowed)
         return self._moved(update, params, event)
 
-    def load(self, run_id: str) -> list[Event]:
-        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
-        return events_from_rows(self._read(sql, (run_id,)))
+    def load(self, run_id: str, after: int = 0, until: int | None = None) -> list[Event]:
+        if after <= 0 and until is None:  # a whole journal: replay's hot path
+            sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s ORDER BY seq"
+            return events_from_rows(self._read(sql, (run_id,)))
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s AND seq > %s"
+        params: tuple[Any, ...] = (run_id, after)
+        if until is not None:
+            sql, params = sql + " AND seq <= %s", (*params, until)
+        return events_from_rows(self._read(sql + " ORDER BY seq", params))
 
     def events_of_kind(self, kind: str) -> list[Event]:
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq"

@@ -84,6 +84,7 @@ def _timeout_of(query: dict[str, list[str]], url: str) -> float:
 class SQLiteDialect(Dialect):
     name = "SQLite"
     greatest = "max"
+    position = "instr"
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = self.dsn = url

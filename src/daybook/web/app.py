@@ -102,6 +102,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
     """The ASGI app over an open `Daybook`, answering the Host names `allowed_hosts` lists
     (`guard.hosts_for`); by default the loopback names and Starlette's TestClient's."""
     ins = Inspector(book, apps)
+    readers = live.Readers(book.store)  # one journal reader per live run, shared by its viewers
     view = _viewer(ins)
     act = _actor(ins)
     routes = [
@@ -116,7 +117,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
                         pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
                     )
                 ),
-                live.stream(book),
+                live.stream(book, readers),
             ),
             methods=["GET"],
         ),
@@ -133,6 +134,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
     hosts = [*guard.LOCAL_HOSTS, guard.TEST_HOST] if allowed_hosts is None else allowed_hosts
     app = Starlette(routes=routes, middleware=guard.middleware(hosts))
     app.state.inspector = ins
+    app.state.readers = readers
     return app
 
 

@@ -23,6 +23,7 @@ from mcp.server.stdio import stdio_server
 import daybook
 from daybook import ConfigError, Context, Daybook
 
+from .pipes import stdio_pipes
 from .policy import Policy
 from .proxy import McpProxy
 from .upstream import WatchedSession, supervised
@@ -98,8 +99,10 @@ async def serve_stdio(book: Daybook, drain: float = DRAIN, **how: Any) -> None:
     wait up to `drain` seconds for the calls in flight, so their outcomes are journaled."""
     async with open_proxy(book, **how) as proxy:
         server = proxy.server()
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with stdio_pipes() as pipes:
+            given: dict[str, Any] = {} if pipes is None else {"stdin": pipes[0], "stdout": pipes[1]}
+            async with stdio_server(**given) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
         await proxy.drain(drain)
 
 
