@@ -168,8 +168,9 @@ class GuardedStore:
         event.data["epoch"] = epoch  # the caller's row (the backend set it on the sealed copy)
         return epoch
 
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        return self.inner.tx_mark(tx_id, status, self._event_in(event), now)
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
+        sealed = None if before is None else self._event_in(before)
+        return self.inner.tx_mark(tx_id, status, self._event_in(event), now, sealed)
 
     def signal(
         self,
