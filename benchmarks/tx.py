@@ -10,14 +10,19 @@ cost, printed as ratios (Atomix's figures are in memory, one process; these are 
   transaction per 10 effects) against a plain `ctx.effect`, in µs per step;
 - speculation: K no-op branches (K = 2, 4, 8, 16): wall time of one `ctx.speculate`.
 
-    python benchmarks/tx.py [--quick] [--postgres URL]
+Atomix's own figures (an in-memory library) are printed beside ours. `measure(quick)` and
+`targets(rows)` are what benchmarks/run.py calls (PostgreSQL at $DAYBOOK_BENCH_PG, if reachable).
+
+    python benchmarks/tx.py [--quick] [--postgres URL] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
+import statistics
 import tempfile
 import threading
 import time
@@ -171,36 +176,146 @@ def _speculation(url: str, k: int, runs: int) -> float:
         return sorted(took)[len(took) // 2] * 1e3
 
 
-def report(name: str, url: str, quick: bool, raw: Any) -> None:
+# Atomix's own figures (the paper: an in-memory library, one process), printed beside ours.
+ATOMIX_TX_PER_S = 14_209  # 16 runs, no-op transactions
+ATOMIX_SPECULATE_MS = {2: 0.097, 4: 0.165, 8: 0.365, 16: 1.025}  # total of one ctx.speculate
+# Issue 28, goal 4 (on this machine, durable).
+TARGET_TX_PER_S = {"sqlite": 2000, "postgresql": 1000}
+TARGET_STEP_RATIO = 1.2
+TARGET_SPECULATE_MS = 10.0
+PG = os.environ.get("DAYBOOK_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _backend(backend: str, url: str, quick: bool, raw: Any) -> list[dict[str, Any]]:
+    repeats = 3 if quick else 5
     n = 10 if quick else 50
-    tx = _concurrent(url, 16, n, True)
-    floor = _concurrent(url, 16, n, False)
+    tx = _median([_concurrent(url, 16, n, True) for _ in range(repeats)])
+    plain = _median([_concurrent(url, 16, n, False) for _ in range(repeats)])
     bare = raw(16, n)
-    print(f"\n{name}: coordination, 16 concurrent runs x {n} no-op transactions (disjoint scopes)")
-    print(f"  daybook transactions {tx:,.0f} tx/s")
-    print(f"  raw floor of the same commits {bare:,.0f} tx/s ({bare / tx:.1f}x daybook)")
-    print(f"  plain journaled steps {floor:,.0f} steps/s ({floor / tx:.1f}x daybook)")
     steps_n = 50 if quick else 200
-    with_tx, plain = _per_step(url, steps_n, True), _per_step(url, steps_n, False)
-    print(f"{name}: per step, {steps_n} no-op effects (10 per transaction)")
-    ratio = with_tx / plain
-    print(f"  transactional {with_tx:,.0f} us/step; plain ctx.effect {plain:,.0f} us/step; {ratio:.2f}x")
-    print(f"{name}: speculation, median wall time of one ctx.speculate with K no-op branches")
+    with_tx = _median([_per_step(url, steps_n, True) for _ in range(repeats)])
+    alone = _median([_per_step(url, steps_n, False) for _ in range(repeats)])
+    rows: list[dict[str, Any]] = [
+        {
+            "system": "daybook", "backend": backend, "measure": "tx_concurrent_16", "n": n,
+            "runs": repeats, "tx_per_s": round(tx, 1), "plain_steps_per_s": round(plain, 1),
+            "raw_floor_tx_per_s": round(bare, 1), "atomix_in_memory_tx_per_s": ATOMIX_TX_PER_S,
+        },
+        {
+            "system": "daybook", "backend": backend, "measure": "tx_step", "n": steps_n, "runs": repeats,
+            "us_per_step_tx": round(with_tx, 1), "us_per_step_plain": round(alone, 1),
+            "ratio": round(with_tx / alone, 2),
+        },
+    ]  # fmt: skip
     for k in (2, 4, 8, 16):
-        print(f"  K={k:2d}: {_speculation(url, k, 3 if quick else 10):,.1f} ms")
+        ms = _speculation(url, k, 3 if quick else 10)
+        rows.append(
+            {
+                "system": "daybook", "backend": backend, "measure": "speculate", "k": k, "ms": round(ms, 2),
+                "atomix_in_memory_ms": ATOMIX_SPECULATE_MS[k],
+            }
+        )  # fmt: skip
+    return rows
+
+
+def measure(quick: bool = False, pg: str | None = PG) -> list[dict[str, Any]]:
+    """Goal 4's figures on SQLite (synchronous=FULL) and, if `pg` is reachable, PostgreSQL."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="daybook-tx-") as tmp:
+        raw = lambda agents, n: _raw_sqlite(Path(tmp) / f"floor-{uuid.uuid4().hex}.db", agents, n)  # noqa: E731
+        rows += _backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", quick, raw)
+    if not pg:
+        return rows
+    import psycopg
+
+    base = pg.split("?")[0]
+    try:
+        psycopg.connect(base, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        rows.append({"system": "daybook", "backend": "postgresql", "measure": "tx", "skipped": True,
+                     "reason": f"PostgreSQL unreachable: {exc}"})  # fmt: skip
+        return rows
+    schema = f"bench_tx_{uuid.uuid4().hex[:8]}"
+    try:
+        url = f"{base}?schema={schema}"
+        rows += _backend("postgresql", url, quick, lambda agents, n: _raw_postgres(base, agents, n))
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    return rows
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for r in rows:
+        backend = r.get("backend", "")
+        if r.get("measure") == "tx_concurrent_16":
+            goal = TARGET_TX_PER_S[backend]
+            x = r["tx_per_s"] / goal
+            out.append(
+                f"{'PASS' if x >= 1 else 'MISS'}  {backend}: 16 concurrent durable transactions >= "
+                f"{goal:,} tx/s: {r['tx_per_s']:,.0f} tx/s ({x:.2f}x the target; Atomix in memory "
+                f"{r['atomix_in_memory_tx_per_s']:,})"
+            )
+        elif r.get("measure") == "tx_step":
+            x = r["ratio"]
+            out.append(
+                f"{'PASS' if x <= TARGET_STEP_RATIO else 'MISS'}  {backend}: a transactional step <= "
+                f"{TARGET_STEP_RATIO}x a plain one: {x:.2f}x ({x / TARGET_STEP_RATIO:.2f}x the target)"
+            )
+        elif r.get("measure") == "speculate" and r["k"] == 16:
+            x = r["ms"] / TARGET_SPECULATE_MS
+            out.append(
+                f"{'PASS' if x <= 1 else 'MISS'}  {backend}: ctx.speculate at K=16 <= "
+                f"{TARGET_SPECULATE_MS:g} ms durable: {r['ms']:,.1f} ms ({x:.2f}x the target; Atomix "
+                f"in memory {r['atomix_in_memory_ms']} ms)"
+            )
+    return out
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        name = "SQLite (synchronous=FULL)" if r["backend"] == "sqlite" else "PostgreSQL"
+        if r.get("skipped"):
+            print(f"\n{name}: skipped ({r['reason']})")
+        elif r["measure"] == "tx_concurrent_16":
+            tx, bare, plain = r["tx_per_s"], r["raw_floor_tx_per_s"], r["plain_steps_per_s"]
+            print(
+                f"\n{name}: coordination, 16 concurrent runs x {r['n']} no-op transactions (disjoint scopes)"
+            )
+            print(f"  daybook transactions {tx:,.0f} tx/s (median of {r['runs']})")
+            print(f"  raw floor of the same commits {bare:,.0f} tx/s ({bare / tx:.1f}x daybook)")
+            print(f"  plain journaled steps {plain:,.0f} steps/s ({plain / tx:.1f}x daybook)")
+            print(f"  Atomix (in memory, the paper) {r['atomix_in_memory_tx_per_s']:,} tx/s")
+        elif r["measure"] == "tx_step":
+            print(f"{name}: per step, {r['n']} no-op effects (10 per transaction)")
+            print(
+                f"  transactional {r['us_per_step_tx']:,.0f} us/step; plain ctx.effect "
+                f"{r['us_per_step_plain']:,.0f} us/step; {r['ratio']:.2f}x"
+            )
+        elif r["measure"] == "speculate":
+            if r["k"] == 2:
+                print(f"{name}: speculation, median wall time of one ctx.speculate with K no-op branches")
+            print(f"  K={r['k']:2d}: {r['ms']:,.1f} ms (Atomix in memory {r['atomix_in_memory_ms']} ms)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (a fresh schema is best)")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (a fresh schema is made in it)")
+    parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = lambda agents, n: _raw_sqlite(Path(tmp) / "floor.db", agents, n)  # noqa: E731
-        report("SQLite (synchronous=FULL)", f"sqlite:///{Path(tmp) / 'bench.db'}", args.quick, raw)
-    if args.postgres:
-        url = args.postgres
-        report("PostgreSQL", url, args.quick, lambda agents, n: _raw_postgres(url, agents, n))
+    rows = measure(args.quick, args.postgres)
+    _print(rows)
+    print()
+    for line in targets(rows):
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

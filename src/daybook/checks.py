@@ -231,21 +231,17 @@ def _own_rules(rules: Mapping[str, Check], method: str) -> dict[str, Check]:
     return {k[len(head) :]: v for k, v in rules.items() if k.startswith(head)}
 
 
+# A checked argument of a call shape: its rule, how a message names it, and where the call has
+# it (its index among the positional arguments, or -1: the keyword `name`).
+_Where = tuple[Callable[[Any, str], None], str, int, str]
+
+
 def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Callable[..., Any] | None:
     sig = inspect.signature(fn)
     plan = _plan(sig, rules)
     if not plan:
         return None
-
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ConfigError(f"{label}(): {exc}") from None
-        for name, value in bound.arguments.items():
-            rule = plan.get(name)
-            if rule is not None:
-                rule(value, f"{label}(): {HUMAN.get(name, name)}")
+    check = _checker(sig, plan, label)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -261,6 +257,44 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
     wrapper: Callable[..., Any] = call_async if inspect.iscoroutinefunction(fn) else call
     setattr(wrapper, "__checked__", True)  # noqa: B010 - a mark on a function object
     return wrapper
+
+
+def _checker(
+    sig: inspect.Signature, plan: dict[str, Callable[[Any, str], None]], label: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
+    """The check of a call's arguments against `plan`, by their names in `sig`.
+
+    Whether a call binds, and where each checked argument sits, depend only on the call's
+    shape (how many positional arguments, which keyword names), not on its values: so
+    `Signature.bind` runs once per shape (it cost more than the rest of a `ctx.effect`'s own
+    bookkeeping), and later calls of that shape look their checked arguments up directly.
+    `**amounts` rules take the extra keywords as one dict: those methods bind every call."""
+    order = list(sig.parameters)
+    cacheable = all(sig.parameters[name].kind is not inspect.Parameter.VAR_KEYWORD for name in plan)
+    shapes: dict[tuple[int, tuple[str, ...]], tuple[_Where, ...]] = {}
+
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        shape = (len(args), tuple(kwargs))
+        where = shapes.get(shape)
+        if where is not None:
+            for rule, what, i, name in where:
+                rule(args[i] if i >= 0 else kwargs[name], what)
+            return
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"{label}(): {exc}") from None
+        found: list[_Where] = []
+        for name, value in bound.arguments.items():
+            planned = plan.get(name)
+            if planned is not None:
+                what = f"{label}(): {HUMAN.get(name, name)}"
+                found.append((planned, what, -1 if name in kwargs else order.index(name), name))
+                planned(value, what)
+        if cacheable and len(shapes) < 64:
+            shapes[shape] = tuple(found)
+
+    return check
 
 
 def _plan(sig: inspect.Signature, rules: Mapping[str, Check]) -> dict[str, Callable[[Any, str], None]]:

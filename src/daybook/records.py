@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -208,9 +208,33 @@ class Why:
         return {k: v for k, v in out.items() if v not in (None, "", [])}
 
 
+def _encoder(sort_keys: bool, allow_nan: bool) -> Callable[[Any], str]:
+    """A compact JSON encoder (no ASCII escaping), built once. `JSONEncoder.encode` builds its C
+    encoder anew on every call, which showed on the hot path (three encodings per effect step);
+    this reuses one. Without the circular-reference marks: a value that contains itself recurses
+    until `RecursionError`, which every caller turns into `NotSerializable` as for a value nested
+    too deep (what such a value is to the journal)."""
+    spec = json.JSONEncoder(
+        separators=(",", ":"), sort_keys=sort_keys, allow_nan=allow_nan, ensure_ascii=False
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return spec.encode
+
+    def default(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    chunks = make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, allow_nan)
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
 # Built once: json.dumps with options constructs an encoder per call, which shows on the hot path.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
-_CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+_ENCODE = _encoder(sort_keys=False, allow_nan=False)
+_CANONICAL = _encoder(sort_keys=True, allow_nan=True)
 
 # What one journal payload may be (a value, a tool's arguments or result, a run's input or
 # result): nested at most MAX_DEPTH deep, and at most MAX_PAYLOAD characters of JSON. Past these
@@ -314,7 +338,20 @@ def safe_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def is_plain(value: Any) -> bool:
+    """True if `check_json` would accept `value`: plain JSON, which also means it holds no
+    `Secret` (the hot path of an act: one walk both checks its arguments and finds none)."""
+    return not _not_plain(value)
+
+
 def _not_plain(value: JSON, depth: int = 0) -> str:
+    kind = type(value)  # the exact types first: the common case, cheaper than isinstance
+    if kind is str:
+        return "" if value.isascii() else _bad_text(value)
+    if kind is int or value is None:
+        return ""
+    if (kind is dict or kind is list) and depth < MAX_DEPTH:
+        return _not_plain_in(value, depth)
     if value is None or isinstance(value, int):
         return ""
     if isinstance(value, str):
@@ -336,6 +373,8 @@ def _not_plain_in(value: list[JSON] | dict[Any, JSON], depth: int) -> str:
     for key, item in value.items():
         if not isinstance(key, str):
             return f"non-string key {key!r}"
+        if type(item) is int and key.isascii():
+            continue  # a leaf the common case holds (a count, an id): no call for it
         problem = (_bad_text(key) if not key.isascii() else "") or _not_plain(item, depth + 1)
         if problem:
             return problem

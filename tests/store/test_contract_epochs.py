@@ -56,6 +56,37 @@ def test_epochs_drawn_by_racing_handles_are_all_different(
     assert [r[2] for r in store.tx_rows()] == sorted(epochs)
 
 
+def test_threads_of_one_handle_begin_at_once_and_only_the_refused_one_fails(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    # Begins sent at once may share one commit (group commit): a refused one (its journal
+    # row's seq is taken) fails alone, and the others are all written.
+    for n in range(8):
+        new_run(f"r{n}")
+    store.append(row("r0", 2))
+    epochs: dict[int, int] = {}
+    refused: list[int] = []
+    ready = threading.Barrier(8)
+
+    def begin(n: int) -> None:
+        ready.wait()
+        try:
+            epochs[n] = _begin(store, f"t{n}", f"r{n}", 2)
+        except LeaseLost:
+            refused.append(n)
+
+    threads = [threading.Thread(target=begin, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert refused == [0] and sorted(epochs) == list(range(1, 8))
+    assert len(set(epochs.values())) == 7
+    assert sorted((r[2], r[0]) for r in store.tx_rows()) == sorted((e, f"t{n}") for n, e in epochs.items())
+    for n, epoch in epochs.items():
+        assert store.load(f"r{n}")[-1].data["epoch"] == epoch
+
+
 def test_a_header_ends_once_with_its_row_and_wakes_waiters(store: Store, new_run: Callable[..., str]) -> None:
     new_run("r1")
     _begin(store, "t1", "r1", 2)
@@ -67,6 +98,24 @@ def test_a_header_ends_once_with_its_row_and_wakes_waiters(store: Store, new_run
     assert not store.tx_mark("t1", "aborted", row("r1", 5, name="tx:abort"), NOW)  # ended already
     assert [e.name for e in store.load("r1")][1:] == ["tx:begin", "tx:commit", "tx:end"]
     assert store.tx_rows(open_only=True) == []
+
+
+def test_a_header_passes_a_status_with_both_rows_in_one_write(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    new_run("r1")
+    _begin(store, "t1", "r1", 2)
+    store.append(row("r1", 4))  # the end row's seq is taken: neither row is written
+    with pytest.raises(LeaseLost):
+        store.tx_mark("t1", "committed", row("r1", 4, name="tx:end"), NOW, row("r1", 3, name="tx:commit"))
+    assert [e.seq for e in store.load("r1")] == [1, 2, 4]
+    assert store.tx_rows()[0][4] == "open"
+    commit, end = row("r1", 3, name="tx:commit"), row("r1", 5, name="tx:end")
+    assert store.tx_mark("t1", "committed", end, NOW, commit)
+    assert [e.name for e in store.load("r1")][1:] == ["tx:begin", "tx:commit", "s4", "tx:end"]
+    assert store.tx_rows()[0][4] == "committed"
+    assert not store.tx_mark("t1", "aborted", row("r1", 7, name="tx:end"), NOW, row("r1", 6, name="tx:abort"))
+    assert len(store.load("r1")) == 5
 
 
 def test_a_begin_whose_row_cannot_be_written_leaves_no_header(

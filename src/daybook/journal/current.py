@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 # Typed as `object`: this layer cannot name `Context` (it is built above the journal).
 _CTX: ContextVar[object | None] = ContextVar("daybook_current_context", default=None)
@@ -37,6 +37,16 @@ def acting(key: str) -> Iterator[None]:
         yield
     finally:
         _KEY.reset(token)
+
+
+def enter_act(key: str) -> Token[str | None]:
+    """`acting(key)` without a context manager (an effect's hot path): give the mark to
+    `leave_act`."""
+    return _KEY.set(key)
+
+
+def leave_act(mark: Token[str | None]) -> None:
+    _KEY.reset(mark)
 
 
 def context() -> object | None:

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Generator
 from typing import Any, TypeVar
 
@@ -70,6 +71,9 @@ def drive(
         if op == "sleep":
             exe.settings.sleep(arg)
             continue
+        if op == "call" and not arg and (tool.cancel is None or exe.heartbeat is None):
+            reply = call_inline(exe, tool, key, args)
+            continue
         try:
             with strict.step():
                 if op == "call":
@@ -80,6 +84,32 @@ def drive(
                     reply = ("ok", call_with_timeout(question, tool.retry.query_timeout or 0.0))
         except Exception as exc:
             reply = ("err", exc)
+
+
+def inline(exe: Execution, tool: Tool[Any]) -> bool:
+    """Whether a call of `tool` needs no driver: synchronous, no timeout (no helper thread) and
+    nothing to cancel it while it runs (`cancellable`)."""
+    return not tool.is_async and not tool.retry.timeout and (tool.cancel is None or exe.heartbeat is None)
+
+
+def call_inline(exe: Execution, tool: Tool[Any], key: str, args: dict[str, Any]) -> tuple[str, Any]:
+    """The hot path of a call: no timeout and nothing to cancel it, so the tool runs right
+    here, in a step's scope (`strict.step`) under its key (`current.acting`), with no context
+    manager objects built (they cost more than the rest of the call's bookkeeping). The lease
+    heartbeat, if any, knows it runs, and logs it if it hangs (`Heartbeat.calling`)."""
+    beat = exe.heartbeat
+    if beat is not None:
+        beat.calling = (tool.name, exe.run_id, key, time.monotonic())
+    marks = strict.enter_step(), current.enter_act(key)
+    try:
+        return ("ok", tool.fn(**args, idempotency_key=key))
+    except Exception as exc:
+        return ("err", exc)
+    finally:
+        current.leave_act(marks[1])
+        strict.leave_step(marks[0])
+        if beat is not None:
+            beat.calling = None
 
 
 async def drive_async(

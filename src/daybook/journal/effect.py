@@ -14,14 +14,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, NonDeterminismError
-from ..records import JSON, Event, Kind, Status
+from ..records import JSON, Event, Kind, Status, is_plain
 from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
-from .driver import drive, drive_async, ready
+from .driver import call_inline, drive, drive_async, inline, ready
 from .execution import Execution, step_fingerprint
 from .facet import Facet
-from .lifecycle import EffectLifecycle, replayed_result
+from .lifecycle import Done, EffectLifecycle, replayed_result
 from .stop import Stop
 from .tool import Tool
 
@@ -95,9 +95,16 @@ class Effects(Facet):
         """`ctx.effect`'s act, also inside a transaction (`tx`: the attempt its rows name)."""
         exe = self._exe
         step = exe.alloc()
-        # The journal (and the fingerprint) gets secrets as digests; the tool gets the values.
-        stored, hidden = conceal(exe, tool, args)
-        fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
+        if not tool.secrets and is_plain(args):
+            # The hot path: plain JSON holds no Secret, so the one walk that checked the
+            # arguments for the journal also found nothing to conceal.
+            stored: dict[str, Any] = args
+            hidden = False
+            fp = step_fingerprint(stored, step, tool.name, False)
+        else:
+            # The journal (and the fingerprint) gets secrets as digests; the tool the values.
+            stored, hidden = conceal(exe, tool, args)
+            fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         # Only a step a journal branch re-runs softly needs the same-act test (not the hot path).
         same = _same_act(tool, stored) if step in exe.soft else None
         recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=same)
@@ -120,10 +127,18 @@ class Effects(Facet):
         # else the latest made in this run.
         source = decision.id if decision is not None else exe.last_decision
         act = Act(tool, key, stored, live(args, hidden) if hidden else args, source, step, tx)
-        machine = EffectLifecycle(exe, act, fp, recs).flow()
+        life = EffectLifecycle(exe, act, fp, recs)
+        if recs is None and inline(exe, tool):
+            # The hot path: a fresh effect whose call runs right here, no machine to drive
+            # unless the call was refused (then the machine goes on from the refusal).
+            life.first()
+            state = life.answered(call_inline(exe, tool, key, act.live))
+            if isinstance(state, Done):
+                return state.value
+            return drive(exe, life.flow(state), tool, key, act.live)
         if tool.is_async:
-            return drive_async(exe, machine, tool, key, act.live)
-        return drive(exe, machine, tool, key, act.live)
+            return drive_async(exe, life.flow(), tool, key, act.live)
+        return drive(exe, life.flow(), tool, key, act.live)
 
     def _key_for(self, step: int, tool: Tool[Any], key: str | None, decision: Decision[Any] | None) -> str:
         """The effect's key: as named, else derived from its decision, else from its step."""

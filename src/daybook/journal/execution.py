@@ -64,6 +64,8 @@ class Liveness(Protocol):
     # Set while a tool that declares `cancel` runs: handed the retractions (inbox id, target,
     # who) the heartbeat sees, to stop the call when one names it.
     in_flight: Callable[[list[tuple[int, str, str]]], None] | None
+    # Set while a call with no timeout runs (tool, run, key, when it began): a hung one is logged.
+    calling: tuple[str, str, str, float] | None
 
     def stop(self) -> None: ...
 
@@ -285,7 +287,7 @@ class Execution:
         ev = Event(
             run_id=self.run_id,
             seq=self._next_seq,
-            kind=kind.value,
+            kind=kind._value_,  # `.value` is a property, slower on the hot path
             step=step,
             name=name,
             at=self.clock(),

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ from ..errors import (
     NotSerializable,
     StepRetracted,
 )
-from ..records import JSON, Event, Kind, Status, check_json
+from ..records import JSON, Event, Kind, Status, check_json, is_plain
 from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
 from . import keys, resolution
 from .act import Act
@@ -97,30 +97,35 @@ class EffectLifecycle:
         # Once any attempt's outcome was unknown, the act may have happened: from then on a
         # re-send must respect the dedup window and running out of attempts is a question for a
         # person, never a certain failure.
-        self.doubtful = any(e.kind == Kind.OUTCOME and e.status == Status.UNKNOWN for e in self.recs)
+        self.doubtful = bool(recs) and any(
+            e.kind == Kind.OUTCOME and e.status == Status.UNKNOWN for e in self.recs
+        )
         # A person's `resolve --absent` is evidence: it overrides the attempt limit and the dedup
         # window, which exist to stop the runtime from guessing.
         self.operator_absent = False
         # The counterparty's own id for the act, once any answer carried one; and when the next
         # status round is due, if one was scheduled.
-        self.ref: Any = next((e.data["ref"] for e in reversed(self.recs) if "ref" in e.data), None)
+        self.ref: Any = (
+            next((e.data["ref"] for e in reversed(self.recs) if "ref" in e.data), None) if recs else None
+        )
         self.poll_at: float | None = None
         self.attempt = 1
         self.intent_at = 0.0
         # Whether a confirmed outcome may ride with the run's next row (the module docstring).
         self.defers = self.tx is None and (act.tool.reconcile is not None or act.tool.idempotent)
 
-    def flow(self) -> Generator[Op, Reply, Any]:
-        """Run the machine from wherever the journal left this effect to a settled outcome."""
-        state = self._start()
-        states: dict[str, Callable[[], Steps]] = {
-            "call": self._call,
-            "retry": lambda: self._again("retry"),
-            "resend": lambda: self._again("resend"),
-            "resolve": self._resolve,
-        }
+    def flow(self, state: str | Done | None = None) -> Generator[Op, Reply, Any]:
+        """Run the machine from wherever the journal left this effect (or from `state`, where
+        `first` and `answered` left it) to a settled outcome."""
+        if state is None:
+            state = self._start()
         while not isinstance(state, Done):
-            state = yield from states[state]()
+            if state == "call":
+                state = yield from self._call()
+            elif state == "resolve":
+                state = yield from self._resolve()
+            else:  # retry | resend
+                state = yield from self._again(state)
         return state.value
 
     # -- states -------------------------------------------------------------------------------
@@ -183,6 +188,18 @@ class EffectLifecycle:
     def _call(self) -> Steps:
         reply = yield ("call", self.tool.retry.timeout or 0.0)
         assert reply is not None
+        return self.answered(reply)
+
+    # -- the hot path: a fresh effect whose call the caller makes itself, no driver ------------
+
+    def first(self) -> None:
+        """A fresh effect's first move (`start` with no rows): its intent is written; the call
+        comes next."""
+        self._start()
+
+    def answered(self, reply: tuple[str, Any]) -> str | Done:
+        """What the call's reply (`("ok", value)` or `("err", exc)`) settles, or the state to
+        go on from (`flow(state)`)."""
         tag, value = reply
         if tag == "ok":
             return self._confirmed(value)
@@ -220,10 +237,17 @@ class EffectLifecycle:
     # -- what each state decides --------------------------------------------------------------
 
     def _confirmed(self, value: Any) -> Done:
-        value, stored, seal = self._sealed(value)
+        # The hot path: plain JSON holds no Secret, and the walk that found none checked it.
+        plain = not self.tool.secret_result and is_plain(value)
+        seal: dict[str, bool] = {}
+        if plain:
+            stored = value
+        else:
+            value, stored, seal = self._sealed(value)
         try:
-            check_json(stored, f"step {self.step} {self.tool.name!r} result")
-            books = self._books(reveal_all(value))
+            if not plain:
+                check_json(stored, f"step {self.step} {self.tool.name!r} result")
+            books = self._books(value if plain else reveal_all(value))
             self._write(
                 Kind.OUTCOME,
                 self.attempt,
@@ -459,7 +483,7 @@ class EffectLifecycle:
             self.step,
             self.tool.name,
             key=self.key,
-            status=status.value if status else None,
+            status=status._value_ if status else None,  # `_value_`: `.value` is a slower property
             attempt=attempt,
             fp=self.fp,
             data=data if self.tx is None else {**data, "tx": self.tx},

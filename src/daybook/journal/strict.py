@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from ..errors import NonDeterminismError
@@ -81,3 +81,12 @@ def step() -> Iterator[None]:
         yield
     finally:
         BODY.reset(token)
+
+
+def enter_step() -> Token[str | None]:
+    """`step()` without a context manager (an effect's hot path): give the mark to `leave_step`."""
+    return BODY.set(None)
+
+
+def leave_step(mark: Token[str | None]) -> None:
+    BODY.reset(mark)

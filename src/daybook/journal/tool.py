@@ -74,8 +74,10 @@ class Retry:
     backoff: float = 0.2
     max_backoff: float = 10.0
     multiplier: float = 2.0
-    # Seconds the act may take before its outcome is read as unknown (None: no limit).
-    timeout: float | None = 300.0
+    # Seconds the act may take before its outcome is read as unknown. None (the default): no
+    # limit, and the call runs in the caller's thread; a limit costs a hand-off to a helper
+    # thread per call (`timeout.call_with_timeout`).
+    timeout: float | None = None
     reconcile_rounds: int | None = 5
     # Seconds a status, lookup or verify query may take before it counts as no answer.
     query_timeout: float | None = 30.0

@@ -7,6 +7,7 @@ over immediately; any other lease is honoured until it expires.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -14,6 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger("daybook")
 
 
 def _read(path: str) -> str:
@@ -151,8 +154,15 @@ class Heartbeat:
     # after each renewal, so one that names the running step can stop it mid-call.
     in_flight: Callable[[list[tuple[int, str, str]]], None] | None = None
     beats: Beats | None = None
+    # Set by the effect's hot path while a call with no timeout runs (its tool, run and key, and
+    # when it began, monotonic): one still running after `hung_after` seconds is logged once,
+    # since nothing else would say why the run waits (a hung call holds the run;
+    # `Retry(timeout=)` bounds it).
+    calling: tuple[str, str, str, float] | None = None
+    hung_after: float = 300.0
 
     def __post_init__(self) -> None:
+        self._warned: tuple[str, str, str, float] | None = None
         self.stopped = False
         self.busy = threading.RLock()  # held while a renewal runs (stop waits for it)
         self._beats = self.beats or _SHARED
@@ -169,11 +179,29 @@ class Heartbeat:
                 hook = self.in_flight
                 if hook is not None and retracts:
                     hook(retracts)
+            self._note_hung()
         except Exception:
             # A transient store error must not kill the run; the lease may still be ours and
             # the journal's (run_id, seq) key fences a takeover anyway.
             pass
         return True
+
+    def _note_hung(self) -> None:
+        calling = self.calling
+        if calling is None or calling is self._warned:
+            return
+        tool, run_id, key, since = calling
+        took = time.monotonic() - since
+        if took >= self.hung_after:
+            self._warned = calling
+            log.warning(
+                "run %s: the call of %s (key %s) has run for %.0f s with no timeout; the run "
+                "waits for it (give the tool Retry(timeout=SECONDS) if its calls can hang)",
+                run_id,
+                tool,
+                key,
+                took,
+            )
 
     def stop(self) -> None:
         self.stopped = True

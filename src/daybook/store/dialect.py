@@ -9,12 +9,18 @@ commits writes in groups behind the write-ahead-log guard; PostgreSQL heals a dr
 connection), the skip-locked claim fragment, what a unique violation means, the epoch
 allocator, the wake-up of transaction waiters across processes (`TxSignal`), the engine's own
 consistency check, and gc's housekeeping.
+
+A write whose statements depend on one another (insert a journal row only if the header moved)
+is a `chain`: a guard statement, then statements that read the guard's row as table `g`. The
+base runs it statement by statement in one transaction (SQLite: a round trip costs nothing);
+PostgreSQL sends it as one statement (data-modifying WITH), one round trip and one commit,
+batched with the chains other threads of the handle send at once (`postgres_group`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .retention import Exec
@@ -24,6 +30,8 @@ T = TypeVar("T")
 # A connection as a write function sees it: `execute(sql, params)` returns a DB-API cursor.
 Db = Any
 Write = Callable[[Db], T]
+# One statement of a chain and its `%s` parameters.
+Then = tuple[str, Sequence[Any]]
 
 
 class Dialect(ABC):
@@ -58,10 +66,37 @@ class Dialect(ABC):
         """None unless `exc` is a uniqueness refusal of a journal insert; else whether it was on
         the idempotency key (DuplicateKey) rather than the seq (LeaseLost)."""
 
-    @abstractmethod
-    def next_epoch(self, db: Db) -> int:
-        """Allocate the next transaction epoch inside the write `db`: totally ordered, and a
-        smaller one never becomes visible after a larger one."""
+    def chain(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], retry: bool = False
+    ) -> Any:
+        """One atomic write: `guard` (a statement returning at most one row, its
+        columns named `names`), then, only if it returned a row, each statement of `then` in
+        order, reading that row as table `g` (`... SELECT ... FROM g`, `... IN (SELECT x FROM
+        g)`). Returns the last statement's row (each of `then` but the last may return none;
+        the last needs RETURNING), the guard's row if `then` is empty, or None if the guard
+        returned none and nothing was written. Statements of `then` do not see one another's
+        rows (on PostgreSQL they are parts of one statement, sharing its snapshot). `retry`: the
+        chain may be sent again if the connection dropped under it (it changes nothing twice).
+
+        Here: statement by statement in one transaction, the row given to each as `g` by a
+        VALUES list (SQLite)."""
+        marks = ", ".join(["%s"] * len(names.split(",")))
+        prefix = f"WITH g({names}) AS (VALUES ({marks})) "
+
+        def write(db: Db) -> Any:
+            g = db.execute(guard, params).fetchone()
+            if g is None:
+                return None
+            row = g
+            for sql, more in then:
+                row = db.execute(prefix + sql, (*g, *more)).fetchone()
+            return row
+
+        return self.write(write, atomic=True, retry=retry)
+
+    # The statement that allocates the next transaction epoch, returning it as one column: totally
+    # ordered, and a smaller one never becomes visible after a larger one (run as a chain's guard).
+    epoch_sql = ""
 
     @abstractmethod
     def tx_signal(self) -> TxSignal:

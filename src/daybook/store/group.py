@@ -1,9 +1,11 @@
 """Group commit for SQLite: runs executing in parallel threads share one durable commit.
 
-Leader/follower: a thread with a write joins the queue; if no commit is in progress it becomes
-the leader, takes everything queued, and commits it as one transaction (one fsync); the others
-wait until the commit that holds their write is durable, so no write returns before it is on
-disk, exactly as with a commit of its own. A lone writer commits alone with no added statements.
+Leader/follower: a thread with a write and no commit in progress commits it at once, itself (a
+lone writer: no queue, no lock to wake on, no added statements). A thread that finds a commit in
+progress joins the queue; when that commit ends, the queue's head leads: it takes everything
+queued and commits it as one transaction (one fsync); the others wait until the commit that
+holds their write is durable, so no write returns before it is on disk, exactly as with a
+commit of its own.
 A batch commits in one transaction; if one write in it fails (a duplicate key, a lost lease),
 the batch is rolled back and each write retried alone, so only that write fails.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .rows import unencodable
@@ -20,15 +22,26 @@ from .rows import unencodable
 Write = Callable[[sqlite3.Connection], Any]
 
 
-class _Job:
-    __slots__ = ("atomic", "done", "error", "fn", "result", "wake")
+class _Solo:
+    """A lone writer's job (`GroupCommit._solo`): nothing waits on it, so it has no lock."""
+
+    __slots__ = ("atomic", "error", "fn", "result")
 
     def __init__(self, fn: Write, atomic: bool) -> None:
         self.fn = fn
         self.atomic = atomic
-        self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+class _Job(_Solo):
+    """A write queued behind a commit in progress."""
+
+    __slots__ = ("done", "wake")
+
+    def __init__(self, fn: Write, atomic: bool) -> None:
+        super().__init__(fn, atomic)
+        self.done = False
         # Held until this job's thread must wake: its write is durable, or it is to lead next.
         self.wake = threading.Lock()
         self.wake.acquire()
@@ -48,15 +61,17 @@ class GroupCommit:
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
-        job = _Job(fn, atomic)
         with self._lock:
-            self._queue.append(job)
-            follow = self._leading
+            alone = not self._leading  # then the queue is empty too: a leader empties it
             self._leading = True
-        if follow:
-            # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
-            # writes it holds, plus the one that leads next: no thundering herd.
-            job.wake.acquire()
+            if not alone:
+                job = _Job(fn, atomic)
+                self._queue.append(job)
+        if alone:
+            return self._solo(fn, atomic)
+        # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
+        # writes it holds, plus the one that leads next: no thundering herd.
+        job.wake.acquire()
         if not job.done:
             self._lead()
         if isinstance(job.error, UnicodeEncodeError):
@@ -64,6 +79,32 @@ class GroupCommit:
         if job.error is not None:
             raise job.error
         return job.result
+
+    def _solo(self, fn: Write, atomic: bool) -> Any:
+        """A write with nobody committing and nobody waiting (one run writing alone): it is
+        committed at once by its own thread, as a batch of one would be, without the job, the
+        queue and the wake-up lock a batch needs. Writers that queued meanwhile lead next."""
+        try:
+            if atomic:
+                job = _Solo(fn, atomic)
+                self._commit([job])
+                if job.error is not None:
+                    raise job.error
+                return job.result
+            self.commits += 1
+            self.writes += 1
+            if self._guard is not None:
+                self._guard()  # raising refuses the write, as it refuses a batch
+            return fn(self._conn)  # one statement: a transaction of its own
+        except UnicodeEncodeError as exc:
+            raise unencodable(exc, "SQLite") from exc
+        finally:
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on; `_leading` stays set
 
     def _lead(self) -> None:
         with self._lock:
@@ -84,7 +125,7 @@ class GroupCommit:
             if nxt is not None:
                 nxt.wake.release()  # leadership passes on; `_leading` stays set
 
-    def _commit(self, batch: list[_Job]) -> None:
+    def _commit(self, batch: Sequence[_Solo]) -> None:
         self.commits += 1
         self.writes += len(batch)
         if self._guard is not None:
@@ -109,7 +150,7 @@ class GroupCommit:
                 job.error = None
                 self._transaction([job], isolate=True)
 
-    def _transaction(self, batch: list[_Job], isolate: bool) -> bool:
+    def _transaction(self, batch: Sequence[_Solo], isolate: bool) -> bool:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")

@@ -31,7 +31,7 @@ from ..records import JSON, Event, RunInfo, dumps
 from . import Store
 from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
 from .codec_check import verify
-from .secrets import concealer_for
+from .secrets import Concealer, concealer_for
 
 # Store methods with no payload in or out, by protocol part (`parts`): the backend's own,
 # called through unchanged. The payload-carrying methods of every part are guarded below.
@@ -63,6 +63,13 @@ class GuardedStore:
     def __init__(self, inner: Store, codec: PayloadCodec | None) -> None:
         self.inner = inner
         self.codec = codec
+        self._cover: Concealer | None = None  # `concealer_for(self)`, looked up once
+
+    def _concealer(self) -> Concealer:
+        cover = self._cover
+        if cover is None:
+            cover = self._cover = concealer_for(self)
+        return cover
 
     @property
     def url(self) -> str:
@@ -88,7 +95,7 @@ class GuardedStore:
     # -- in ---------------------------------------------------------------------------------
 
     def _in(self, value: JSON, spine: bool = False, conceal: bool = False) -> JSON:
-        cover = concealer_for(self)
+        cover = self._concealer()
         if conceal:  # a workflow's result: the journal layer concealed everything else already
             value = cover.conceal(value)[0]
         if cover.live:
@@ -103,7 +110,7 @@ class GuardedStore:
 
     def _text_in(self, text: str, what: str) -> str:
         """A payload given as JSON text (a signal, a record, an entity entry), guarded."""
-        if self.codec is None and not concealer_for(self).live:
+        if self.codec is None and not self._concealer().live:
             return text  # the hot path: nothing to conceal, nothing to encode
         return dumps(self._in(json.loads(text)), what)
 
@@ -117,6 +124,11 @@ class GuardedStore:
         return self.inner.create_run(sealed, self._event_in(first))
 
     def append(self, event: Event) -> None:
+        cover = self._cover
+        data = event.data
+        if self.codec is None and cover is not None and not cover.live and ENVELOPE not in data:
+            self.inner.append(event)  # the hot path: nothing to scrub or encode (`_in`)
+            return
         self.inner.append(self._event_in(event))
 
     def append_batch(self, events: list[Event]) -> None:
@@ -156,8 +168,9 @@ class GuardedStore:
         event.data["epoch"] = epoch  # the caller's row (the backend set it on the sealed copy)
         return epoch
 
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        return self.inner.tx_mark(tx_id, status, self._event_in(event), now)
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
+        sealed = None if before is None else self._event_in(before)
+        return self.inner.tx_mark(tx_id, status, self._event_in(event), now, sealed)
 
     def signal(
         self,

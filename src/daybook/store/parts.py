@@ -227,8 +227,10 @@ class Epochs(EpochsReads, Protocol):
         """Allocate the next epoch (totally ordered, visible in order), insert the transaction's
         header as open and its journal row `event` (given `data["epoch"]`) atomically."""
 
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        """Set a transaction's status with its journal row atomically; False if it had ended."""
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
+        """Set a transaction's status with its journal row atomically; False if it had ended.
+        `before`: a row journaled just before `event` (the status the header passed through on
+        its way), written in the same database transaction."""
 
 
 class DispatchReads(Protocol):

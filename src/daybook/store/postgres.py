@@ -1,8 +1,9 @@
 """The PostgreSQL dialect (psycopg 3): the store for several processes or hosts.
 
 A lone write is one statement in autocommit mode (one round trip, one WAL flush with
-`synchronous_commit=on`); writes that must commit together run in one transaction. The
-connection heals when the server drops it (`postgres_link`). A `?schema=NAME` URL parameter
+`synchronous_commit=on`); so is a write whose statements depend on one another (a `chain`: one
+data-modifying WITH statement); other writes that must commit together run in one transaction.
+The connection heals when the server drops it (`postgres_link`). A `?schema=NAME` URL parameter
 keeps daybook's tables in their own schema (created if missing), so one database can hold
 several isolated books. Racing claims take different rows (SKIP LOCKED); epochs come from a
 sequence drawn under a transaction lock; a transaction that ends wakes waiters in every process
@@ -13,13 +14,13 @@ and replay must hand the workflow exactly the value the live run saw.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, redact_url
 from ..records import SCHEMA_VERSION
-from .dialect import Db, Dialect, Write
+from .dialect import Db, Dialect, Then, Write
 from .postgres_schema import migrate, schema_exists, stamp
 from .retention import Exec
 from .rows import check_version, foreign_tables
@@ -29,7 +30,8 @@ from .tx_signal import PgTxSignal, TxSignal
 try:
     import psycopg
 
-    from .postgres_link import Link
+    from .postgres_group import StatementGroup
+    from .postgres_link import Link, Links
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
 
@@ -80,10 +82,11 @@ class PostgresDialect(Dialect):
         self.dsn, self.url, self.read_only = url, redact_url(url), read_only
         self.conninfo, self.schema = _split(url)
         try:
-            self.link = Link(self.conninfo, self.schema, read_only=read_only)
+            self.links = Links(self.conninfo, self.schema, read_only=read_only)
         except psycopg.Error as exc:  # unreachable, unknown role or database, a bad URL option
             raise ConfigError(f"cannot connect to {self.url}: {_without(str(exc).strip(), url)}") from None
-        self._retrying, self._once = _Once(self.link, True), _Once(self.link, False)
+        self.link = self.links.first  # opening, migrations and the administration's own calls
+        self.group = StatementGroup(self.links)
         try:
             self._open()
         except psycopg.errors.UndefinedColumn as exc:
@@ -114,23 +117,39 @@ class PostgresDialect(Dialect):
         return f" FOR UPDATE{' OF ' + of if of else ''} SKIP LOCKED"
 
     def read(self, sql: str, params: Any = ()) -> list[Any]:
-        return self.link.execute(sql, params).fetchall()
+        with self.links.take() as link:
+            return link.execute(sql, params).fetchall()
 
     def write(self, fn: Write[T], atomic: bool = False, retry: bool = True) -> T:
-        if not atomic:
-            return fn(self._retrying if retry else self._once)
-        with self.link.transaction() as db:  # never retried: a lost COMMIT's fate is unknown
-            return fn(db)
+        with self.links.take() as link:
+            if not atomic:
+                return fn(_Once(link, retry))
+            with link.transaction() as db:  # never retried: a lost COMMIT's fate is unknown
+                return fn(db)
 
     def conflict(self, exc: BaseException) -> bool | None:
         if not isinstance(exc, psycopg.errors.UniqueViolation):
             return None
         return getattr(exc.diag, "constraint_name", "") == "daybook_events_key"
 
-    def next_epoch(self, db: Db) -> int:
-        # Under a transaction lock, so epochs become visible in the order they are drawn.
-        db.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
-        return int(db.execute("SELECT nextval('daybook_epoch_seq')").fetchone()[0])
+    # Drawn under a transaction lock (taken first: OFFSET 0 keeps the subquery apart), so
+    # epochs become visible in the order they are drawn.
+    epoch_sql = (
+        "SELECT nextval('daybook_epoch_seq') FROM "
+        "(SELECT pg_advisory_xact_lock(hashtext(current_schema())) OFFSET 0) AS l"
+    )
+
+    def chain(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], retry: bool = False
+    ) -> Any:
+        # One statement: the guard and each statement but the last are parts of a WITH (a
+        # data-modifying part runs once, whether or not anything reads it), so the chain is one
+        # round trip and one commit. Unless `retry`, a lost answer leaves its fate unknown.
+        sql, args = guard, params
+        if then:
+            parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
+            sql, args = f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
+        return self.group.run(sql, args, retry)  # with others' at once: one commit (postgres_group)
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)
@@ -143,7 +162,8 @@ class PostgresDialect(Dialect):
         return {str(r[0]) for r in self.read(sql, (table,))}
 
     def role(self) -> str | None:
-        row = self.link.execute("SELECT current_user").fetchone()
+        with self.links.take() as link:
+            row = link.execute("SELECT current_user").fetchone()
         return str(row[0]) if row else ""
 
     def claim_in_queue(self, db: Db, queue: str, sql: str, params: dict[str, Any]) -> Any:
@@ -156,11 +176,11 @@ class PostgresDialect(Dialect):
         return cur.fetchone()
 
     def gc(self, work: Callable[[Exec], T], dry_run: bool) -> T:
-        with self.link.transaction() as db:
+        with self.links.take() as link, link.transaction() as db:
             return work(db.execute)
 
     def close(self) -> None:
-        self.link.close()
+        self.links.close()
 
 
 class PostgresStore(SqlStore):

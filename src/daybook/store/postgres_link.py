@@ -9,13 +9,18 @@ connection (same conninfo, same `search_path`) and:
 If the server cannot be reached yet, `StoreUnavailable` is raised and the next call tries again.
 Encoding refusals (`DataError`: a NUL in text, bad Unicode) become `NotSerializable`: the value
 is at fault, never the store.
+
+A handle holds its links in `Links`: one at first, another opened only when a thread finds every
+one busy (threads of one process writing at once), so their commits overlap and the server
+flushes them to its WAL together instead of one after another on one socket.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -78,7 +83,7 @@ class Link:
             return self._execute(sql, params, retry)
 
     def _execute(self, sql: str, params: Any, retry: bool) -> psycopg.Cursor[Any]:
-        conn = self.conn
+        conn = self.conn if retry else self._idle_checked()
         try:
             return conn.execute(sql, params)
         except _ENCODING as exc:
@@ -96,6 +101,55 @@ class Link:
             return conn.execute(sql, params)
         except _ENCODING as exc:
             raise unencodable(exc, "PostgreSQL") from None
+
+    def _idle_checked(self) -> psycopg.Connection[Any]:
+        """The connection for a statement that is never sent twice, healed first if the server
+        closed it while it was idle (a restart, an idle kill): then nothing of the statement was
+        sent, so it may go on the new connection. Seen without waiting: the server's farewell, or
+        the end of the stream, is already readable on an idle socket."""
+        conn = self.conn
+        try:
+            readable = bool(select.select([conn.pgconn.socket], [], [], 0)[0])
+        except (OSError, ValueError, psycopg.Error):
+            readable = True  # no socket to look at: let libpq say what it is
+        if not readable:
+            return conn
+        try:
+            conn.pgconn.consume_input()
+        except psycopg.OperationalError as exc:
+            return self._heal(conn, exc)
+        if conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
+            return self._heal(conn, psycopg.OperationalError("the server closed the connection"))
+        return conn
+
+    def batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Statements in one transaction, sent together: one round trip and one commit (a
+        pipeline: BEGIN, each statement, COMMIT, one Sync). Each one's first row (None if it
+        returns none). Never sent twice: a connection lost under it raises `StoreUnavailable`;
+        any other error leaves nothing of it written."""
+        with self._turn:
+            conn = self._idle_checked()
+            try:
+                try:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        cursors = [conn.execute(sql, params) for sql, params in statements]
+                        conn.execute("COMMIT")
+                finally:
+                    if not _lost(conn) and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")  # a statement failed: the rest never ran
+                return [cur.fetchone() if cur.description else None for cur in cursors]
+            except _ENCODING as exc:
+                raise unencodable(exc, "PostgreSQL") from None
+            except psycopg.OperationalError as exc:
+                if not _lost(conn):
+                    raise
+                self._heal(conn, exc)
+                raise StoreUnavailable(
+                    f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
+                    "it is re-established, but whether the transaction committed is unknown"
+                ) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -138,6 +192,61 @@ class Link:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class Links:
+    """A handle's links, taken one per call: `first` at once (its errors are the caller's to
+    report), more on demand up to `most`; past that a call waits for one to be free."""
+
+    def __init__(self, conninfo: str, schema: str | None, read_only: bool = False, most: int = 16) -> None:
+        self._args = (conninfo, schema, read_only)
+        self.first = Link(conninfo, schema, read_only=read_only)
+        self._idle = [self.first]
+        self._all = [self.first]
+        self._count = 1
+        self._most = most
+        self._free = threading.Condition()
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[Link]:
+        """A link no other thread is using, for the block (the one used last, when free)."""
+        link = self._get()
+        try:
+            yield link
+        finally:
+            with self._free:
+                self._idle.append(link)
+                self._free.notify()
+
+    def _get(self) -> Link:
+        with self._free:
+            if self._idle:
+                return self._idle.pop()
+            grow = self._count < self._most
+            if grow:
+                self._count += 1
+            else:
+                self._free.wait_for(lambda: bool(self._idle))
+                return self._idle.pop()
+        try:
+            link = Link(*self._args[:2], read_only=self._args[2])
+        except psycopg.Error:
+            # The server refuses another connection (its limit, or it is down): share the ones
+            # there are (a link heals itself when next used).
+            with self._free:
+                self._count -= 1
+                self._free.wait_for(lambda: bool(self._idle))
+                return self._idle.pop()
+        with self._free:
+            self._all.append(link)
+        return link
+
+    def close(self) -> None:
+        with self._free:
+            links = list(self._all)
+        for link in links:
+            with contextlib.suppress(Exception):
+                link.close()
 
 
 def _brief(exc: BaseException) -> str:

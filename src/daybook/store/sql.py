@@ -9,13 +9,15 @@ unique violation on the journal becomes `DuplicateKey` (the key) or `LeaseLost` 
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
 from . import retention, run_page
-from .dialect import Db, Dialect, Write
+from .dialect import Db, Dialect, Then
 from .rows import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -80,10 +82,25 @@ _OPEN_EFFECTS = (
     "ON e.run_id = last.run_id AND e.seq = last.seq "
     "WHERE e.kind != 'outcome' OR e.status IN ('unknown', 'failed') ORDER BY e.at"
 )
+_ENDED = f"({', '.join(repr(str(s)) for s in sorted(TERMINAL))})"
 # The VALUES tuple of one journal row, repeated for a multi-row insert (`append_batch`).
 _EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
+# Statements of a `chain` (see `dialect`): each runs once for the guard's row `g`, if it has one.
+EVENT_FROM_G = (
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
+)
+_EPOCH_TAIL = '"epoch":0}'
+_EPOCH_EVENT_FROM_G = EVENT_FROM_G.replace("%s::json", "(CAST(%s AS TEXT) || g.epoch || '}')::json", 1)
 _INSERT_TX = (
-    f"INSERT INTO daybook_transactions ({TX_COLUMNS}) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
+    f"INSERT INTO daybook_transactions ({TX_COLUMNS}) "
+    "SELECT %s, %s, g.epoch, %s, 'open', %s, %s, %s, %s FROM g RETURNING epoch"
+)
+_INBOX_FROM_G = (
+    "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
+    "SELECT g.run_id, %s, %s::json, %s, %s FROM g RETURNING id"
+)
+_WAKE_FROM_G = (
+    f"UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM g) AND status NOT IN {_ENDED}"
 )
 
 
@@ -105,41 +122,39 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         # A read-only handle may read a store from before the queue columns (schema v11).
         self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
 
-    def _journaled(self, event: Event, fn: Write[Any]) -> Any:
-        """An atomic write that inserts `event`: a unique violation says whose fault it is."""
+    def _chained(
+        self,
+        event: Event | None,
+        guard: str,
+        params: Any,
+        names: str,
+        then: Sequence[Then],
+        retry: bool = False,
+    ) -> Any:
+        """The dialect's `chain` (one round trip on PostgreSQL); a unique violation on the
+        journal row `event` says whose fault it is (DuplicateKey or LeaseLost)."""
         try:
-            return self._write(fn, atomic=True, retry=False)
+            return self.dialect.chain(guard, params, names, then, retry)
         except Exception as exc:
-            on_key = self.dialect.conflict(exc)
-            if on_key is None:
+            on_key = None if event is None else self.dialect.conflict(exc)
+            if on_key is None or event is None:
                 raise
             raise conflict_error(event, on_key) from None
 
     def _moved(self, update: str, params: tuple[Any, ...], event: Event) -> bool:
         """Change a header with `update` and insert `event` with it, or neither (False) if the
         header was not in a state to change."""
-        row = event_params(event)
-
-        def write(db: Db) -> bool:
-            if db.execute(update, params).rowcount == 0:
-                return False
-            db.execute(INSERT_EVENT, row)
-            return True
-
-        return bool(self._journaled(event, write))
+        then = [(EVENT_FROM_G, event_params(event))]
+        return self._chained(event, update + " RETURNING 1", params, "ok", then) is not None
 
     # -- runs and leases ------------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, first: Event) -> bool:
-        run_row, event_row = run_params(info), event_params(first)
-
-        def write(db: Db) -> bool:
-            if db.execute(_INSERT_RUN, run_row).rowcount == 0:
-                return False
-            db.execute(INSERT_EVENT, event_row)
-            return True
-
-        return bool(self._write(write, atomic=True, retry=False))
+        then = [(EVENT_FROM_G, event_params(first))]
+        guard = _INSERT_RUN + " RETURNING run_id"
+        # Safe to send again: a header already there (this very call's, had its answer been
+        # lost) inserts nothing, and the caller then claims the run it finds.
+        return self._chained(None, guard, run_params(info), "run_id", then, retry=True) is not None
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self._read(f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = %s", (run_id,))
@@ -328,27 +343,15 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         any_status: bool = False,
         wake: bool = True,
     ) -> int | None:
-        def write(db: Db) -> int | None:
-            status = db.execute("SELECT status FROM daybook_runs WHERE run_id = %s", (run_id,)).fetchone()
-            if status is None or (status[0] in TERMINAL and not any_status):
-                return None
-            new = db.execute(
-                "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
-                "VALUES (%s, %s, %s::json, %s, %s) RETURNING id",
-                (run_id, name, payload, sender, now),
-            ).fetchone()
-            if wake:
-                # Also for a run executing now: if it suspends before reading this signal, the
-                # wake time survives the suspend and a worker picks the run up again.
-                db.execute(
-                    "UPDATE daybook_runs SET wake_at = %s WHERE run_id = %s AND "
-                    "status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
-                    (now, run_id),
-                )
-            return int(new[0])
-
-        result: int | None = self._write(write, atomic=True, retry=False)  # never read twice
-        return result
+        live = "" if any_status else f" AND status NOT IN {_ENDED}"
+        guard = f"SELECT run_id FROM daybook_runs WHERE run_id = %s{live}"
+        then: list[Then] = [(_INBOX_FROM_G, (name, payload, sender, now))]
+        if wake:
+            # Also for a run executing now: if it suspends before reading this signal, the wake
+            # time survives the suspend and a worker picks the run up again.
+            then.insert(0, (_WAKE_FROM_G, (now,)))
+        new = self._chained(None, guard, (run_id,), "run_id", then)  # never sent twice
+        return None if new is None else int(new[0])
 
     def inbox(self, run_id: str) -> list[tuple[int, str, str, str, float]]:
         sql = "SELECT id, name, payload, sender, at FROM daybook_inbox WHERE run_id = %s ORDER BY id"
@@ -371,17 +374,24 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     def tx_begin(
         self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
     ) -> int:
-        def write(db: Db) -> int:
-            epoch = self.dialect.next_epoch(db)
-            db.execute(_INSERT_TX, (tx_id, run_id, epoch, scopes, attempt, retries, now, now))
-            event.data["epoch"] = epoch
-            db.execute(INSERT_EVENT, event_params(event))
-            return epoch
+        # The journal row's data is given the epoch by the statement itself (it is drawn there):
+        # its JSON text up to the epoch's value, the epoch's digits and "}" appended.
+        data = {k: v for k, v in event.data.items() if k != "epoch"}
+        data["epoch"] = 0
+        row = event_params(dataclasses.replace(event, data=data))
+        if not row[9].endswith(_EPOCH_TAIL):  # pragma: no cover - dumps puts the last key last
+            raise AssertionError(f"a tx:begin row's data does not end with its epoch: {row[9][-40:]!r}")
+        row = (*row[:9], row[9][: -len("0}")], *row[10:])
+        header = (tx_id, run_id, scopes, attempt, retries, now, now)
+        then = [(_EPOCH_EVENT_FROM_G, row), (_INSERT_TX, header)]
+        epoch = int(self._chained(event, self.dialect.epoch_sql, (), "epoch", then)[0])
+        event.data["epoch"] = epoch
+        return epoch
 
-        return int(self._journaled(event, write))
-
-    def tx_mark(self, tx_id: str, status: str, event: Event, now: float) -> bool:
-        changed = self._moved(mark_sql("%s"), (status, now, tx_id), event)
+    def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
+        then = [(EVENT_FROM_G, event_params(e)) for e in (before, event) if e is not None]
+        update = mark_sql("%s") + " RETURNING 1"
+        changed = self._chained(event, update, (status, now, tx_id), "ok", then) is not None
         if status in TX_ENDED:
             self._tx_signal.bump()  # this handle's waiters look again at once
         return changed

@@ -7,7 +7,7 @@ Mixins of `SqlStore`, kept apart so each module stays one noun."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..records import Event, RunInfo, dumps
@@ -16,13 +16,17 @@ from .dispatch_sql import current
 from .rows import INSERT_EVENT, event_params, runs_from_rows
 
 if TYPE_CHECKING:
-    from .dialect import Db, Dialect, Write
+    from .dialect import Db, Dialect, Then
 
 P = q.POSTGRES  # named marks; the dialect renders them
-_ENTITY_LOG = (
-    "INSERT INTO daybook_entity_log (name, at, agent, action, data) VALUES (%s, %s, %s, %s, %s::json)"
+# An entity's log entry, at the time its lease row's write took effect (the chain's `g`).
+_ENTITY_DATA_LOG = (
+    "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
+    "SELECT %s, g.updated_at, %s, %s, %s::json FROM g RETURNING id"
 )
-_HELD = "name = %(name)s AND holder = %(agent)s AND deadline >= {g}(%(now)s, updated_at)"
+# A claim's entry: its data's text completed with the deadline the claim set.
+_ENTITY_LOG = _ENTITY_DATA_LOG.replace("%s::json", "(CAST(%s AS TEXT) || g.deadline || '}')::json")
+_HELD = "name = %s AND holder = %s AND deadline >= {g}(%s, updated_at)"
 
 
 class _Part:
@@ -35,7 +39,15 @@ class _Part:
         _read: Callable[..., list[Any]]
         _write: Callable[..., Any]
 
-        def _journaled(self, event: Event, fn: Write[Any]) -> Any: ...
+        def _chained(
+            self,
+            event: Event | None,
+            guard: str,
+            params: Any,
+            names: str,
+            then: Sequence[Then],
+            retry: bool = False,
+        ) -> Any: ...
 
         def _changed(self, sql: str, params: Any) -> bool: ...
 
@@ -46,53 +58,44 @@ class SqlEntities(_Part):
         # already the agent's (the conflicting row is locked, so racing claims queue and each
         # re-checks). A claim that waited behind a later entry takes effect at that entry's
         # time, so the log's times never go backwards (`updated_at`: the last entry's time).
-        g = self.dialect.greatest
+        most = self.dialect.greatest
         upsert = (
             "INSERT INTO daybook_entities AS e (name, holder, deadline, updated_at) "
-            "VALUES (%(name)s, %(agent)s, %(now)s + %(ttl)s, %(now)s) "
+            "VALUES (%s, %s, %s + %s, %s) "
             "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-            f"deadline = {g}(%(now)s, e.updated_at) + %(ttl)s, updated_at = {g}(%(now)s, e.updated_at) "
-            f"WHERE e.holder IS NULL OR e.deadline < {g}(%(now)s, e.updated_at) "
+            f"deadline = {most}(%s, e.updated_at) + %s, updated_at = {most}(%s, e.updated_at) "
+            f"WHERE e.holder IS NULL OR e.deadline < {most}(%s, e.updated_at) "
             "OR e.holder = excluded.holder RETURNING updated_at, deadline"
         )
-
-        def write(db: Db) -> bool:
-            won = db.execute(upsert, {"name": name, "agent": agent, "now": now, "ttl": ttl}).fetchone()
-            if won is None:
-                return False
-            data = dumps({"ttl": ttl, "deadline": won[1]}, f"claim of entity {name!r}")
-            db.execute(_ENTITY_LOG, (name, won[0], agent, "claim", data))
-            return True
-
-        return bool(self._write(write, atomic=True, retry=False))  # a log entry written twice
+        # The entry's data is {"ttl": ttl, "deadline": the deadline the upsert set}, its JSON
+        # text completed by the statement.
+        ttl_text = dumps({"ttl": ttl}, f"claim of entity {name!r}")[:-1]
+        log = (_ENTITY_LOG, (name, agent, "claim", f'{ttl_text},"deadline":'))
+        params = (name, agent, now, ttl, now, now, ttl, now, now)
+        # Never retried: a log entry written twice.
+        return self._chained(None, upsert, params, "updated_at, deadline", [log]) is not None
 
     def entity_release(self, name: str, agent: str, now: float) -> bool:
-        g = self.dialect.greatest
+        most = self.dialect.greatest
         update = (
-            f"UPDATE daybook_entities SET holder = NULL, deadline = NULL, updated_at = {g}(%(now)s, "
-            f"updated_at) WHERE {_HELD.format(g=g)} RETURNING updated_at"
+            f"UPDATE daybook_entities SET holder = NULL, deadline = NULL, updated_at = {most}(%s, "
+            f"updated_at) WHERE {_HELD.format(g=most)} RETURNING updated_at"
         )
         return self._logged(name, agent, update, now, "release", "null")
 
     def entity_record(self, name: str, agent: str, action: str, data_json: str, now: float) -> bool:
         # The lease check and the append commit together: nothing is written unless it holds
         # (the UPDATE locks the entity, so a racing claim waits for it, or it for the claim).
-        g = self.dialect.greatest
+        most = self.dialect.greatest
         update = (
-            f"UPDATE daybook_entities SET updated_at = {g}(%(now)s, updated_at) "
-            f"WHERE {_HELD.format(g=g)} RETURNING updated_at"
+            f"UPDATE daybook_entities SET updated_at = {most}(%s, updated_at) "
+            f"WHERE {_HELD.format(g=most)} RETURNING updated_at"
         )
         return self._logged(name, agent, update, now, action, data_json)
 
     def _logged(self, name: str, agent: str, update: str, now: float, action: str, data: str) -> bool:
-        def write(db: Db) -> bool:
-            held = db.execute(update, {"name": name, "agent": agent, "now": now}).fetchone()
-            if held is None:
-                return False
-            db.execute(_ENTITY_LOG, (name, held[0], agent, action, data))
-            return True
-
-        return bool(self._write(write, atomic=True, retry=False))
+        log = (_ENTITY_DATA_LOG, (name, agent, action, data))
+        return self._chained(None, update, (now, name, agent, now), "updated_at", [log]) is not None
 
     def entity_view(
         self, name: str
@@ -224,18 +227,16 @@ class SqlDispatch(_Part):
 
     def set_attributes(self, event: Event, attributes: dict[str, Any]) -> None:
         """Append `event` (the journal row that sets them) and index `attributes` with it."""
-        row = event_params(event)
-        upsert = (
-            "INSERT INTO daybook_attributes (run_id, name, value) VALUES (%s, %s, %s) "
-            "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value"
-        )
-
-        def write(db: Db) -> None:
-            db.execute(INSERT_EVENT, row)
-            for k, v in attributes.items():
-                db.execute(upsert, (event.run_id, k, q.attr_text(v)))
-
-        self._journaled(event, write)
+        then: list[Then] = []
+        if attributes:
+            rows = ", ".join(["(%s, %s)"] * len(attributes))
+            upsert = (
+                "INSERT INTO daybook_attributes (run_id, name, value) SELECT g.run_id, a.column1, "
+                f"a.column2 FROM g, (VALUES {rows}) AS a WHERE true "  # WHERE: SQLite's upsert parse
+                "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value RETURNING 1"
+            )
+            then.append((upsert, [x for k, v in attributes.items() for x in (k, q.attr_text(v))]))
+        self._chained(event, INSERT_EVENT + " RETURNING run_id", event_params(event), "run_id", then)
 
     def attributes(self, run_id: str) -> dict[str, Any]:
         current(self._run_cols, self.url)

@@ -160,8 +160,7 @@ class SQLiteDialect(Dialect):
             return None
         return "daybook_events.key" in str(exc)
 
-    def next_epoch(self, db: sqlite3.Connection) -> int:
-        return int(db.execute("UPDATE daybook_epochs SET last = last + 1 RETURNING last").fetchone()[0])
+    epoch_sql = "UPDATE daybook_epochs SET last = last + 1 RETURNING last"
 
     def tx_signal(self) -> TxSignal:
         return TxSignal()  # no notification across processes: waiters poll (see tx_signal)

@@ -2,7 +2,7 @@
 they return.
 
 `daybook_transactions` holds one header per transaction attempt: its epoch (from the store's
-totally ordered allocator, the dialect's `next_epoch`: one counter row on SQLite, a sequence
+totally ordered allocator, the dialect's `epoch_sql`: one counter row on SQLite, a sequence
 drawn under a transaction lock on PostgreSQL, so a smaller epoch is always visible before a
 larger one), its scopes and its status. It is a header like `daybook_runs`, documented as
 mutable: only `status` and `updated_at` ever change, a terminal status (committed, aborted,

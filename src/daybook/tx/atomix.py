@@ -20,7 +20,11 @@ implies never disagrees with the journal:
 Isolation: blocking. `tx:begin` waits until no transaction with a smaller epoch on an
 overlapping scope is open, so the body (its reads included) runs only once every earlier
 conflicting transaction has ended: conflicting transactions are serialized in epoch order,
-disjoint ones run in parallel. The commit rule is checked again before `tx:commit`.
+disjoint ones run in parallel. Once the rule holds it holds for good (frontier.py), so it is
+checked again before `tx:commit` only by an execution that did not see it hold at `tx:begin`.
+A transaction with nothing staged writes `tx:commit` and `tx:end` in one database transaction,
+one with nothing to undo `tx:abort` and `tx:end` (both rows or neither: a crash leaves it open,
+hence abandoned, as one before its decision does).
 
 Replay reproduces every decision: a resumed run re-enters the block, finds its rows, and goes on
 from where the journal ends (a decided commit is flushed to the end, a decided abort is unwound
@@ -132,6 +136,8 @@ class EpochTransaction:
         # The header was released (it ended outside this run's journal): rows without it.
         self._freed = False
         self._begun_at = 0.0  # when the attempt took its epoch: its wait= counts from there
+        # This execution saw the commit rule hold (it holds for good from then on).
+        self._clear = False
 
     def rebind(self, exe: Execution, raw: Raw) -> None:
         """Go on over another cursor (and its context's raw effect): a speculation's branch cut at
@@ -250,6 +256,7 @@ class EpochTransaction:
             spin = min(exe.settings.frontier_spin, RESUMED_SPIN)  # resumed after a suspension: look briefly
         try:
             wait_until_clear(exe, self.scopes, self.epoch, self.tx_id, until, self.group, spin)
+            self._clear = True
         except FrontierTimeout as exc:
             self._mark(END, "aborted", retry=False, error=error_info(exc))
             raise
@@ -396,8 +403,11 @@ class EpochTransaction:
 
     def _commit(self) -> Generator[Any, Any, None]:
         yield from self._approved()
-        if self._recorded(COMMIT) is None and self._recorded(END) is None:
+        if not self._clear and self._recorded(COMMIT) is None and self._recorded(END) is None:
             wait_until_clear(self._exe, self.scopes, self.epoch, self.tx_id, None, self.group)
+        if not self._staged and not self._freed:
+            self._decided(COMMIT, "committing", {}, "committed", {})
+            return
         self._mark(COMMIT, "committing")
         try:
             for c in self._staged:
@@ -409,7 +419,56 @@ class EpochTransaction:
             ) from exc
         self._mark(END, "committed")
 
+    def _decided(
+        self, name: str, status: str, extra: dict[str, Any], final: str, tail: dict[str, Any]
+    ) -> None:
+        """Decide an attempt with nothing to run between its decision and its end (nothing staged
+        to flush, nothing done to undo): the decision row (`name`, `status`) and the end row
+        (`final`) in one write, the same two rows at the same steps as when something runs
+        between them; or replayed."""
+        exe = self._exe
+        step = exe.alloc()
+        fp = step_fingerprint({"tx_id": self.tx_id, "status": status}, step, name)
+        self.status = status
+        if exe.expect(step, Kind.DECISION, name, fp) is not None:
+            self._mark(END, final, **tail)  # recorded alone (by an older daybook): the end may be too
+            return
+        # Both steps taken before anything is held, so nothing (a pause asked at a step
+        # boundary) can stop the run between the two rows.
+        end = exe.alloc()
+        end_fp = step_fingerprint({"tx_id": self.tx_id, "status": final}, end, END)
+        self.status = final
+        if exe.expect(end, Kind.DECISION, END, end_fp) is not None:
+            return  # pragma: no cover - an end is never journaled without its decision
+        tx_id = self.tx_id
+        held: list[Event] = []
+
+        def write(ev: Event) -> None:
+            if not exe.store.tx_mark(tx_id, final, ev, ev.at, held[0]):
+                raise ConfigError(
+                    f"transaction {tx_id} has already ended (another process settled it); "
+                    f"this run cannot record it as {final}. Check `daybook tx {exe.run_id}`"
+                )
+
+        # The decision row is held, not written: it goes with the end row, in the next seq
+        # (nothing else writes to the run's journal in between: the run's own thread, or a
+        # speculation settling after its branches stopped).
+        recorded = Status.RECORDED.value
+        data = {"value": {"tx_id": tx_id, "status": status, **extra}}
+        exe.append(Kind.DECISION, step, name, status=recorded, fp=fp, data=data, write=held.append)
+        data = {"value": {"tx_id": tx_id, "status": final, **tail}}
+        exe.append(Kind.DECISION, end, END, status=recorded, fp=end_fp, data=data, write=write)
+
     def _abort(self, exc: Exception) -> Generator[Any, Any, None]:
+        # A refused scope, a bad configuration or a declined release would fail again: no retry.
+        final = isinstance(exc, ScopeViolation | ConfigError | ReleaseDeclined)
+        if not self._done and not self._freed:
+            retry = self.attempt <= self.retries and not final
+            tail = {"retry": retry, "stuck": []}
+            self._decided(ABORT, "aborting", {"error": error_info(exc)}, "aborted", tail)
+            if retry:
+                raise Rerun()
+            return
         self._mark(ABORT, "aborting", error=error_info(exc))
         stuck: list[str] = []
         if self._done:
@@ -418,8 +477,6 @@ class EpochTransaction:
                 problem = yield from self._undo(c, settled.get(c.step or 0))  # set when it ran now
                 if problem:
                     stuck.append(problem)
-        # A refused scope, a bad configuration or a declined release would fail again: no retry.
-        final = isinstance(exc, ScopeViolation | ConfigError | ReleaseDeclined)
         retry = not stuck and self.attempt <= self.retries and not final
         self._mark(END, "stuck" if stuck else "aborted", retry=retry, stuck=stuck)
         if stuck:

@@ -207,9 +207,11 @@ class Transactions(Facet):
         if tx is None or not isinstance(tool, Tool):
             exe = self._exe
             policy = exe.settings.gate_irreversible
-            gated = isinstance(tool, Tool) and tool.effect.irreversible and policy is not False
+            gated = policy is not False and isinstance(tool, Tool) and tool.effect.irreversible
             # Approved: a fork may make it again with other arguments than its original.
             released = gated and self._release(tool, key, decision, dict(args))
+            if not released and isinstance(tool, Tool):
+                return self._effects.perform(tool, key, decision, args, None)  # the hot path
             if released:
                 exe.release(tool.name)
             try:

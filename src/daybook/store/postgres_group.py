@@ -1,0 +1,112 @@
+"""Group commit for PostgreSQL: statements that threads of one process send at once share one
+transaction, one round trip and one WAL flush.
+
+Leader/follower, as SQLite's `group` (each waiter sleeps on a lock of its own): a thread with a
+statement joins the queue; if no batch is in flight it leads, takes everything queued and sends
+it as one pipelined transaction (`Link.batch`); the others wait until the commit holding theirs
+is durable, so no write returns before it would alone. A lone statement is sent alone, in
+autocommit, as without the group. If a batch fails (a unique violation, a deadlock with another
+process), nothing of it was written and each statement is sent again alone, so the failure stays
+with the statement that caused it; if its connection was lost, each statement's fate is unknown
+(`StoreUnavailable`), unless it is safe to send again.
+
+It matters most for the transactions' epochs: a `tx_begin` holds the epoch lock until its commit
+is durable (so epochs become visible in order), which one commit per begin would serialize at
+one WAL flush each; a batch draws every queued epoch under one hold and one flush.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import StoreUnavailable
+from .postgres_link import Links
+
+
+class _Job:
+    __slots__ = ("done", "error", "params", "result", "retry", "sql", "wake")
+
+    def __init__(self, sql: str, params: Sequence[Any], retry: bool) -> None:
+        self.sql, self.params, self.retry = sql, params, retry
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.wake = threading.Lock()  # held until this job's thread must wake
+        self.wake.acquire()
+
+
+class StatementGroup:
+    """The group commit of one handle's statements over its `links`."""
+
+    def __init__(self, links: Links) -> None:
+        self._links = links
+        self._lock = threading.Lock()
+        self._queue: list[_Job] = []
+        self._leading = False
+        self.commits = 0
+        self.writes = 0
+
+    def run(self, sql: str, params: Sequence[Any], retry: bool = False) -> Any:
+        """Send `sql` as one durable commit, in a batch with others' if they are queued; its
+        first row (None if none). `retry`: safe to send again if the connection dropped."""
+        job = _Job(sql, params, retry)
+        with self._lock:
+            self._queue.append(job)
+            follow = self._leading
+            self._leading = True
+        if follow:
+            job.wake.acquire()
+        if not job.done:
+            self._lead()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch, self._queue = self._queue, []
+        try:
+            self._commit(batch)
+        finally:
+            for job in batch:
+                job.done = True
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            for job in batch:
+                job.wake.release()  # the leader's own: an unwaited lock, harmless
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on
+
+    def _commit(self, batch: list[_Job]) -> None:
+        self.commits += 1
+        self.writes += len(batch)
+        if len(batch) == 1:
+            self._alone(batch[0])
+            return
+        alone = batch
+        try:
+            with self._links.take() as link:
+                rows = link.batch([(job.sql, job.params) for job in batch])
+            for job, row in zip(batch, rows, strict=True):
+                job.result = row
+            return
+        except StoreUnavailable as exc:
+            for job in batch:
+                if not job.retry:
+                    job.error = exc
+            alone = [job for job in batch if job.retry]
+        except Exception:
+            pass  # nothing of the batch was written: each on its own says whose fault it was
+        for job in alone:
+            self._alone(job)
+
+    def _alone(self, job: _Job) -> None:
+        try:
+            with self._links.take() as link:
+                job.result = link.execute(job.sql, job.params, retry=job.retry).fetchone()
+        except BaseException as exc:
+            job.error = exc
