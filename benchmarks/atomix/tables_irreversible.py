@@ -136,7 +136,7 @@ def table10(cfg: Config) -> Report:
     room = ir.Mailroom(lab.root / "files", sink, Injector(FaultModel(0.1)))
     ir.ROOM["room"] = room
     stop = threading.Event()
-    ir.approver(lab.book, stop)
+    granting = ir.approver(lab.book, stop)
     res = {}
     try:
         for mode in MODES10:
@@ -152,6 +152,8 @@ def table10(cfg: Config) -> Report:
             )
     finally:
         stop.set()
+        # The approver reads the store: it must be done before the store closes under it.
+        granting.join(timeout=30)
         sink.stop()
         lab.close()
     _t10_judge(rep, res, n)

@@ -189,9 +189,12 @@ class SQLiteDialect(Dialect):
         return done
 
     def close(self) -> None:
-        self._db.close()
-        if self._reader is not self._db:
-            self._reader.close()
+        # Under the read lock: closing a connection another thread is reading from crashes the
+        # interpreter (a use after free in sqlite3), not only that read.
+        with self._read_lock:
+            self._db.close()
+            if self._reader is not self._db:
+                self._reader.close()
 
 
 class SQLiteStore(SqlStore):
