@@ -225,32 +225,16 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     # -- journal --------------------------------------------------------------------------------
 
     def append(self, event: Event) -> None:
-        params = event_params(event)
-
-        def write(db: Db) -> None:
-            db.execute(INSERT_EVENT, params)
-
-        try:
-            try:
-                self._write(write, retry=False)
-            except StoreUnavailable:
-                # The connection dropped under the insert, and is back: the row is ours if it
-                # landed, else it is written now. (The lease fences everyone else off this seq.)
-                if not self.dialect.heals:
-                    raise
-                if not self._landed(event):
-                    self._write(write, retry=False)
-        except Exception as exc:
-            on_key = self.dialect.conflict(exc)
-            if on_key is None:
-                raise
-            raise conflict_error(event, on_key) from None
+        self._insert(INSERT_EVENT, event_params(event), [event])
 
     def append_batch(self, events: list[Event]) -> None:
         # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
         # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
         sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
-        params = tuple(p for e in events for p in event_params(e))
+        self._insert(sql, tuple(p for e in events for p in event_params(e)), events)
+
+    def _insert(self, sql: str, params: Sequence[Any], events: list[Event]) -> None:
+        """One INSERT of journal rows, healed and refused alike for one row or several."""
 
         def write(db: Db) -> None:
             db.execute(sql, params)
@@ -259,7 +243,9 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
             try:
                 self._write(write, retry=False)
             except StoreUnavailable:
-                # As `append`: the rows are one statement, so the last one tells for all.
+                # The connection dropped under the insert, and is back: the rows are ours if
+                # they landed (one statement, so the last one tells for all), else they are
+                # written now. (The lease fences everyone else off these seqs.)
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
