@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
 from . import retention, run_page
-from .dialect import Db, Dialect, Then
+from .dialect import Dialect, Then
 from .rows import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -118,6 +118,8 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         self.damage: dict[str, str] = {}
         self._read = dialect.read
         self._write = dialect.write
+        self._insert = dialect.insert
+        self._insert_event = dialect.native(INSERT_EVENT)
         self._tx_signal = dialect.tx_signal()
         # A read-only handle may read a store from before the queue columns (schema v11).
         self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
@@ -226,20 +228,16 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
 
     def append(self, event: Event) -> None:
         params = event_params(event)
-
-        def write(db: Db) -> None:
-            db.execute(INSERT_EVENT, params)
-
         try:
             try:
-                self._write(write, retry=False)
+                self._insert(self._insert_event, params)
             except StoreUnavailable:
                 # The connection dropped under the insert, and is back: the row is ours if it
                 # landed, else it is written now. (The lease fences everyone else off this seq.)
                 if not self.dialect.heals:
                     raise
                 if not self._landed(event):
-                    self._write(write, retry=False)
+                    self._insert(self._insert_event, params)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:
@@ -249,21 +247,17 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     def append_batch(self, events: list[Event]) -> None:
         # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
         # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
-        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
+        sql = self.dialect.native(INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1))
         params = tuple(p for e in events for p in event_params(e))
-
-        def write(db: Db) -> None:
-            db.execute(sql, params)
-
         try:
             try:
-                self._write(write, retry=False)
+                self._insert(sql, params)
             except StoreUnavailable:
                 # As `append`: the rows are one statement, so the last one tells for all.
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
-                    self._write(write, retry=False)
+                    self._insert(sql, params)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:
