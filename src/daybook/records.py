@@ -255,30 +255,9 @@ def dumps(value: JSON, what: str) -> str:
     try:
         text = _ENCODE(value)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise _refused(value, exc, what) from None
-    return _checked(text, what)
-
-
-def dumps_row(value: JSON, run_id: str, seq: int) -> str:
-    """`dumps` of journal row `seq`'s payload: the same checks, the row's name only built for
-    a refusal (every row takes this path, and naming it cost more than encoding a small one)."""
-    try:
-        text = _ENCODE(value)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise _refused(value, exc, f"run {run_id!r} seq {seq}") from None
-    if len(text) <= MAX_PAYLOAD and text.isascii():
-        return text
-    return _checked(text, f"run {run_id!r} seq {seq}")
-
-
-def _refused(value: JSON, exc: BaseException, what: str) -> NotSerializable:
-    problem = _not_plain(value) or _brief(exc)
-    advice = _FIX_TEXT if "surrogate" in problem else _PLAIN
-    return NotSerializable(f"{what} is not JSON-serialisable ({problem}); {advice}")
-
-
-def _checked(text: str, what: str) -> str:
-    """`text` (a payload's JSON) if it is within the size limit and UTF-8 can encode it."""
+        problem = _not_plain(value) or _brief(exc)
+        advice = _FIX_TEXT if "surrogate" in problem else _PLAIN
+        raise NotSerializable(f"{what} is not JSON-serialisable ({problem}); {advice}") from None
     if len(text) > MAX_PAYLOAD:
         raise NotSerializable(
             f"{what} is {len(text):,} characters of JSON, over daybook's limit of {MAX_PAYLOAD:,} "
@@ -362,8 +341,6 @@ def safe_text(text: str) -> str:
 def is_plain(value: Any) -> bool:
     """True if `check_json` would accept `value`: plain JSON, which also means it holds no
     `Secret` (the hot path of an act: one walk both checks its arguments and finds none)."""
-    if type(value) is dict:  # an act's arguments: straight to the walk, one frame less
-        return not _not_plain_in(value, 0)
     return not _not_plain(value)
 
 

@@ -303,12 +303,7 @@ class Execution:
             self._written(ev, lambda row: self._store.append_batch([*pending, row]))
             pending.clear()
         else:
-            # `_written`, inline: this is every journal row's path.
-            try:
-                (write or self._store.append)(ev)
-            except Exception as exc:
-                stop = write_failed(self.run_id, ev, exc)
-                raise stop from (exc if stop.release else None)
+            self._written(ev, write or self._store.append)
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
         self._next_seq += 1

@@ -61,17 +61,6 @@ class Dialect(ABC):
         """Run `fn(db)` as one durable commit. `atomic`: fn issues several statements that must
         commit together; `retry`: fn may be run again if the connection dropped under it."""
 
-    def native(self, sql: str) -> str:
-        """`sql` (written once for every backend) as this dialect's driver takes it, rendered
-        once where a hot statement is defined rather than on every call."""
-        return sql
-
-    def insert(self, sql: str, params: Sequence[Any]) -> None:
-        """One statement, already `native`, as one durable commit of its own whose result is
-        not read, never sent again by the dialect (a journal row: `SqlStore.append` looks
-        before writing again). A dialect may take a shorter way than `write` for it."""
-        self.write(lambda db: db.execute(sql, params), retry=False)
-
     @abstractmethod
     def conflict(self, exc: BaseException) -> bool | None:
         """None unless `exc` is a uniqueness refusal of a journal insert; else whether it was on

@@ -20,9 +20,6 @@ from typing import Any
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
-# The connection's own `execute`, called unbound: a statement already rendered skips any
-# override a subclass of the connection has (the SQLite dialect's renders on the way in).
-_EXECUTE = sqlite3.Connection.execute
 
 
 class _Solo:
@@ -82,36 +79,6 @@ class GroupCommit:
         if job.error is not None:
             raise job.error
         return job.result
-
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        """`write` of one statement whose result is not read (a journal row), `sql` as SQLite
-        takes it. A lone writer runs it at once, as `_solo` would, with no write function and
-        one Python frame less for each of the two; a writer that finds a commit in progress
-        queues it as a write like any other."""
-        with self._lock:
-            alone = not self._leading
-            if alone:
-                self._leading = True
-        if not alone:
-            conn = self._conn
-            self.write(lambda db: _EXECUTE(conn, sql, params))
-            return
-        try:
-            self.commits += 1
-            self.writes += 1
-            guard = self._guard
-            if guard is not None:
-                guard()  # raising refuses the write, as it refuses a batch
-            _EXECUTE(self._conn, sql, params)  # one statement: a transaction of its own
-        except UnicodeEncodeError as exc:
-            raise unencodable(exc, "SQLite") from exc
-        finally:
-            with self._lock:
-                nxt = self._queue[0] if self._queue else None
-                if nxt is None:
-                    self._leading = False
-            if nxt is not None:
-                nxt.wake.release()  # leadership passes on; `_leading` stays set
 
     def _solo(self, fn: Write, atomic: bool) -> Any:
         """A write with nobody committing and nobody waiting (one run writing alone): it is

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
 from . import retention, run_page
-from .dialect import Dialect, Then
+from .dialect import Db, Dialect, Then
 from .rows import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -118,8 +118,6 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         self.damage: dict[str, str] = {}
         self._read = dialect.read
         self._write = dialect.write
-        self._insert = dialect.insert
-        self._insert_event = dialect.native(INSERT_EVENT)
         self._tx_signal = dialect.tx_signal()
         # A read-only handle may read a store from before the queue columns (schema v11).
         self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
@@ -227,19 +225,23 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     # -- journal --------------------------------------------------------------------------------
 
     def append(self, event: Event) -> None:
-        self._rows(self._insert_event, event_params(event), [event])
+        self._insert(INSERT_EVENT, event_params(event), [event])
 
     def append_batch(self, events: list[Event]) -> None:
         # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
         # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
-        sql = self.dialect.native(INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1))
-        self._rows(sql, tuple(p for e in events for p in event_params(e)), events)
+        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
+        self._insert(sql, tuple(p for e in events for p in event_params(e)), events)
 
-    def _rows(self, sql: str, params: Sequence[Any], events: list[Event]) -> None:
+    def _insert(self, sql: str, params: Sequence[Any], events: list[Event]) -> None:
         """One INSERT of journal rows, healed and refused alike for one row or several."""
+
+        def write(db: Db) -> None:
+            db.execute(sql, params)
+
         try:
             try:
-                self._insert(sql, params)
+                self._write(write, retry=False)
             except StoreUnavailable:
                 # The connection dropped under the insert, and is back: the rows are ours if
                 # they landed (one statement, so the last one tells for all), else they are
@@ -247,7 +249,7 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
-                    self._insert(sql, params)
+                    self._write(write, retry=False)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:

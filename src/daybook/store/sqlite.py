@@ -22,7 +22,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -154,16 +154,6 @@ class SQLiteDialect(Dialect):
         except sqlite3.OperationalError as exc:
             raise locked(self.path, self.timeout, exc) or exc from None
         return result
-
-    def native(self, sql: str) -> str:
-        return render(sql)
-
-    def insert(self, sql: str, params: Sequence[Any]) -> None:
-        # The journal's hot path: no write function, no rendering (`native` did it once).
-        try:
-            self.group.execute(sql, params)
-        except sqlite3.OperationalError as exc:
-            raise locked(self.path, self.timeout, exc) or exc from None
 
     def conflict(self, exc: BaseException) -> bool | None:
         if not isinstance(exc, sqlite3.IntegrityError):
