@@ -45,3 +45,15 @@ def test_the_log_never_goes_back_in_time(store: Store) -> None:
     assert store.entity_record("desk", "a", "note", "{}", NOW)  # a call that waited behind it
     view = store.entity_view("desk")
     assert view is not None and [e[1] for e in view[2]] == [NOW + 5, NOW + 5]
+
+
+def test_a_claims_logged_deadline_is_the_leases_to_the_last_bit(store: Store) -> None:
+    # A deadline needing 17 digits: written with 15 it rounds up past a claim made just after it,
+    # and the log would show two holders at once (a failure of the two-process claim race).
+    now, ttl = 1795725829.7944186, 0.01
+    assert store.entity_claim("desk", "a", ttl, now)
+    view = store.entity_view("desk")
+    assert view is not None
+    _, deadline, log = view
+    assert deadline == now + ttl
+    assert json.loads(log[0][4])["deadline"] == deadline

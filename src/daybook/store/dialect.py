@@ -43,6 +43,8 @@ class Dialect(ABC):
     read_only = False
     greatest = "GREATEST"  # the two-argument maximum
     position = "strpos"  # (haystack, needle): where needle starts in haystack (1-based), or 0
+    # A float column as text that reads back as the same float (PostgreSQL's shortest exact form).
+    real_text = "{}"
     # Whether a write whose connection dropped under it may have landed all the same, so the
     # journal append looks before writing again (PostgreSQL; SQLite fails a write whole).
     heals = False

@@ -24,8 +24,9 @@ _ENTITY_DATA_LOG = (
     "INSERT INTO daybook_entity_log (name, at, agent, action, data) "
     "SELECT %s, g.updated_at, %s, %s, %s::json FROM g RETURNING id"
 )
-# A claim's entry: its data's text completed with the deadline the claim set.
-_ENTITY_LOG = _ENTITY_DATA_LOG.replace("%s::json", "(CAST(%s AS TEXT) || g.deadline || '}')::json")
+# A claim's entry: its data's text completed with the deadline the claim set, written with every
+# digit it has (the dialect's `real_text`), so the log's deadline is the lease's to the last bit.
+_ENTITY_LOG = _ENTITY_DATA_LOG.replace("%s::json", "(CAST(%s AS TEXT) || {deadline} || '}')::json")
 _HELD = "name = %s AND holder = %s AND deadline >= {g}(%s, updated_at)"
 
 
@@ -70,7 +71,8 @@ class SqlEntities(_Part):
         # The entry's data is {"ttl": ttl, "deadline": the deadline the upsert set}, its JSON
         # text completed by the statement.
         ttl_text = dumps({"ttl": ttl}, f"claim of entity {name!r}")[:-1]
-        log = (_ENTITY_LOG, (name, agent, "claim", f'{ttl_text},"deadline":'))
+        entry = _ENTITY_LOG.replace("{deadline}", self.dialect.real_text.format("g.deadline"))
+        log = (entry, (name, agent, "claim", f'{ttl_text},"deadline":'))
         params = (name, agent, now, ttl, now, now, ttl, now, now)
         # Never retried: a log entry written twice.
         return self._chained(None, upsert, params, "updated_at, deadline", [log]) is not None

@@ -85,6 +85,9 @@ class SQLiteDialect(Dialect):
     name = "SQLite"
     greatest = "max"
     position = "instr"
+    # SQLite writes a REAL as text with 15 significant digits, which can round a lease's deadline
+    # up past the next holder's claim; 17 (the `!` flag lifts its cap of 16) read back exactly.
+    real_text = "printf('%!.17g', {})"
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = self.dsn = url
