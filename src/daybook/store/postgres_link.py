@@ -145,11 +145,7 @@ class Link:
             except psycopg.OperationalError as exc:
                 if not _lost(conn):
                     raise
-                self._heal(conn, exc)
-                raise StoreUnavailable(
-                    f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
-                    "it is re-established, but whether the transaction committed is unknown"
-                ) from exc
+                raise self._lost_in_transaction(conn, exc) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -171,11 +167,15 @@ class Link:
             except psycopg.OperationalError as exc:
                 if not _lost(conn):
                     raise
-                self._heal(conn, exc)
-                raise StoreUnavailable(
-                    f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
-                    "it is re-established, but whether the transaction committed is unknown"
-                ) from exc
+                raise self._lost_in_transaction(conn, exc) from exc
+
+    def _lost_in_transaction(self, conn: psycopg.Connection[Any], exc: Exception) -> StoreUnavailable:
+        """Heals the link; the error says the transaction's fate is unknown."""
+        self._heal(conn, exc)
+        return StoreUnavailable(
+            f"the connection to PostgreSQL was lost during a transaction ({_brief(exc)}); "
+            "it is re-established, but whether the transaction committed is unknown"
+        )
 
     def _begin(self) -> tuple[psycopg.Connection[Any], contextlib.AbstractContextManager[Any]]:
         conn = self.conn
