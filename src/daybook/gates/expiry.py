@@ -115,6 +115,7 @@ def standing(gate: dict[str, Any], now: float) -> dict[str, Any]:
     row["overdue"] = bool(gate.get("overdue"))
     row["expired"] = False
     if not isinstance(timeout, int | float) or not isinstance(opened, int | float):
+        row["on_expiry"] = said(row)
         return row
     base = gate.get("first_approvers")
     if policy == "escalate":
@@ -127,4 +128,23 @@ def standing(gate: dict[str, Any], now: float) -> dict[str, Any]:
         row["overdue"] = row["overdue"] or now > opened + timeout
     else:
         row["expired"] = now > opened + timeout
+    row["on_expiry"] = said(row)
     return row
+
+
+def said(row: dict[str, Any]) -> str:
+    """The expiry policy of a gate row in words, as every listing shows it."""
+    policy = str(row.get("expiry") or "deny")
+    levels = [list(level) for level in row.get("escalate_to") or []]
+    if row.get("timeout") is None:
+        return "no deadline"
+    if policy == "escalate":
+        level = int(row.get("level") or 0)
+        if level >= len(levels):
+            return f"deny (escalated {level} of {len(levels)} levels)"
+        return f"escalate to {','.join(levels[level])} (level {level + 1} of {len(levels)})"
+    if policy == "wait":
+        return "wait (overdue)" if row.get("overdue") else "keep waiting, marked overdue"
+    if policy == "needs_attention":
+        return "stop the run in needs_attention"
+    return "deny"
