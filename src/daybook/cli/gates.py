@@ -146,7 +146,7 @@ def _attempt_row(v: dict[str, Any]) -> list[str]:
 
 def _gate_row(g: dict[str, Any]) -> list[str]:
     allowed = g["approvers"]
-    given = g.get("given") or []
+    given = g.get("approved_by") or g.get("given") or []
     facts = g.get("facts")
     ask = f" (ask {g['ask']}, after {g['first']})" if (g.get("ask") or 1) > 1 else ""
     return [

@@ -54,10 +54,22 @@ def _waiting(store: Store) -> list[dict[str, JSON]]:
             found = gates(info.run_id, events)
             queued = _queued(store, info.run_id, events, found)
             now = time.time()
-            pending.extend(
-                standing(g, now) for g in found if g["state"] == "waiting" and not _complete(g, queued)
-            )
+            for g in found:
+                if g["state"] == "waiting" and not _complete(g, queued):
+                    pending.append(_approved_by(standing(g, now), queued))
     return pending
+
+
+def _approved_by(gate: dict[str, JSON], queued: dict[str, list[tuple[str, str]]]) -> dict[str, JSON]:
+    """The row with `approved_by`: the approvers whose approval the gate counted (`given`)
+    and those whose signed approval is on its way (the run reads it when it next runs)."""
+    given = gate.get("given")
+    names = list(given) if isinstance(given, list) else []
+    for sender, outcome in queued.get(str(gate["gate_id"]), []):
+        if outcome == "approve" and sender not in names:
+            names.append(sender)
+    gate["approved_by"] = names
+    return gate
 
 
 def _complete(gate: dict[str, JSON], queued: dict[str, list[tuple[str, str]]]) -> bool:

@@ -23,7 +23,7 @@ def _run_href(run_id: str) -> str:
 def _terms(g: dict[str, Any]) -> list[Any]:
     """The cells every gate listing shares: approvals (given/needed, by whom), deadline (and
     overdue), what happens at expiry, and the facts the approvers saw (with the ask number)."""
-    given = g.get("given") or []
+    given = g.get("approved_by") or g.get("given") or []
     tally = f"{len(given)}/{g.get('approvals') or 1}" + (f" ({', '.join(map(str, given))})" if given else "")
     deadline: Any = when(g.get("deadline"))
     if g.get("overdue"):
