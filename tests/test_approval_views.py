@@ -18,9 +18,9 @@ from daybook.web import build
 
 pytest.importorskip("mcp")
 
-from mcp import types  # noqa: E402
-from mcp_support import body, client, ledger_of, run, text  # noqa: E402
-from mcp_support import ledger as ledger  # noqa: E402  # a fixture
+from mcp import types
+from mcp_support import body, client, ledger_of, run, text
+from mcp_support import ledger as ledger  # a fixture
 
 XSS = "<script>alert('gate')</script>"
 
