@@ -291,31 +291,25 @@ def tool(
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
-    `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
-    `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it
-    cannot be undone (an email, a payment out): no model-proposed undo is ever tried for it, and
-    it is never used as one. Left unset, a tool with no profile at all (none of idempotent,
-    reconcile, inverse, dedup_window, list_keys, reference) counts as irreversible.
-
-    The rest of the counterparty profile: `status(key, args)` (alias of `reconcile`) answers
-    `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own
-    reference, used once the dedup window has passed; `verify(args)` looks at the world for a
-    keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
-    answer is pending (a durable timer, unlimited rounds); `effect_class`, `bufferable`,
-    `in_transaction`, `cost`: what daybook does with its acts (`journal/effect_class.py`).
-    `certain`: exception types (and HTTP 4xx codes) proving the act did not happen (`failed`,
-    even for a tool with `status` or `verify`, whose other exceptions are read as `unknown`).
-    `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
-    receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay
-    hands back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`),
-    as templates formatted with the call's arguments (`"fs:/srv/{path}"`) or a function of them;
-    inside `ctx.transaction(scopes=...)` a call outside them is refused before it runs.
-    `cancel(**args, idempotency_key=key)` stops a running call a retraction names; `volatile`:
-    arguments that do not change which act a call is (a timestamp; for recovery re-runs).
-    At a gate that releases a call (the agent loop's, `Daybook(gate_irreversible=)`,
-    `ctx.transaction(gate=)`): `precheck(args)` returns the facts the approver is shown (a
-    price, a balance), re-read after the approval and before the act (changed: the gate asks
-    again with the new facts); `approvals=N`: N distinct approvers must approve (four eyes: 2)."""
+    `inverse`: the tool that undoes this one, called by `ctx.compensate()` as `inverse(original=ARGS,
+    result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it cannot be undone (an email, a payment
+    out): no model-proposed undo is ever tried for it, and it is never used as one. Left unset, a tool with
+    no profile at all (none of idempotent, reconcile, inverse, dedup_window, list_keys, reference) counts as
+    irreversible. The rest of the counterparty profile: `status(key, args)` (alias of `reconcile`) answers
+    `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own reference,
+    used once the dedup window has passed; `verify(args)` looks at the world for a keyless act
+    (`accepts_keys=False`); `poll` is the seconds between status queries while the answer is pending (a
+    durable timer, unlimited rounds); `effect_class`, `bufferable`, `in_transaction`, `cost`: what daybook
+    does with its acts (`journal/effect_class.py`). `certain`: exception types (and HTTP 4xx codes) proving
+    the act did not happen (`failed`, even for a tool with `status` or `verify`, whose other exceptions are
+    read as `unknown`). `secrets`: argument names journaled as a keyed digest, never in clear (the tool
+    still receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay hands
+    back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates
+    formatted with the call's arguments (`"fs:/srv/{path}"`) or a function of them; inside
+    `ctx.transaction(scopes=...)` a call outside them is refused before it runs. `cancel(**args,
+    idempotency_key=key)` stops a running call a retraction names; `volatile`: arguments that do not change
+    which act a call is (a timestamp; for recovery re-runs); `precheck`, `approvals`: what a gate releasing
+    a call asks for (`gate_terms`)."""
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
@@ -478,8 +472,11 @@ def _check_gate(f: Callable[..., Any], precheck: Any, approvals: Any) -> None:
 
 
 def gate_terms(tool: Tool[Any], args: dict[str, Any]) -> dict[str, Any]:
-    """What a gate releasing one call of `tool` asks for (`ctx.gate` keywords): the approvals
-    it needs and, with a precheck, the facts read from the call's arguments."""
+    """What a gate releasing one call of `tool` asks for, as `ctx.gate` keywords (the agent
+    loop's gate, `Daybook(gate_irreversible=)`, `ctx.transaction(gate=)`): `approvals`, the
+    distinct approvers it needs (four eyes: 2); `precheck`, the facts the approver is shown (a
+    price, a balance) from the call's arguments, re-read after the approval and before the act
+    (changed: the gate asks again with the new facts)."""
     check = tool.precheck
     return {
         "approvals": tool.approvals,
