@@ -258,6 +258,22 @@ MIGRATIONS: list[list[str]] = [
             FOR EACH ROW WHEN (NEW.status IN ('committed', 'aborted', 'stuck'))
             EXECUTE FUNCTION daybook_transactions_ended()""",
     ],
+    # v13: durable streams (`ctx.stream`, store/chunks.py): chunks keyed by (run, stream, act, n),
+    # at most one divergent re-send beside each; `pos` is the reader's cursor. Append-only.
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_chunks (
+            run_id TEXT NOT NULL, pos BIGINT NOT NULL, stream TEXT NOT NULL, act TEXT NOT NULL,
+            n INTEGER NOT NULL, divergent INTEGER NOT NULL, data JSON NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, pos))""",
+        """CREATE UNIQUE INDEX IF NOT EXISTS daybook_chunks_key
+            ON daybook_chunks (run_id, stream, act, n, divergent)""",
+        "DROP TRIGGER IF EXISTS daybook_chunks_append_only ON daybook_chunks",
+        """CREATE TRIGGER daybook_chunks_append_only BEFORE UPDATE OR DELETE ON daybook_chunks
+            FOR EACH ROW EXECUTE FUNCTION daybook_append_only()""",
+        "DROP TRIGGER IF EXISTS daybook_chunks_no_truncate ON daybook_chunks",
+        """CREATE TRIGGER daybook_chunks_no_truncate BEFORE TRUNCATE ON daybook_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION daybook_append_only()""",
+    ],
 ]
 
 
