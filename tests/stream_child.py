@@ -2,7 +2,7 @@
 after its first group of `answer` chunks commits), or reads a stream and dies after some chunks,
 keeping its cursor in a file as a real consumer would.
 
-    stream_child.py DB write RUN_ID [--die-mid-stream]
+    stream_child.py DB write RUN_ID [--die-mid-stream | --kill-after KIND:N]
     stream_child.py DB read RUN_ID OUT_FILE [--die-after N]
 """
 
@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 import stream_app
-from crashpoint import die, take
+from crashpoint import die, kill_at_journal_write, take
 
 from daybook import Daybook
 from daybook.store.guarded import GuardedStore
@@ -51,13 +51,19 @@ def _read(book: Daybook, run_id: str, out_file: str, die_after: int | None) -> N
                 die()
 
 
+def _index(argv: list[str], flag: str) -> int | None:
+    return argv.index(flag) if flag in argv else None
+
+
 def main(argv: list[str]) -> None:
     die_after = take(argv, "--die-after")
+    kill = [argv.pop(i) for _ in range(2)] if (i := _index(argv, "--kill-after")) is not None else []
     mid = "--die-mid-stream" in argv
     if mid:
         argv.remove("--die-mid-stream")
     db, mode, run_id = argv[1], argv[2], argv[3]
     with Daybook(db, lease_ttl=1.0) as book:
+        kill_at_journal_write(book, kill)
         if mode == "write":
             if mid:
                 _die_after_first_answer_group()
