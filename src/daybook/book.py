@@ -33,8 +33,8 @@ from .errors import ConfigError
 from .gates import roster
 from .gates.methods import GateMethods
 from .hints import name_the_store
-from .journal import strict as strict_mode
 from .journal import stream as streams
+from .journal import strict as strict_mode
 from .journal.follow import follow_chunks
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
@@ -397,7 +397,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         stream, after = streams.checked(stream, after)
         limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
         end = None if limit is None else time.monotonic() + limit
-        return follow_chunks(self.store, run_id, stream, after, stop=lambda: end is not None and time.monotonic() >= end)
+        return follow_chunks(
+            self.store, run_id, stream, after, stop=lambda: end is not None and time.monotonic() >= end
+        )
 
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
         """The run and its whole journal as one JSON document. `raw=True` salvages a damaged

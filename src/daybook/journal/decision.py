@@ -117,8 +117,8 @@ class Decisions(Facet):
             exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
         call = functools.partial(fn, *args, **kwargs)
         if inspect.iscoroutinefunction(fn):
-            call = current.deciding_async(self._exe.id_of(step), call)  # a stream's chunks' act
-            return self._decide_async(step, name, fp, call, why, timeout, retry)
+            act = current.deciding_async(self._exe.id_of(step), call)  # a stream's chunks' act
+            return self._decide_async(step, name, fp, act, why, timeout, retry)
         try:
             value = self._attempts(current.deciding(self._exe.id_of(step), call), timeout, retry)
         except Exception as exc:

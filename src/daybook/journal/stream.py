@@ -61,7 +61,9 @@ def checked(stream: str | None, after: object) -> tuple[str | None, int]:
     )
 
 
-def read_all(store: ReadStore | Store, run_id: str, stream: str | None, after: int, divergent: bool) -> list[Chunk]:
+def read_all(
+    store: ReadStore | Store, run_id: str, stream: str | None, after: int, divergent: bool
+) -> list[Chunk]:
     """Every committed chunk of the run after `after` (paged: one query a thousand)."""
     found: list[Chunk] = []
     while True:

@@ -78,5 +78,7 @@ def from_rows(rows: Sequence[Sequence[Any]]) -> list[Chunk]:
     out = []
     for r in rows:
         data = r[6] if isinstance(r[6], dict) else loads(r[6], str(r[0]), int(r[1]))
-        out.append(Chunk(str(r[0]), int(r[1]), str(r[2]), str(r[3]), int(r[4]), data, float(r[7]), bool(r[5])))
+        out.append(
+            Chunk(str(r[0]), int(r[1]), str(r[2]), str(r[3]), int(r[4]), data, float(r[7]), bool(r[5]))
+        )
     return out
