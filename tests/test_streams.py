@@ -300,3 +300,47 @@ def test_a_streamed_model_call_records_the_whole_completion(book: Daybook) -> No
     reply = book.run(asks, run_id="streamed-record")
     assert reply["text"] == "alpha beta gamma" and reply["output_tokens"] == 3
     assert [c.value for c in book.chunks("streamed-record")] == ["alpha ", "beta ", "gamma"]
+
+
+@daybook.tool(idempotent=True)
+def export_rows(*, rows: int, idempotency_key: str) -> int:
+    """A tool that reports progress on the run's stream while it works."""
+    progress = daybook.current().stream("progress")
+    for i in range(rows):
+        progress.write({"row": i})
+    return rows
+
+
+@daybook.workflow
+def exporting(ctx: daybook.Context) -> int:
+    return int(ctx.effect(export_rows, key="export-1", rows=3))
+
+
+def test_a_tool_streams_under_its_act_key_and_replay_writes_nothing(book: Daybook) -> None:
+    assert book.run(exporting, run_id="tool-stream") == 3
+    assert book.run(exporting, run_id="tool-stream") == 3
+    got = book.chunks("tool-stream", divergent=True)
+    assert [(c.act, c.n, c.value) for c in got] == [("export-1", i, {"row": i}) for i in range(3)]
+
+
+@daybook.workflow
+async def gathered(ctx: daybook.Context) -> list[str]:
+    import asyncio
+
+    async def speak(word: str) -> str:
+        out = ctx.stream("words")
+        for i in range(3):
+            out.write(f"{word}{i}")
+            await asyncio.sleep(0)  # the two decisions' functions interleave
+        return word
+
+    one, two = await asyncio.gather(ctx.decide("a", speak, "a"), ctx.decide("b", speak, "b"))
+    return [one.value, two.value]
+
+
+def test_async_decisions_that_interleave_keep_their_own_segments(book: Daybook) -> None:
+    assert book.run(gathered, run_id="gathered") == ["a", "b"]
+    got = book.chunks("gathered", stream="words")
+    by_act = {act: [c.value for c in got if c.act == act] for act in ("gathered/1", "gathered/2")}
+    assert by_act == {"gathered/1": ["a0", "a1", "a2"], "gathered/2": ["b0", "b1", "b2"]}
+    assert [c.n for c in got if c.act == "gathered/1"] == [0, 1, 2]
