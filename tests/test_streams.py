@@ -7,9 +7,11 @@ a secret in a chunk is never in the store's bytes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import stream_app
-from conftest import HERE, cli, killed, wait_until
+from conftest import HERE, PG_URL, cli, killed, wait_until
 from store_bytes import store_text
 from webtools import web_server
 
@@ -344,3 +347,47 @@ def test_async_decisions_that_interleave_keep_their_own_segments(book: Daybook) 
     by_act = {act: [c.value for c in got if c.act == act] for act in ("gathered/1", "gathered/2")}
     assert by_act == {"gathered/1": ["a0", "a1", "a2"], "gathered/2": ["b0", "b1", "b2"]}
     assert [c.n for c in got if c.act == "gathered/1"] == [0, 1, 2]
+
+
+def test_gc_erases_a_finished_runs_chunks_from_the_store_bytes(db_url: str) -> None:
+    plant = "planted-chunk-text-5521"
+
+    with Daybook(db_url) as book:
+        book.run(stream_app.streamed, plant, run_id="old")
+        assert plant in store_text(db_url)
+        done = book.gc(0)
+        assert "old" in done["run_ids"]
+        erased = book.chunks("old", divergent=True)
+        assert len(erased) == len(PIECES) + 2  # keys and cursors stay
+        assert {json.dumps(c.data) for c in erased} == {json.dumps({"$erased": done["gc_id"]})}
+    assert plant not in store_text(db_url)
+
+
+def _sql(db_url: str, sql: str) -> None:
+    if db_url.startswith("sqlite"):
+        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
+            db.execute(sql)
+            db.commit()
+        return
+    schema = db_url.split("schema=", 1)[1]
+    with psycopg.connect(PG_URL, autocommit=True) as db:
+        db.execute(f'SET search_path TO "{schema}"')
+        db.execute(sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE daybook_chunks SET data = '{\"value\": \"forged\"}'",
+        "UPDATE daybook_chunks SET data = '{\"$erased\": \"x\"}'",  # no gc pass logged it
+        "DELETE FROM daybook_chunks",
+    ],
+)
+def test_chunks_cannot_be_rewritten_or_deleted(db_url: str, sql: str) -> None:
+    with Daybook(db_url) as book:
+        book.run(noted, "log", "x", run_id="kept")
+        before = book.chunks("kept")
+    with pytest.raises((sqlite3.IntegrityError, psycopg.errors.RaiseException), match="append-only"):
+        _sql(db_url, sql)
+    with Daybook(db_url) as book:
+        assert book.chunks("kept") == before
