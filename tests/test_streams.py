@@ -378,8 +378,8 @@ def _sql(db_url: str, sql: str) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "UPDATE daybook_chunks SET data = '{\"value\": \"forged\"}'",
-        "UPDATE daybook_chunks SET data = '{\"$erased\": \"x\"}'",  # no gc pass logged it
+        'UPDATE daybook_chunks SET data = \'{"value": "forged"}\'',
+        'UPDATE daybook_chunks SET data = \'{"$erased": "x"}\'',  # no gc pass logged it
         "DELETE FROM daybook_chunks",
     ],
 )

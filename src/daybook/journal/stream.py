@@ -181,6 +181,13 @@ class Stream:
         digest). Committed within `DELAY` seconds, or with the step's outcome; a reader gets
         it once, even if this step runs again after a crash."""
         exe = self._exe
+        act = current.act()
+        if act is None:  # the body between two steps: sealed once the next step is journaled
+            if exe.next_step <= exe.recorded_steps:
+                return  # replayed: an earlier execution wrote these before that step's row
+            act = f"body@{exe.next_step}"
+        if exe.read_only:
+            return  # a pure replay emits nothing
         stored, hidden = exe.cover().conceal(value)
         what = f"stream {self.name!r} chunk"
         check_json(stored, what)
@@ -189,13 +196,6 @@ class Stream:
                 f"{what} is over {MAX_CHUNK:,} characters of JSON; write it in smaller pieces, or "
                 "keep large data elsewhere and write its reference"
             )
-        act = current.act()
-        if act is None:  # the body between two steps: sealed once the next step is journaled
-            if exe.next_step <= exe.recorded_steps:
-                return  # replayed: an earlier execution wrote these before that step's row
-            act = f"body@{exe.next_step}"
-        if exe.read_only:
-            return  # a pure replay emits nothing
         _buffer(exe).add(self.name, act, {"value": stored, SEALED: True} if hidden else {"value": stored})
 
     def flush(self) -> None:

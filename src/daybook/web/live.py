@@ -202,8 +202,11 @@ def chunk_stream(book: Daybook) -> Callable[[Request], Any]:
             stream = None if name == "*" else check_name(name)
         except DaybookError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        if await run_in_threadpool(book.store.get_run, run_id) is None:
-            return JSONResponse({"error": str(RunNotFound(run_id, book.store.url))}, status_code=404)
+        try:
+            if await run_in_threadpool(book.store.get_run, run_id) is None:
+                raise RunNotFound(run_id, book.store.url)
+        except DaybookError as exc:  # no such run, or its header needs a codec this handle lacks
+            return JSONResponse({"error": str(exc)}, status_code=404)
         return StreamingResponse(
             _chunks(book, request, run_id, stream, after),
             media_type="text/event-stream",
