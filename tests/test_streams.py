@@ -391,3 +391,21 @@ def test_chunks_cannot_be_rewritten_or_deleted(db_url: str, sql: str) -> None:
         _sql(db_url, sql)
     with Daybook(db_url) as book:
         assert book.chunks("kept") == before
+
+
+def test_flush_commits_what_was_written_before_the_step_ends(book: Daybook) -> None:
+    seen: list[list[Any]] = []
+
+    @daybook.workflow
+    def waits_on_a_slow_call(ctx: daybook.Context) -> str:
+        def work() -> str:
+            out = ctx.stream("status")
+            out.write("started")
+            out.flush()  # a reader sees it now, before a long call
+            seen.append([c.value for c in book.chunks(ctx.run_id)])
+            return "done"
+
+        return str(ctx.decide("work", work).value)
+
+    assert book.run(waits_on_a_slow_call, run_id="flushed") == "done"
+    assert seen == [["started"]]
