@@ -25,6 +25,7 @@ from ..journal.stop import Stop
 from ..journal.wait import Signal, Waits
 from ..records import JSON, Kind
 from ..store.secrets import MARK, Secret
+from . import outbox
 from .seal import refusal
 
 
@@ -94,21 +95,26 @@ class Gates(Facet):
         waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
         `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
         nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
-        called once when the gate opens, to tell the approvers. `about` describes the gated act
+        called once when the gate opens, to tell the approvers; an approval request is also put in
+        the durable outbox, which a deliverer sends to the process's configured sinks (a signed
+        webhook, the log: `gates.outbox`, docs/notifications.md). `about` describes the gated act
         exactly (e.g. tool, arguments and key); the verdict is bound to a digest of the action
         and `about`, so an approval of one act never releases another."""
         if on_timeout not in ("decline", "escalate"):
             raise ValueError("on_timeout must be 'decline' or 'escalate'")
         proposal = self._decisions.decide(
             f"gate:{action}",
-            lambda: {
-                "action": action,
-                "approvers": list(approvers) if approvers else None,
-                "timeout": timeout,
-                "decision": decision.id if decision else None,
-                "opened": self._exe.clock(),  # when its time started (a refused verdict keeps it)
-                **({"about": about} if about is not None else {}),
-            },
+            lambda: self._opened(
+                decision,
+                {
+                    "action": action,
+                    "approvers": list(approvers) if approvers else None,
+                    "timeout": timeout,
+                    "decision": decision.id if decision else None,
+                    "opened": self._exe.clock(),  # when its time started (a refused verdict keeps it)
+                    **({"about": about} if about is not None else {}),
+                },
+            ),
         )
         gate_id = decision.id if decision else proposal.id
         if notify is not None:
@@ -130,6 +136,21 @@ class Gates(Facet):
         if verdict.approved and decision is not None:
             self._approved.add(decision.id)
         return verdict
+
+    def _opened(self, decision: Decision[Any] | None, proposal: dict[str, Any]) -> dict[str, Any]:
+        """The proposal of a gate being opened, its approval request put in the outbox first:
+        durable before the gate's row is (the step allocated for it is the one just taken)."""
+        gate_id = decision.id if decision else self._exe.id_of(self._exe.next_step - 1)
+        self.announce(gate_id, proposal)
+        return proposal
+
+    def announce(self, gate_id: str, proposal: dict[str, Any], *, n: int = 1, reason: str = "opened") -> None:
+        """Enqueue the `n`-th approval request of gate `gate_id` in the outbox (`gates.outbox`;
+        idempotent by its key): when it opens (n=1), or inside the recorded step that re-asks
+        or escalates it (n=2, ...). `about` is sent as the journal holds it: secrets as marks."""
+        stored = self._exe.cover().conceal(proposal)[0]
+        assert isinstance(stored, dict)
+        outbox.enqueue(self._exe.store, outbox.request(self.run_id, gate_id, stored, n=n, reason=reason))
 
     def approved(self, decision_id: str) -> bool:
         """Whether a person approved, in this execution, the gate on decision `decision_id`."""
