@@ -18,7 +18,7 @@ from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..runtime.tree import ancestors, descendants, root_of
 from ..store import Store, load_listed
-from . import roster, seal, signing
+from . import outbox, roster, seal, signing
 from .gate import action_digest
 
 
@@ -32,7 +32,10 @@ def approvals(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     verdict when resumed), each with its run's `parent` and tree `root`; with `run_id`, only
     that run's and its descendants' (a child's gate is its parent's pending approval too)."""
     pending = _waiting(store)
+    notices = outbox.by_gate(store) if pending else {}
     for g in pending:
+        # Where the gate's approval request stands in the outbox (`none`: opened before it).
+        g["notice"] = notices.get(str(g["gate_id"]), "none")
         g["root"] = root_of(store, str(g["run_id"]))
         above = ancestors(store, str(g["run_id"]))
         g["parent"] = above[0] if above else None

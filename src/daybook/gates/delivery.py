@@ -25,11 +25,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import SinkConfigError
 from ..records import dumps, safe_text
-from ..store import Store
+from ..store import Store, open_store
 from . import outbox
-from .sink import Refused, Sink
+from .sink import Refused, Sink, sinks_of
 
 log = logging.getLogger("daybook.outbox")
 
@@ -69,7 +71,8 @@ class Deliverer:
         self.max_backoff = max_backoff
         # Longer than a send can take (a webhook's timeout is 60s at most), so a live send
         # never loses its claim to another deliverer mid-way.
-        self.lease_ttl = max(lease_ttl, 2 * max((getattr(s, "timeout", 0.0) for s in self.sinks), default=0.0))
+        slowest = max((float(getattr(s, "timeout", 0.0)) for s in self.sinks), default=0.0)
+        self.lease_ttl = max(lease_ttl, 2 * slowest)
         self.poll = poll
         self.clock = clock
         self.owner = f"deliverer:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -77,6 +80,8 @@ class Deliverer:
         self._done: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Whether `stop` closes the store (a handle opened for this deliverer's thread).
+        self.owns_store = False
 
     def run_once(self) -> Pass:
         """One pass over the outbox (see the module docstring)."""
@@ -103,7 +108,8 @@ class Deliverer:
         tries = e.tries.get(sink, 0)
         if tries == 0 or sink not in e.errors:
             return 0.0  # never tried, or a try cut short by a crash: at once
-        return e.last_try[sink] + min(self.max_backoff, self.backoff * 2 ** (tries - 1))
+        wait: float = min(self.max_backoff, self.backoff * 2 ** (tries - 1))
+        return e.last_try[sink] + wait
 
     def _deliver(self, name: str, done: Pass) -> None:
         if not self.store.entity_claim(name, self.owner, self.lease_ttl, self.clock()):
@@ -164,6 +170,8 @@ class Deliverer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(wait)
+        if self.owns_store and (self._thread is None or not self._thread.is_alive()):
+            self.store.close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -172,3 +180,20 @@ class Deliverer:
             except Exception as exc:  # a store hiccup: said, and tried again at the next poll
                 log.warning("outbox delivery pass failed: %s: %s", type(exc).__name__, exc)
             self._stop.wait(self.poll)
+
+
+def background(store: Store, notify: object, **options: Any) -> Deliverer | None:
+    """A deliverer of `store`'s outbox to the sinks `notify` configures (`sink.sinks_of`), on a
+    thread with a store handle of its own (as the lease heartbeat has); None without sinks."""
+    sinks = sinks_of(notify)
+    if not sinks:
+        return None
+    if store.read_only:
+        raise SinkConfigError("a read-only handle cannot deliver approval requests (it writes their log)")
+    # `dsn`: the URL that connects (`url` may have its password masked); behind the same guard.
+    raw = open_store(getattr(store, "dsn", store.url))
+    twin = getattr(store, "twin", None)
+    own: Store = twin(raw) if twin is not None else raw
+    found = Deliverer(own, sinks, **options)
+    found.owns_store = True
+    return found.start()

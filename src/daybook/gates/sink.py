@@ -175,8 +175,8 @@ def from_env(url: str | None = None, secret_env: str | None = None) -> list[Sink
     if not value:
         raise SinkConfigError(
             f"a webhook URL is configured but ${var} (its HMAC secret) is not set; export it "
-            "(e.g. `export DAYBOOK_NOTIFY_SECRET=$(python -c 'import secrets; print(secrets.token_hex(32))')`) "
-            "or name the variable with --notify-secret-env"
+            "(e.g. `export DAYBOOK_NOTIFY_SECRET=$(python -c 'import secrets; "
+            "print(secrets.token_hex(32))')`) or name the variable with --notify-secret-env"
         )
     return [Webhook(url, secret=Secret(value)), LogSink()]
 
@@ -189,11 +189,14 @@ def sinks_of(value: Any) -> list[Sink]:
     items = [value] if isinstance(value, Webhook | LogSink) else value
     if not isinstance(items, list | tuple):
         raise SinkConfigError(
-            f"notify= takes a list of sinks, e.g. [Webhook(url, secret=Secret(...)), LogSink()]; got {type(value).__name__}"
+            "notify= takes a list of sinks, e.g. [Webhook(url, secret=Secret(...)), LogSink()]; "
+            f"got {type(value).__name__}"
         )
     for s in items:
         if not isinstance(getattr(s, "name", None), str) or not callable(getattr(s, "send", None)):
-            raise SinkConfigError(f"{s!r} is not a sink: use daybook.Webhook(url, secret=...) or daybook.LogSink()")
+            raise SinkConfigError(
+                f"{s!r} is not a sink: use daybook.Webhook(url, secret=...) or daybook.LogSink()"
+            )
     names = [s.name for s in items]
     if len(set(names)) != len(names):
         raise SinkConfigError(f"two sinks share a name ({names}); give one a label=")
