@@ -155,7 +155,7 @@ class Deliverer:
         return self._record(e.name, "delivered", {"sink": sink.name, "n": n})
 
     def _record(self, name: str, action: str, data: dict[str, object]) -> bool:
-        text = dumps(data, f"outbox {action}")  # type: ignore[arg-type]
+        text = dumps(data, f"outbox {action}")
         return self.store.entity_record(name, self.owner, action, text, self.clock())
 
     # -- as a thread ----------------------------------------------------------------------------
