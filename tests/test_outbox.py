@@ -309,3 +309,13 @@ def test_a_worker_with_a_notify_url_delivers_the_outbox(db_url: str, receiver: R
         worker.send_signal(signal.SIGTERM)
         worker.communicate(timeout=60)
     assert receiver.once() == {"r1/1/1": 1}
+
+
+def test_a_request_past_its_gates_deadline_is_given_up_not_sent(db_url: str, receiver: Receiver) -> None:
+    open_gates(db_url, "r1")
+    with Daybook(db_url) as book:
+        late = Deliverer(book.store, [hook(receiver.url)], clock=lambda: time.time() + 7200)
+        assert late.run_once().gave_up == 1
+        [row] = outbox.outbox(book.store)
+        assert row["state"] == "undelivered" and "deadline" in str(row["gave_up"])
+    assert receiver.got == []

@@ -32,10 +32,9 @@ def approvals(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     verdict when resumed), each with its run's `parent` and tree `root`; with `run_id`, only
     that run's and its descendants' (a child's gate is its parent's pending approval too)."""
     pending = _waiting(store)
-    notices = outbox.by_gate(store) if pending else {}
     for g in pending:
         # Where the gate's approval request stands in the outbox (`none`: opened before it).
-        g["notice"] = notices.get(str(g["gate_id"]), "none")
+        g["notice"] = outbox.notice(store, str(g["run_id"]), str(g["gate_id"]))
         g["root"] = root_of(store, str(g["run_id"]))
         above = ancestors(store, str(g["run_id"]))
         g["parent"] = above[0] if above else None

@@ -133,9 +133,15 @@ class Deliverer:
     def _try(self, e: outbox.Entry, sink: Sink, done: Pass) -> bool:
         """One try of one sink, recorded before and after; False if the claim was lost."""
         n = e.tries.get(sink.name, 0) + 1
+        assert e.request is not None
+        deadline = e.request.get("deadline")
+        if isinstance(deadline, int | float) and self.clock() > deadline:
+            # News of a gate whose time is over helps nobody (its escalation is a new request).
+            done.gave_up += 1
+            error = "the gate's deadline passed before it was delivered"
+            return self._record(e.name, "gave_up", {"sink": sink.name, "tries": n - 1, "error": error})
         if not self._record(e.name, "attempt", {"sink": sink.name, "n": n}):
             return False
-        assert e.request is not None
         try:
             sink.send(e.request)
         except Exception as exc:

@@ -95,9 +95,7 @@ class Gates(Facet):
         waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
         `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
         nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
-        called once when the gate opens, to tell the approvers; an approval request is also put in
-        the durable outbox, which a deliverer sends to the process's configured sinks (a signed
-        webhook, the log: `gates.outbox`, docs/notifications.md). `about` describes the gated act
+        called once when the gate opens, to tell the approvers. `about` describes the gated act
         exactly (e.g. tool, arguments and key); the verdict is bound to a digest of the action
         and `about`, so an approval of one act never releases another."""
         if on_timeout not in ("decline", "escalate"):

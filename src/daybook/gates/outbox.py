@@ -205,12 +205,14 @@ def outbox(store: EntitiesReads, state: str | None = None) -> list[dict[str, JSO
     return [r for r in rows if state is None or r["state"] == state]
 
 
-def by_gate(store: EntitiesReads) -> dict[str, str]:
-    """Gate id -> the state of its latest request (for the approvals list)."""
-    found: dict[str, tuple[int, str]] = {}
-    for e in entries(store):
-        req = e.request or {}
-        gate_id, n = str(req.get("gate_id")), int(req.get("n") or 1)
-        if gate_id not in found or found[gate_id][0] <= n:
-            found[gate_id] = (n, e.state())
-    return {gate_id: state for gate_id, (_n, state) in found.items()}
+def notice(store: EntitiesReads, run_id: str, gate_id: str) -> str:
+    """Where the latest request of a gate stands (for the approvals list): its state, or `none`
+    (a gate opened before the outbox). Reads the gate's requests by key, n = 1, 2, ..."""
+    state, n = "none", 1
+    while True:
+        name = PREFIX + delivery_key(run_id, gate_id, n)
+        view = store.entity_view(name)
+        e = None if view is None else entry(name, view)
+        if e is None or e.request is None:
+            return state
+        state, n = e.state(), n + 1
