@@ -5,6 +5,9 @@ process just before its N-th send (after the try was recorded), or just after it
 has the request, its `delivered` is not recorded). `--ready-go`: see crashpoint.ready_then_go.
 
 usage: outbox_child.py DB_URL HOOK_URL [--kill-before-send N] [--kill-before-record N] [--ready-go]
+
+`outbox_child.py open DB_URL RUN_ID --kill-after-request`: run `gated_refund` up to its gate,
+SIGKILLed just after the gate's approval request is durable (before the gate's row is).
 """
 
 from __future__ import annotations
@@ -16,12 +19,39 @@ import time
 
 from crashpoint import die, ready_then_go, take
 
+import daybook
 from daybook import Daybook, Secret, Webhook
 from daybook.gates import outbox
 from daybook.gates.delivery import Deliverer
 
+CARD = "4111-2222-3333-4444-outbox"  # a secret in the gated act's arguments
+
+
+@daybook.workflow
+def gated_refund(ctx: daybook.Context, amount: int) -> str:
+    verdict = ctx.gate("refund", about={"amount": amount, "card": Secret(CARD)}, timeout=3600)
+    return verdict.outcome
+
+
+def open_killed(db_url: str, run_id: str) -> None:
+    """Open the gate of run `run_id`, dying once its request is in the outbox."""
+    with Daybook(db_url, inline_wait=0) as book:
+        real = book.store.entity_record
+
+        def record(name: str, agent: str, action: str, data: str, now: float) -> bool:
+            done = real(name, agent, action, data, now)
+            if action == "request":
+                die()
+            return done
+
+        book.store.entity_record = record  # type: ignore[method-assign]
+        book.run(gated_refund, 50, run_id=run_id)
+
 
 def main(argv: list[str]) -> None:
+    if argv[1] == "open":
+        open_killed(argv[2], argv[3])
+        return
     before_send = take(argv, "--kill-before-send")
     before_record = take(argv, "--kill-before-record")
     ready_then_go(argv)

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from conftest import HERE, cli_in_process, killed, release_together, wait_until
+from outbox_child import CARD
+from outbox_child import gated_refund as refund
 from store_bytes import store_text
 
 import daybook
@@ -27,13 +29,6 @@ from daybook.gates import outbox
 from daybook.gates.delivery import Deliverer
 
 HOOK_SECRET = "hook-secret-4f1c9a7e2b3d5c6a"  # the HMAC key sender and receiver share
-CARD = "4111-2222-3333-4444-outbox"  # a secret in the gated act's arguments
-
-
-@daybook.workflow
-def refund(ctx: daybook.Context, amount: int) -> str:
-    verdict = ctx.gate("refund", about={"amount": amount, "card": Secret(CARD)}, timeout=3600)
-    return verdict.outcome
 
 
 class Receiver:
@@ -319,3 +314,28 @@ def test_a_request_past_its_gates_deadline_is_given_up_not_sent(db_url: str, rec
         [row] = outbox.outbox(book.store)
         assert row["state"] == "undelivered" and "deadline" in str(row["gave_up"])
     assert receiver.got == []
+
+
+def test_a_run_killed_between_its_request_and_its_gate_sends_one_request(
+    db_url: str, receiver: Receiver
+) -> None:
+    child = subprocess.run(
+        [sys.executable, str(HERE / "outbox_child.py"), "open", db_url, "r1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed(child), child.stderr
+    with Daybook(db_url, inline_wait=0) as book:
+        assert [r["key"] for r in outbox.outbox(book.store)] == ["r1/1/1"]
+        assert not any(e.name.startswith("gate:") for e in book.journal("r1"))  # died before the gate's row
+        with pytest.raises(Suspended):
+            book.resume("r1", wait=30)
+        [gate] = book.approvals()
+        [held] = outbox.entries(book.store)
+        assert gate["gate_id"] == "r1/1" and held.key == "r1/1/1"
+        # The gate's time started when the request the approvers got says it did.
+        [row] = [e for e in book.journal("r1") if e.name.startswith("gate:")]
+        assert held.request is not None and row.data["value"]["opened"] == held.request["opened"]
+    deliver_until_done(db_url, [hook(receiver.url)])
+    assert receiver.once() == {"r1/1/1": 1} and len(receiver.got) == 1

@@ -139,16 +139,21 @@ class Gates(Facet):
         """The proposal of a gate being opened, its approval request put in the outbox first:
         durable before the gate's row is (the step allocated for it is the one just taken)."""
         gate_id = decision.id if decision else self._exe.id_of(self._exe.next_step - 1)
-        self.announce(gate_id, proposal)
-        return proposal
+        sent = self.announce(gate_id, proposal)
+        # Opened again after a crash: its time started when the request the approvers got says.
+        return {**proposal, "opened": sent.get("opened", proposal["opened"])}
 
-    def announce(self, gate_id: str, proposal: dict[str, Any], *, n: int = 1, reason: str = "opened") -> None:
+    def announce(
+        self, gate_id: str, proposal: dict[str, Any], *, n: int = 1, reason: str = "opened"
+    ) -> dict[str, Any]:
         """Enqueue the `n`-th approval request of gate `gate_id` in the outbox (`gates.outbox`;
-        idempotent by its key): when it opens (n=1), or inside the recorded step that re-asks
-        or escalates it (n=2, ...). `about` is sent as the journal holds it: secrets as marks."""
+        idempotent by its key) and return the request it holds: when it opens (n=1), or inside
+        the recorded step that re-asks or escalates it (n=2, ...). `about` is sent as the
+        journal holds it: secrets as marks."""
         stored = self._exe.cover().conceal(proposal)[0]
         assert isinstance(stored, dict)
-        outbox.enqueue(self._exe.store, outbox.request(self.run_id, gate_id, stored, n=n, reason=reason))
+        req = outbox.request(self.run_id, gate_id, stored, n=n, reason=reason)
+        return outbox.enqueue(self._exe.store, req)
 
     def approved(self, decision_id: str) -> bool:
         """Whether a person approved, in this execution, the gate on decision `decision_id`."""

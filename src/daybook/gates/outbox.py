@@ -69,10 +69,11 @@ def request(
     }
 
 
-def enqueue(store: Entities, req: dict[str, JSON], *, wait: float = 3 * _ENQUEUE_TTL) -> bool:
+def enqueue(store: Entities, req: dict[str, JSON], *, wait: float = 3 * _ENQUEUE_TTL) -> dict[str, Any]:
     """Append approval request `req` to the outbox durably (when this returns, a crash does not
-    lose it). Idempotent by `req["key"]`: False, writing nothing, if that request is there
-    already. The entry point for every request: a gate opening, re-asked or escalated."""
+    lose it) and return the request the outbox holds under its key: `req`, or, writing nothing,
+    the one enqueued there before (idempotent by `req["key"]`). The entry point for every
+    request: a gate opening, re-asked or escalated."""
     key = req.get("key")
     if not isinstance(key, str) or not key:
         raise ConfigError(f"an approval request needs a delivery key, got {req.get('key')!r}")
@@ -80,16 +81,16 @@ def enqueue(store: Entities, req: dict[str, JSON], *, wait: float = 3 * _ENQUEUE
     text = dumps(req, f"approval request {key!r}")
     deadline = time.monotonic() + wait
     while True:
-        if _requested(store, name):
-            return False
+        if (earlier := held(store, name)) is not None:
+            return earlier
         if store.entity_claim(name, _ENQUEUER, _ENQUEUE_TTL, time.time()):
             try:
                 # Looked at again under the claim: another enqueuer may have written it since.
-                if _requested(store, name):
-                    return False
+                if (earlier := held(store, name)) is not None:
+                    return earlier
                 if not store.entity_record(name, _ENQUEUER, "request", text, time.time()):
                     raise ConfigError(f"approval request {key!r}: lost the outbox claim while writing it")
-                return True
+                return dict(req)
             finally:
                 store.entity_release(name, _ENQUEUER, time.time())
         if time.monotonic() >= deadline:
@@ -101,9 +102,10 @@ def enqueue(store: Entities, req: dict[str, JSON], *, wait: float = 3 * _ENQUEUE
         time.sleep(0.05)
 
 
-def _requested(store: EntitiesReads, name: str) -> bool:
+def held(store: EntitiesReads, name: str) -> dict[str, Any] | None:
+    """The request the outbox holds under entity `name`, if any."""
     found = store.entity_view(name)
-    return found is not None and any(row[3] == "request" for row in found[2])
+    return None if found is None else entry(name, found).request
 
 
 @dataclass
