@@ -339,3 +339,25 @@ def test_a_run_killed_between_its_request_and_its_gate_sends_one_request(
         assert held.request is not None and row.data["value"]["opened"] == held.request["opened"]
     deliver_until_done(db_url, [hook(receiver.url)])
     assert receiver.once() == {"r1/1/1": 1} and len(receiver.got) == 1
+
+
+def test_the_log_sink_writes_one_line_per_request(db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    open_gates(db_url, "r1", "r2")
+    with caplog.at_level("INFO", logger="daybook.outbox"):
+        deliver_until_done(db_url, [LogSink()])
+        deliver_until_done(db_url, [LogSink()])  # a second deliverer: nothing new to say
+    lines = [r.getMessage() for r in caplog.records if r.name == "daybook.outbox"]
+    assert sorted(line.split()[2].rstrip(":") for line in lines) == ["r1/1/1", "r2/1/1"], lines
+    assert all(CARD not in line for line in lines)
+
+
+def test_outbox_deliver_sends_one_pass_from_the_command_line(db_url: str, receiver: Receiver) -> None:
+    open_gates(db_url, "r1")
+    env = {**os.environ, "DAYBOOK_NOTIFY_SECRET": HOOK_SECRET}
+    done = cli_in_process("outbox", "deliver", "--notify-url", receiver.url, db=db_url, env=env)
+    assert done.returncode == 0 and "2 delivered" in done.stdout, done.stderr  # the webhook and the log
+    again = cli_in_process("outbox", "deliver", "--notify-url", receiver.url, db=db_url, env=env)
+    assert again.returncode == 0 and "0 delivered" in again.stdout
+    assert receiver.once() == {"r1/1/1": 1} and len(receiver.got) == 1
+    got = receiver.got[0]
+    assert verify_webhook(got["body"], got["headers"]["Daybook-Signature"], HOOK_SECRET)
