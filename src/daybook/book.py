@@ -31,6 +31,7 @@ from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import roster
+from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
 from .hints import name_the_store
 from .journal import stream as streams
@@ -106,6 +107,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     the step's intent without its outcome, which its status query or same-key re-send settles
     on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
     committed on its own before the workflow goes on.
+    `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
+    delivers the approval outbox to, each request once (docs/notifications.md); None: none.
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
+        notify: Sequence[Any] | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -146,6 +150,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
+        # Approval requests from the outbox, sent by a thread of this handle to these sinks only
+        # (sinks come from the process's configuration, never from the store).
+        self._deliverer = outbox_deliverer(self._store, notify)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
@@ -213,6 +220,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.strict = value
 
     def close(self) -> None:
+        if self._deliverer is not None:
+            self._deliverer.stop()
         self.store.close()
         self._runner.close()
 
