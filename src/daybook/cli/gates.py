@@ -117,7 +117,18 @@ def approvals(book: Daybook, as_json: bool, history: bool, run_id: str | None) -
         book.approvals(run_id),
         as_json,
         empty="no gates waiting",
-        headers=["run", "gate", "action", "approvers", "approvals", "deadline", "on expiry", "facts", "tree"],
+        headers=[
+            "run",
+            "gate",
+            "action",
+            "approvers",
+            "approvals",
+            "deadline",
+            "on expiry",
+            "facts",
+            "notice",
+            "tree",
+        ],
         row=_gate_row,
     )
     if as_json:
@@ -158,6 +169,7 @@ def _gate_row(g: dict[str, Any]) -> list[str]:
         render.when(g["deadline"]) + (" OVERDUE" if g.get("overdue") else ""),
         str(g.get("on_expiry") or "deny"),
         ("-" if facts is None else render.brief(json.dumps(facts, sort_keys=True), 40)) + ask,
+        str(g.get("notice") or "none"),
         "" if g.get("parent") is None else f"child of {g['parent']} (root {g['root']})",
     ]
 

@@ -38,6 +38,7 @@ from ..journal.stop import Stop
 from ..journal.wait import Signal, Waits
 from ..records import JSON, Kind
 from ..store.secrets import MARK, Secret
+from . import outbox
 from .expiry import Expiry, approvals_needed, expiry
 from .seal import refusal
 
@@ -158,8 +159,10 @@ class Gates(Facet):
             request = self._request(action, own, approvers, timeout, policy, need, about, first, ask)
             if precheck is not None:
                 request["facts"] = facts
+            # Its approval request goes to the outbox inside the step that records the gate.
+            reason = "opened" if ask == 0 else "re-asked"
             proposal: Decision[dict[str, Any]] = self._decisions.decide(
-                f"gate:{action}", functools.partial(dict, request)
+                f"gate:{action}", functools.partial(self._opened, own, request, reason)
             )
             gate_id = own.id if own is not None else proposal.id
             first = first or gate_id
@@ -190,6 +193,29 @@ class Gates(Facet):
         if verdict.approved and decision is not None:
             self._approved.add(decision.id)
         return Verdict(gate_id, verdict.outcome, verdict.approver, verdict.reason, verdict.approvers, facts)
+
+    def _opened(
+        self, decision: Decision[Any] | None, proposal: dict[str, Any], reason: str = "opened"
+    ) -> dict[str, Any]:
+        """The proposal of a gate being opened, its approval request put in the outbox first:
+        durable before the gate's row is (the step allocated for it is the one just taken). A
+        re-ask is a gate of its own (its own id), so its request is that gate's first."""
+        gate_id = decision.id if decision else self._exe.id_of(self._exe.next_step - 1)
+        sent = self.announce(gate_id, proposal, reason=reason)
+        # Opened again after a crash: its time started when the request the approvers got says.
+        return {**proposal, "opened": sent.get("opened", proposal["opened"])}
+
+    def announce(
+        self, gate_id: str, proposal: dict[str, Any], *, n: int = 1, reason: str = "opened"
+    ) -> dict[str, Any]:
+        """Enqueue the `n`-th approval request of gate `gate_id` in the outbox (`gates.outbox`;
+        idempotent by its key) and return the request it holds: when it opens (n=1), or inside
+        the recorded step that escalates it (n=2, ...). `about` and `facts` are sent as the
+        journal holds them: secrets as marks."""
+        stored = self._exe.cover().conceal(proposal)[0]
+        assert isinstance(stored, dict)
+        req = outbox.request(self.run_id, gate_id, stored, n=n, reason=reason)
+        return outbox.enqueue(self._exe.store, req)
 
     def _read(self, name: str, precheck: Callable[[], JSON]) -> JSON:
         """The facts `precheck` returns now, as a recorded step (replay reads the same)."""
@@ -249,7 +275,7 @@ class Gates(Facet):
         while True:
             signal = self._waits.wait_for(f"verdict:{gate_id}", timeout=state.left)
             if signal is None:
-                if self._expire(gate_id, action, policy, state, opened):
+                if self._expire(gate_id, value, policy, state, opened):
                     continue
                 return Verdict(gate_id, "timed_out", None, "", tuple(given))
             check = self._check(gate_id, value, signal, state.deadline, state.allowed)
@@ -261,7 +287,9 @@ class Gates(Facet):
             if counted is not None:
                 return counted
 
-    def _expire(self, gate_id: str, action: str, policy: Expiry, state: _Open, opened: float) -> bool:
+    def _expire(
+        self, gate_id: str, request: dict[str, Any], policy: Expiry, state: _Open, opened: float
+    ) -> bool:
         """The gate's time passed: follow its expiry policy. True when it stays open (escalated
         to the next level, or overdue); False when it ends `timed_out`."""
         timeout = state.timeout
@@ -270,7 +298,7 @@ class Gates(Facet):
             state.level += 1
             state.allowed = list(policy.levels[state.level - 1])
             state.deadline = opened + (state.level + 1) * timeout
-            state.left = self._escalate(gate_id, state.level, state.allowed, state.deadline)["left"]
+            state.left = self._escalate(gate_id, request, state)["left"]
             return True
         if policy.policy == "wait":
             since = state.deadline
@@ -278,7 +306,7 @@ class Gates(Facet):
             state.deadline = state.left = None
             return True
         if policy.policy == "needs_attention":
-            raise self._escalation(gate_id, action, timeout)
+            raise self._escalation(gate_id, str(request.get("action")), timeout)
         return False
 
     def _count(
@@ -299,11 +327,17 @@ class Gates(Facet):
             return Verdict(gate_id, "approved", signal.sender, reason, tuple(given))
         return None
 
-    def _escalate(self, gate_id: str, level: int, approvers: list[str], deadline: float) -> dict[str, Any]:
-        """The recorded move of a gate to its next approver list (replay reads the same)."""
+    def _escalate(self, gate_id: str, request: dict[str, Any], state: _Open) -> dict[str, Any]:
+        """The recorded move of a gate to its next approver list (replay reads the same), its
+        approval request to the new approvers put in the outbox inside the step."""
         exe = self._exe
+        level, approvers, deadline, timeout = state.level, state.allowed, state.deadline, state.timeout
+        assert deadline is not None and timeout is not None
 
         def move() -> dict[str, Any]:
+            start = deadline - timeout  # this level's time, as the request's deadline says
+            moved = {**request, "approvers": approvers, "opened": start, "level": level}
+            self.announce(gate_id, moved, n=level + 1, reason="escalated")
             return {
                 "level": level,
                 "approvers": approvers,

@@ -76,7 +76,8 @@ def gate_section(book: Daybook, run_id: str, events: list[Event]) -> Markup:
 
 
 def approvals_page(book: Daybook, csrf: str | None) -> Markup:
-    """Open gates across runs, each with its request and approve / deny forms."""
+    """Open gates across runs, each with its request, where its approval request's delivery
+    stands (`notice`) and approve / deny forms."""
     rows = []
     for g in book.approvals():
         acts: Any = "sign in to decide"
@@ -106,10 +107,11 @@ def approvals_page(book: Daybook, csrf: str | None) -> Markup:
                 payload(g["approvers"]),
                 when(g["since"]),
                 *_terms(g),
+                str(g.get("notice") or "none"),  # the outbox: queued, retrying, delivered, undelivered
                 acts,
             ]
         )
     if not rows:
         return tag("p", "No gates waiting.", id="no-gates")
     headers = ["run", "gate", "action", "about", "approvers", "since", "approvals", "deadline", "on expiry"]
-    return table([*headers, "facts", ""], rows, id="gates")
+    return table([*headers, "facts", "notice", ""], rows, id="gates")
