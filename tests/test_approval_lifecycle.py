@@ -20,6 +20,7 @@ from store_bytes import store_text
 
 import daybook
 from daybook import Daybook, RunStatus, Secret, Suspended
+from daybook.gates import outbox
 
 FLOWS = str(HERE / "approval_flows.py")
 
@@ -113,6 +114,12 @@ def test_an_unanswered_gate_escalates_to_the_next_list_which_alone_may_decide(db
         assert book.approve("esc", gate, approver="bob", token=bob) == "delivered"
         assert resume(db_url, "esc")["result"] == {"outcome": "approved", "by": "bob", "gate": gate}
         assert [e.name for e in book.journal("esc") if e.name.startswith("escalate:")] == [f"escalate:{gate}"]
+        # The escalation is a request of its own in the outbox, addressed to the new level.
+        sent = {e.request["key"]: e.request for e in outbox.entries(book.store) if e.request}
+        assert sent[f"{gate}/1"]["approvers"] == ["alice"] and sent[f"{gate}/1"]["expiry"] == "escalate"
+        moved = sent[f"{gate}/2"]
+        assert (moved["reason"], moved["approvers"], moved["level"]) == ("escalated", ["bob"], 1)
+        assert moved["deadline"] == pytest.approx(now["deadline"])
 
 
 def test_after_the_last_escalation_level_the_gate_denies(db_url: str) -> None:
@@ -172,6 +179,11 @@ def test_a_stale_approval_is_asked_again_and_only_the_fresh_one_releases_the_act
         again = gate_row(book, "buy")
         assert again["gate_id"] != first["gate_id"] and again["first"] == first["gate_id"]
         assert again["facts"] == {"price": 120} and again["ask"] == 2
+        # The approvers are sent the re-ask with the new facts (the outbox's request).
+        sent = {e.request["key"]: e.request for e in outbox.entries(book.store) if e.request}
+        assert sent[f"{first['gate_id']}/1"]["facts"] == {"price": 100}
+        reask = sent[f"{again['gate_id']}/1"]
+        assert (reask["reason"], reask["facts"], reask["ask"]) == ("re-asked", {"price": 120}, 2)
         # The old approval is spent: it cannot be given again for the new request.
         assert book.approve("buy", str(first["gate_id"]), approver="alice", token=alice) == "late"
         assert book.approve("buy", str(again["gate_id"]), approver="alice", token=alice) == "delivered"
