@@ -159,8 +159,7 @@ class Gates(Facet):
             request = self._request(action, own, approvers, timeout, policy, need, about, first, ask)
             if precheck is not None:
                 request["facts"] = facts
-            # Its approval request goes to the outbox inside the step that records the gate.
-            reason = "opened" if ask == 0 else "re-asked"
+            reason = "opened" if ask == 0 else "re-asked"  # its request goes to the outbox
             proposal: Decision[dict[str, Any]] = self._decisions.decide(
                 f"gate:{action}", functools.partial(self._opened, own, request, reason)
             )
