@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import getpass
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,7 +35,7 @@ from .gates import roster
 from .gates.methods import GateMethods
 from .hints import name_the_store
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, shown
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
@@ -103,6 +104,11 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     the step's intent without its outcome, which its status query or same-key re-send settles
     on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
     committed on its own before the workflow goes on.
+    `otel`: export OpenTelemetry spans of the runs this handle executes (`book.run`, `resume`,
+    `retry`), GenAI attributes on model calls and tools, each step once overall however often the
+    run is resumed (`daybook.telemetry`; needs `daybook-runtime[otel]`). True: the program's global
+    tracer provider (else one from the `OTEL_*` settings); or a tracer provider; None (default):
+    True if `$DAYBOOK_OTEL` is 1, else off.
     """
 
     def __init__(
@@ -119,6 +125,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
+        otel: Any = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -143,6 +150,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
+        self._runner.watcher = self._spans = None if read_only else _span_watcher(self._store, otel)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
@@ -210,6 +218,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.strict = value
 
     def close(self) -> None:
+        if self._spans is not None:
+            self._runner.watcher = None
+            self._spans.close()  # what settled since the last poll goes out before the store closes
         self.store.close()
         self._runner.close()
 
@@ -556,6 +567,28 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     def gc_log(self) -> list[dict[str, JSON]]:
         """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""
         return self.store.gc_log()
+
+
+def _span_watcher(store: Store, otel: Any) -> Any:
+    """The handle's span exporter (None: spans off): `otel` True, a tracer provider, or None for
+    `$DAYBOOK_OTEL`."""
+    if otel is None:
+        otel = os.environ.get("DAYBOOK_OTEL", "").strip().lower() in ("1", "true", "yes")
+    if otel is False:
+        return None
+    if otel is not True and not callable(getattr(otel, "get_tracer", None)):
+        raise ConfigError(
+            f"Daybook(otel=...) must be True, False, None or an OpenTelemetry tracer provider, not "
+            f"{shown(otel)} (e.g. Daybook(otel=True) exports with the program's tracer provider)"
+        )
+    try:
+        from .telemetry.watcher import SpanWatcher
+    except ImportError as exc:
+        raise ConfigError(
+            f"Daybook(otel=...) exports spans with OpenTelemetry, which is not installed ({exc}): "
+            "pip install 'daybook-runtime[otel]', or leave otel (and $DAYBOOK_OTEL) unset"
+        ) from None
+    return SpanWatcher(store, otel)
 
 
 _wait_of = functools.partial(bounded, what="wait (seconds)", low=0.0, high=MAX_SECONDS)

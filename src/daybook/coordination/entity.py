@@ -26,6 +26,10 @@ from ..errors import ConfigError, CorruptJournal
 from ..records import JSON, check_json, check_text, dumps, shown
 from ..store import Entities, EntitiesReads
 
+# Entities daybook keeps for itself (a run's span-export cursor, `daybook.telemetry.cursor`):
+# not listed among the leases a person coordinates agents with.
+INTERNAL_PREFIX = "daybook.otel:"
+
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})
 
@@ -151,6 +155,7 @@ def list_leases(store: EntitiesReads, clock: Callable[[], float] = time.time) ->
     return [
         Lease(name, holder, deadline, lease_state(holder, deadline, now), now)
         for name, holder, deadline in store.entity_list()
+        if not name.startswith(INTERNAL_PREFIX)
     ]
 
 
