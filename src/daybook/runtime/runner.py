@@ -112,6 +112,7 @@ class Runner:
     def resume(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
+            self._ended_before(run_id)
             return self._follow(info.result, run_id)  # nothing to run: do not even import its code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
@@ -122,6 +123,7 @@ class Runner:
     async def resume_async(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
+            self._ended_before(run_id)
             return await self._follow_async(info.result, run_id)
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, wait)
@@ -164,6 +166,8 @@ class Runner:
 
     def _claim(self, run_id: str, wf: Workflow[Any], wait: float) -> Begun | Finished:
         finished = self.claims.acquire(run_id, wf.name, wait)
+        if finished is not None:
+            self._ended_before(run_id)
         return finished if finished is not None else self._load(run_id, wf)
 
     def _load(self, run_id: str, wf: Workflow[Any]) -> Begun | Finished:
@@ -172,6 +176,7 @@ class Runner:
             info = self.claims.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 self.claims.let_go(run_id)
+                self._ended_before(run_id)
                 return Finished(info.result)
             if info.status == RunStatus.FAILED:
                 raise RunFailed(run_id, info.error or {})
@@ -278,6 +283,12 @@ class Runner:
             yield
         finally:
             _tell(watcher.ended, run_id)
+
+    def _ended_before(self, run_id: str) -> None:
+        """A run found complete: the watcher sees it end (what a process that died after its
+        last row left unexported goes out now)."""
+        if self.watcher is not None:
+            _tell(self.watcher.ended, run_id)
 
     def _recovered(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
         return (
