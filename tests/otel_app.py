@@ -26,7 +26,7 @@ import daybook
 from daybook import Context, ScriptedLLM
 
 sys.path.insert(0, str(Path(__file__).parent))
-from crashpoint import die  # noqa: E402
+from crashpoint import die
 
 DIE_IN_TOOL = "OTEL_APP_DIE_IN_TOOL"
 

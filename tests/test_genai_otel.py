@@ -142,12 +142,14 @@ def test_otel_asked_for_wrongly_or_without_the_extra_is_a_clear_error(tmp_path: 
 def test_daybook_otel_env_turns_a_handles_export_on(tmp_path: Path) -> None:
     env = {**os.environ, "DAYBOOK_OTEL": "1", "OTEL_TRACES_EXPORTER": "console", "PYTHONPATH": _pythonpath()}
     script = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(HERE)!r})\n"
         "import daybook, test_genai_otel as t\n"
-        "with daybook.Daybook(%r) as book:\n"
+        f"with daybook.Daybook({str(tmp_path / 'env.db')!r}) as book:\n"
         "    book.run(t.shop, 'c', run_id='env')\n"
-    ) % (str(HERE), f"sqlite:///{tmp_path / 'env.db'}")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count('"name": "chat gpt-4o-mini"') == 1
     assert done.stdout.count('"name": "execute_tool charge"') == 1

@@ -143,7 +143,7 @@ def _run(info: RunInfo, start: float, end: Event, first: bool) -> Planned:
     return Planned(f"daybook.run {info.workflow}", False, start, end.at, attrs, error, sid, root=first)
 
 
-_END_STATUS = {
+_END_STATUS: dict[str, str] = {
     Kind.RUN_COMPLETED: "completed",
     Kind.RUN_FAILED: "failed",
     Kind.RUN_CANCELLED: "cancelled",
