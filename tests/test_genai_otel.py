@@ -250,3 +250,26 @@ def test_two_threads_exporting_the_same_run_at_once_send_each_span_once(db_url: 
         assert sum(f.poll_once() for f in followers) == 0
     names = Counter(s.name for s in exporter.get_finished_spans())
     assert names == {"chat claude-sonnet-4": 3, "execute_tool note": 3, "daybook.run paced": 1}
+
+
+def test_a_model_call_with_a_reservation_row_is_one_span_from_its_recorded_row_with_its_cost() -> None:
+    from daybook import Kind
+    from daybook.records import Event, RunInfo
+    from daybook.telemetry.genai import plan
+
+    info = RunInfo("costly", "ask", "app:ask", "running", {}, None, None, 1.0, 4.5, None, None, 1)
+    value = {"text": "hi", "model": "claude-haiku-4", "input_tokens": 12, "output_tokens": 5}
+    rows = [
+        Event("costly", 1, Kind.RUN_STARTED, at=1.0),
+        Event("costly", 2, Kind.DECISION, 1, "llm", status="reserved", data={"attempt": 1}, at=2.0),
+        Event("costly", 3, Kind.DECISION, 1, "llm", status="reserved", data={"attempt": 2}, at=3.0),
+    ]
+    assert plan(info, rows, 0) == []  # reserved, not called yet: nothing settled
+    recorded = {"value": value, "cost": {"usd": 0.0042, "tokens": 17.0}, "priced": True, "attempt": 2}
+    rows.append(Event("costly", 4, Kind.DECISION, 1, "llm", status="recorded", data=recorded, at=4.5))
+    [span] = plan(info, rows, 0)
+    assert span.name == "chat claude-haiku-4" and span.client and (span.start, span.end) == (2.0, 4.5)
+    assert span.attributes["gen_ai.provider.name"] == "anthropic"
+    assert span.attributes["gen_ai.usage.input_tokens"] == 12
+    assert span.attributes["daybook.cost.usd"] == 0.0042 and span.attributes["daybook.attempts"] == 2
+    assert plan(info, rows, 4) == []  # past the cursor: nothing again

@@ -38,6 +38,9 @@ AttrValue = str | int | float | bool
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _SETTLED = {"confirmed", "failed"}
 _FIRED = {"fired", "received", "timeout"}
+# A decision row written before the call it reserves for (the cost ledger's model calls): the
+# step settles at the recorded row after it.
+_RESERVED = {"reserved"}
 ENDS = frozenset({Kind.RUN_COMPLETED, Kind.RUN_FAILED, Kind.RUN_CANCELLED, Kind.RUN_EXPIRED})
 # Model names' prefixes and the GenAI registry's provider names they belong to.
 _PROVIDERS = (
@@ -103,7 +106,7 @@ def settling(rows: list[Event]) -> int | None:
         elif first.kind in (Kind.TIMER, Kind.SIGNAL):
             if row.status in _FIRED:
                 return i
-        else:
+        elif row.status not in _RESERVED:
             return i
     return None
 
@@ -168,8 +171,11 @@ def _what(first: Event, last: Event, content: bool) -> tuple[str, bool, dict[str
         return f"daybook.wait {first.name}", False, {}
     if first.name.startswith("gate:"):
         return f"daybook.gate {first.name}", False, {}
-    if first.name == "llm" and isinstance(first.data.get("value"), dict):
-        attrs = model_call(first.data, content)
+    if first.name == "llm" and isinstance(last.data.get("value"), dict):
+        attrs = model_call(last.data, content)  # the recorded row (after any reservation)
+        attempt = last.data.get("attempt")
+        if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1:
+            attrs["daybook.attempts"] = attempt  # re-sampled after a crash cut a call off
         model = attrs.get("gen_ai.response.model") or ""
         return f"chat {model}".strip(), True, attrs
     return f"daybook.decision {first.name}", False, {}
