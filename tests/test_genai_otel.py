@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import otel_app
 import pytest
-from conftest import killed
+from conftest import killed, wait_until, worker_command
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from store_bytes import store_text
+from webtools import free_port
 
 import daybook
 from daybook import ConfigError, Context, Daybook, DaybookError, ScriptedLLM, Secret
@@ -273,3 +277,44 @@ def test_a_model_call_with_a_reservation_row_is_one_span_from_its_recorded_row_w
     assert span.attributes["gen_ai.usage.input_tokens"] == 12
     assert span.attributes["daybook.cost.usd"] == 0.0042 and span.attributes["daybook.attempts"] == 2
     assert plan(info, rows, 4) == []  # past the cursor: nothing again
+
+
+@pytest.mark.slow
+def test_daybook_web_otel_and_a_daybook_worker_otel_processes_send_each_step_of_a_run_once(
+    db_url: str,
+) -> None:
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "both"}
+    port = free_port()
+    web = subprocess.Popen(
+        [sys.executable, "-m", "daybook", "web", "--db", db_url, "--port", str(port), "--otel"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_until(lambda: _up(port))
+        with Daybook(db_url) as book:
+            book.submit(otel_app.paced, 8, 0.3, run_id="both")
+        cmd = [*worker_command(db_url, "--until-idle", "--otel")]
+        cmd[cmd.index(str(HERE / "agents.py"))] = str(HERE / "otel_app.py")
+        worker = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert worker.returncode == 0 and "run both completed" in worker.stdout, worker.stderr
+        with Daybook(db_url) as book:  # the inspector's poll has seen the run's end
+            wait_until(lambda: Cursor(book.store).read("both") == book.journal("both")[-1].seq)
+    finally:
+        web.send_signal(signal.SIGINT)  # uvicorn stops; the SDK flushes its spans at exit
+        out, _ = web.communicate(timeout=300)
+    both = out + worker.stdout
+    names = Counter(re.findall(r'"name": "((?:chat|execute_tool|daybook\.run) [^"]+)"', both))
+    assert names == {"chat claude-sonnet-4": 4, "execute_tool note": 4, "daybook.run paced": 1}
+    ids = re.findall(r'"span_id": "(0x[0-9a-f]+)"', both)
+    assert len(ids) == len(set(ids)) == 9
+
+
+def _up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
+            return True
+    except OSError:
+        return False

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import getpass
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,7 +34,7 @@ from .gates import roster
 from .gates.methods import GateMethods
 from .hints import name_the_store
 from .journal import strict as strict_mode
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded, shown
+from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
@@ -56,6 +55,7 @@ from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
 from .store.secrets import concealer_for
+from .telemetry.switch import span_watcher
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
@@ -150,7 +150,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
-        self._runner.watcher = self._spans = None if read_only else _span_watcher(self._store, otel)
+        self._runner.watcher = self._spans = None if read_only else span_watcher(self._store, otel)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
@@ -567,28 +567,6 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     def gc_log(self) -> list[dict[str, JSON]]:
         """Every gc pass on this store, oldest first: gc_id, who, at, cutoff, runs, rows."""
         return self.store.gc_log()
-
-
-def _span_watcher(store: Store, otel: Any) -> Any:
-    """The handle's span exporter (None: spans off): `otel` True, a tracer provider, or None for
-    `$DAYBOOK_OTEL`."""
-    if otel is None:
-        otel = os.environ.get("DAYBOOK_OTEL", "").strip().lower() in ("1", "true", "yes")
-    if otel is False:
-        return None
-    if otel is not True and not callable(getattr(otel, "get_tracer", None)):
-        raise ConfigError(
-            f"Daybook(otel=...) must be True, False, None or an OpenTelemetry tracer provider, not "
-            f"{shown(otel)} (e.g. Daybook(otel=True) exports with the program's tracer provider)"
-        )
-    try:
-        from .telemetry.watcher import SpanWatcher
-    except ImportError as exc:
-        raise ConfigError(
-            f"Daybook(otel=...) exports spans with OpenTelemetry, which is not installed ({exc}): "
-            "pip install 'daybook-runtime[otel]', or leave otel (and $DAYBOOK_OTEL) unset"
-        ) from None
-    return SpanWatcher(store, otel)
 
 
 _wait_of = functools.partial(bounded, what="wait (seconds)", low=0.0, high=MAX_SECONDS)

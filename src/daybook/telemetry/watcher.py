@@ -17,6 +17,9 @@ from typing import Any
 
 from .otel import Follower, configured_provider
 
+# Seconds `close` waits for the thread's poll in progress (a store that answers slowly).
+JOIN = 30.0
+
 
 class SpanWatcher:
     """A handle's exporter (`Daybook(otel=True)`: the program's tracer provider, else one from
@@ -40,7 +43,8 @@ class SpanWatcher:
     def close(self) -> None:
         """Stop the thread, after one last export of what settled since its last poll."""
         with self._lock:
-            started = self._thread is not None
-        if started:
+            thread = self._thread
+        if thread is not None:
             self.follower.stop()
+            thread.join(JOIN)  # no poll of the thread's may run on the store once it is closed
             self.follower.poll_once()
