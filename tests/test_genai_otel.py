@@ -221,8 +221,8 @@ def test_a_kill_between_a_batchs_export_and_its_cursor_resends_that_batch_under_
 def test_a_web_follower_and_a_worker_exporting_the_same_run_send_each_step_once(db_url: str) -> None:
     provider, exporter = _exporter()
     with Daybook(db_url) as book:
-        book.submit(otel_app.paced, 8, 0.15, run_id="paced")
-        web = Follower(book.store, provider, poll=0.05, since=0.0)  # `daybook web --otel`'s
+        book.submit(otel_app.paced, 8, 0.25, run_id="paced")
+        web = Follower(book.store, provider, poll=0.5, since=0.0)  # `daybook web --otel`'s
         web.start()
         try:
             worker = Worker(db_url, apps=[str(HERE / "otel_app.py")], poll=0.01, otel=provider)
