@@ -94,6 +94,8 @@ def wait_for_export(db: str, *, idempotency_key: str) -> str:
             deadline = time.monotonic() + 120
             while Cursor(book.store).read(run_id) < step3 and time.monotonic() < deadline:
                 time.sleep(0.05)
+            seen = Cursor(book.store).read(run_id)
+            print(f"cursor at {seen}, step 3 settled at {step3}", file=sys.stderr, flush=True)
         die()
     return "waited"
 

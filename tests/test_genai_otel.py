@@ -187,7 +187,8 @@ def test_a_run_killed_mid_way_and_resumed_in_another_process_exports_each_step_o
     killed_proc = _child(db_url, first, "advice", "--die-in-tool")
     assert killed(killed_proc), killed_proc.stderr
     before = otel_app.read_spans(first)
-    assert sorted(s["attributes"]["daybook.step"] for s in before) == [1, 2, 3]  # sent, then killed
+    steps_before = sorted(s["attributes"]["daybook.step"] for s in before)
+    assert steps_before == [1, 2, 3], killed_proc.stderr  # sent, then killed
     done = _child(db_url, second, "advice")
     assert done.returncode == 0, done.stderr
     spans = otel_app.read_spans(first, second)
@@ -301,15 +302,25 @@ def test_daybook_web_otel_and_a_daybook_worker_otel_processes_send_each_step_of_
         worker = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         assert worker.returncode == 0 and "run both completed" in worker.stdout, worker.stderr
         with Daybook(db_url) as book:  # the inspector's poll has seen the run's end
-            wait_until(lambda: Cursor(book.store).read("both") == book.journal("both")[-1].seq)
+            caught_up = _eventually(lambda: Cursor(book.store).read("both") == book.journal("both")[-1].seq)
+            log = book.store.entity_view("daybook.otel:both")
     finally:
         web.send_signal(signal.SIGINT)  # uvicorn stops; the SDK flushes its spans at exit
         out, _ = web.communicate(timeout=300)
     both = out + worker.stdout
+    assert caught_up, (log, worker.stdout, worker.stderr)
     names = Counter(re.findall(r'"name": "((?:chat|execute_tool|daybook\.run) [^"]+)"', both))
     assert names == {"chat claude-sonnet-4": 4, "execute_tool note": 4, "daybook.run paced": 1}
     ids = re.findall(r'"span_id": "(0x[0-9a-f]+)"', both)
     assert len(ids) == len(set(ids)) == 9
+
+
+def _eventually(predicate: Any) -> bool:
+    try:
+        wait_until(predicate)
+    except AssertionError:
+        return False
+    return True
 
 
 def _up(port: int) -> bool:
