@@ -48,6 +48,7 @@ from .errors import (
     SchemaVersionError,
     ScopeViolation,
     SecretUnavailable,
+    SinkConfigError,
     StepFailed,
     StepRetracted,
     StoreUnavailable,
@@ -59,6 +60,7 @@ from .errors import (
     WorkflowFailed,
 )
 from .gates.gate import Verdict
+from .gates.sink import LogSink, Webhook, verify_webhook
 from .journal.decision import Decision
 from .journal.llm import Completion, LLMClient, ScriptedLLM
 from .journal.tool import (
@@ -131,6 +133,7 @@ __all__ = [
     "LLMClient",
     "Lease",
     "LeaseLost",
+    "LogSink",
     "LoopResult",
     "NeedsAttention",
     "NonDeterminismError",
@@ -171,6 +174,7 @@ __all__ = [
     "Secret",
     "SecretUnavailable",
     "Signal",
+    "SinkConfigError",
     "Skeleton",
     "Status",
     "StepFailed",
@@ -188,6 +192,7 @@ __all__ = [
     "TxResult",
     "UpdateTimeout",
     "Verdict",
+    "Webhook",
     "Why",
     "Workflow",
     "WorkflowFailed",
@@ -197,5 +202,6 @@ __all__ = [
     "in_run",
     "journaled_call",
     "tool",
+    "verify_webhook",
     "workflow",
 ]

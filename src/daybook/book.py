@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import getpass
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .books.effects import effects as effect_rows
@@ -31,11 +31,14 @@ from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import roster
+from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
 from .hints import name_the_store
+from .journal import stream as streams
 from .journal import strict as strict_mode
+from .journal.follow import follow_chunks
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
-from .recovery.compensation import Compensation
+from .recovery.compensation import Compensation, unwind
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
 from .runtime.inbox import ENDED
@@ -50,6 +53,7 @@ from .steering.methods import MessageMethods
 from .steering.revision import binding as revision_binding
 from .steering.revision import steer as steer_run
 from .store import Store, integrity, open_store, resolve_url, retention
+from .store.chunks import Chunk
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -103,12 +107,12 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     row: one commit (one fsync) per such effect step instead of two. A crash in between leaves
     the step's intent without its outcome, which its status query or same-key re-send settles
     on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
-    committed on its own before the workflow goes on.
-    `otel`: export OpenTelemetry spans of the runs this handle executes (`book.run`, `resume`,
-    `retry`), GenAI attributes on model calls and tools, each step once overall however often the
-    run is resumed (`daybook.telemetry`; needs `daybook-runtime[otel]`). True: the program's global
-    tracer provider (else one from the `OTEL_*` settings); or a tracer provider; None (default):
-    True if `$DAYBOOK_OTEL` is 1, else off.
+    committed on its own before the workflow goes on. `otel`: True (the program's tracer
+    provider, else one from `OTEL_*`) or a tracer provider exports OpenTelemetry spans of the runs
+    this handle executes, each step once overall (docs/observability.md; `daybook-runtime[otel]`);
+    None (default): on if `$DAYBOOK_OTEL` is 1.
+    `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
+    delivers the approval outbox to, each request once (docs/notifications.md); None: none.
     """
 
     def __init__(
@@ -126,6 +130,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
         otel: Any = None,
+        notify: Sequence[Any] | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -151,6 +156,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
         self._runner.watcher = self._spans = None if read_only else span_watcher(self._store, otel)
+        # Approval requests from the outbox, sent by a thread of this handle to these sinks only
+        # (sinks come from the process's configuration, never from the store).
+        self._deliverer = outbox_deliverer(self._store, notify)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
@@ -218,9 +226,10 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.strict = value
 
     def close(self) -> None:
-        if self._spans is not None:
-            self._runner.watcher = None
-            self._spans.close()  # what settled since the last poll goes out before the store closes
+        if self._spans is not None:  # what settled since its last poll goes out before the store closes
+            self._spans.close()
+        if self._deliverer is not None:
+            self._deliverer.stop()
         self.store.close()
         self._runner.close()
 
@@ -334,13 +343,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
                 self.cancel(kid.run_id, compensate, by=by, app=app, token=token)
         if info.status != RunStatus.CANCELLED:
             operator.cancel(self._store, run_id, name, compensate, who)
-        return self._unwind(run_id, app) if compensate else None
-
-    def _unwind(self, run_id: str, app: Apps) -> Compensation:
-        info = self.get_run(run_id)
-        load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
-        done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
-        return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
+        return unwind(self._store, self.get_run(run_id), self._runner.context, app) if compensate else None
 
     def execute_claimed(self, run_id: str, app: Apps = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""
@@ -383,6 +386,31 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """The run's journal in order. A read: it never writes (safe on a live run)."""
         self.get_run(run_id)
         return self.store.load(run_id)
+
+    def chunks(
+        self, run_id: str, *, stream: str | None = None, after: int = 0, divergent: bool = False
+    ) -> list[Chunk]:
+        """The run's committed stream chunks (`ctx.stream`) after cursor `after`, in order: one
+        stream's, or every stream's. `divergent=True` also lists the re-sends a re-run wrote
+        that differed from the chunk already committed under their key (readers never get
+        those). A read: it never writes."""
+        stream, after = streams.checked(stream, after)
+        self.get_run(run_id)
+        return streams.read_all(self.store, run_id, stream, after, divergent)
+
+    def follow(
+        self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None
+    ) -> Iterator[Chunk]:
+        """Yield the run's stream chunks after cursor `after` as they commit (one stream's, or
+        every stream's), each once, in order, until the run ends or `timeout` seconds pass.
+        Keep each chunk's `cursor`: following again from it after a crash of the reader gives
+        every chunk once (docs/streams.md)."""
+        stream, after = streams.checked(stream, after)
+        limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
+        end = None if limit is None else time.monotonic() + limit
+        return follow_chunks(
+            self.store, run_id, stream, after, stop=lambda: end is not None and time.monotonic() >= end
+        )
 
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
         """The run and its whole journal as one JSON document. `raw=True` salvages a damaged

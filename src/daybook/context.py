@@ -30,6 +30,7 @@ from .journal.effect import Effects
 from .journal.execution import Execution
 from .journal.llm import LLMClient
 from .journal.stop import ContinueAsNew
+from .journal.stream import Stream, Streams
 from .journal.tool import Retry, Tool
 from .journal.wait import Signal, Waits
 from .records import JSON, Why, check_json
@@ -64,6 +65,7 @@ class Context:
         self._primers = Primers(exe, decisions)
         self._environments = Environments(exe, decisions)
         self._attributes = Attributes(exe)
+        self._streams = Streams(exe)
         self._children = Children(exe, decisions)
         self.budget = Budget(exe, decisions, waits)
 
@@ -139,11 +141,26 @@ class Context:
         return self._decisions.uuid()
 
     def llm(
-        self, client: LLMClient, prompt: str, *, why: Why | None = None, **params: JSON
+        self,
+        client: LLMClient,
+        prompt: str,
+        *,
+        why: Why | None = None,
+        stream: str | None = None,
+        **params: JSON,
     ) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`."""
-        return self._decisions.llm(client, prompt, why=why, **params)
+        The decision ledger gets the model id and tokens with `why`. `stream="answer"`: the
+        reply is written to that durable stream piece by piece as the client's `stream()`
+        yields it (docs/streams.md); replay returns the completion and writes no chunk."""
+        return self._decisions.llm(client, prompt, why=why, stream=stream, **params)
+
+    def stream(self, name: str) -> Stream:
+        """The run's durable stream `name`: `ctx.stream("answer").write(text)` writes a chunk
+        that `book.follow(run_id, stream="answer")`, `daybook journal RUN --follow --stream
+        answer` and the web inspector's live stream deliver exactly once, in order, across
+        crashes of the writer and of the reader (docs/streams.md)."""
+        return self._streams.stream(name)
 
     @overload
     def effect(

@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable, RunErased
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 JSON = Any
 

@@ -30,6 +30,7 @@ lines to repoint after such a move.
     tools.py         tools
     transactions.py  orphans, tx, frontiers
     gates.py         approvers (add, list), approvals, approve, deny
+    outbox.py        outbox (list, deliver): approval requests sent to webhooks and the log
     entities.py      leases, entity
     check.py         check, migrate
     web.py           web (the inspector; its extra imported when it runs), journal --follow
@@ -47,6 +48,7 @@ from . import (
     entities,
     gates,
     lifecycle,
+    outbox,
     recovery,
     retention,
     runs,
@@ -67,7 +69,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check, retention, dispatch, web, recovery,
+        outbox, entities, check, retention, dispatch, web, recovery,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

@@ -169,6 +169,9 @@ class Execution:
         self._on_live: Callable[[], None] | None = None
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
+        # Writes rows outside the journal held for its next row (a stream's chunks, set by
+        # `journal.stream`): called first, so no row seals an act ahead of its chunks.
+        self.side: Callable[[], None] | None = None
         self._note_inbox(events)
 
     @property
@@ -293,6 +296,8 @@ class Execution:
             at=self.clock(),
             **fields,
         )
+        if self.side is not None:
+            self.side()
         pending = self._pending
         if pending and write is not None:
             self.flush()
@@ -313,6 +318,8 @@ class Execution:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
         store that is not a journal row, an exit path). Fenced like any row: never written
         without the lease (the heartbeat's word, then the journal's unique seq)."""
+        if self.side is not None:
+            self.side()
         pending = self._pending
         if not pending:
             return
