@@ -86,6 +86,7 @@ from .recovery.subtask import Skeleton, Subtask
 from .runtime.workflow import Workflow, workflow
 from .seam import current, idempotency_key, in_run, journaled_call
 from .steering.revision import Revision
+from .store.chunks import Chunk
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
 from .tx.atomix import EpochTransaction
@@ -105,6 +106,7 @@ __all__ = [
     "BudgetExceeded",
     "BudgetPool",
     "ChildFailed",
+    "Chunk",
     "Compensation",
     "Completion",
     "ConfigError",
