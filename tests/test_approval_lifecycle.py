@@ -149,9 +149,11 @@ def test_a_gate_that_waits_is_shown_overdue_and_still_takes_a_verdict(db_url: st
         assert resume(db_url, "wait")["result"]["outcome"] == "approved"
 
 
-def test_needs_attention_is_the_old_escalate_it_stops_the_run(db_url: str) -> None:
+@pytest.mark.parametrize("policy", ["needs_attention", "escalate"])
+def test_needs_attention_and_escalate_without_a_list_stop_the_run(db_url: str, policy: str) -> None:
+    # "escalate" with no escalate_to goes to the operators, its meaning before escalation lists.
     with Daybook(db_url) as book:
-        assert parked(start(db_url, "att", "expiring", "needs_attention", 0.3))
+        assert parked(start(db_url, "att", "expiring", policy, 0.3))
         past(gate_row(book, "att")["deadline"])
         assert resume(db_url, "att")["error"] == "NeedsAttention"
         assert book.get_run("att").status == RunStatus.NEEDS_ATTENTION
@@ -293,7 +295,7 @@ def test_a_sigkill_while_a_four_eyes_gate_is_open_keeps_the_approval_it_counted(
     [
         ({"approvals": 0}, "approvals=0"),
         ({"on_timeout": "later"}, "not an expiry policy"),
-        ({"on_timeout": "escalate"}, "needs escalate_to"),
+        ({"on_timeout": "escalate", "escalate_to": ["bob"], "timeout": None}, "needs a timeout"),
         ({"on_timeout": "deny", "escalate_to": ["bob"]}, "escalate_to is given"),
         ({"on_timeout": "escalate", "escalate_to": [[]]}, "none empty"),
     ],
@@ -303,7 +305,7 @@ def test_bad_gate_terms_are_refused_before_anything_is_asked(
 ) -> None:
     @daybook.workflow
     def bad(ctx: daybook.Context) -> str:
-        return ctx.gate("x", timeout=60, **terms).outcome
+        return ctx.gate("x", **{"timeout": 60, **terms}).outcome
 
     # The run is parked (fix the code, then `daybook retry`), saying what the gate refused.
     with pytest.raises(daybook.RunParked, match=rf"raised ConfigError: ctx.gate\('x'\): .*{says}"):

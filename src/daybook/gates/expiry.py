@@ -6,8 +6,8 @@
   (one list is one level; a list of lists is several, in order), each level with the gate's
   `timeout` again; once the last level's time passes too, the gate ends `timed_out`.
 - `wait`: the gate keeps waiting with no end, marked `overdue` past its deadline.
-- `needs_attention`: the run stops in `needs_attention` (what `on_timeout="escalate"` meant
-  before escalation lists existed).
+- `needs_attention`: the run stops in `needs_attention`, for an operator to take up. Also what
+  `on_timeout="escalate"` with no `escalate_to` means (its meaning before escalation lists).
 
 The levels are scheduled from the time the gate opened (level k runs from `opened + k*timeout`
 to `opened + (k+1)*timeout`), so where a gate stands is a function of its row and the clock:
@@ -52,14 +52,11 @@ def expiry(on_timeout: str, escalate_to: Any, timeout: float | None, where: str)
     if timeout is not None and not 0 <= timeout < math.inf:
         raise ConfigError(f"{where}: timeout={timeout!r}: use seconds >= 0, or None for no limit")
     levels = _levels(escalate_to, where)
+    if policy == "escalate" and not levels:
+        # Escalating with no list goes to the operators, as it did before escalation lists:
+        # the run stops in needs_attention (callers written then keep their meaning).
+        return Expiry("needs_attention", ())
     if policy == "escalate":
-        if not levels:
-            raise ConfigError(
-                f"{where}: on_timeout='escalate' needs escalate_to=[names] (one level) or "
-                "[[names], [names]] (levels in order): the approvers the gate goes to when its time "
-                "passes; for the old meaning (stop the run in needs_attention) use "
-                "on_timeout='needs_attention'"
-            )
         if timeout is None:
             raise ConfigError(f"{where}: on_timeout='escalate' needs a timeout (seconds per level)")
     elif levels:
