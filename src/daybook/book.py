@@ -12,9 +12,12 @@ from __future__ import annotations
 import functools
 import getpass
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from .books.cost import Cost
+from .books.cost import cost as cost_ledger
 from .books.effects import effects as effect_rows
 from .books.effects import find_effect
 from .books.obligation import obligations as obligation_rows
@@ -34,6 +37,8 @@ from .gates import roster
 from .gates.methods import GateMethods
 from .hints import name_the_store
 from .journal import strict as strict_mode
+from .journal.price import PriceTable
+from .journal.price import table as price_table
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
@@ -119,6 +124,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
+        prices: PriceTable | Mapping[str, Any] | str | Path | None = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -131,12 +137,14 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         roster.bind(self._store, approvers_file)
         if on_error not in ("park", "fail"):
             raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
+        # The model price table (`journal/price.py`): the shipped defaults, `prices` over them.
+        self.prices = price_table(prices)
         self._runner = Runner(
             self._store,
             lease_ttl=lease_ttl,
             inline_wait=inline_wait,
             strict=strict,
-            context=Context,
+            context=functools.partial(Context, prices=self.prices),
             park=on_error == "park",
             gate_irreversible=policy,
             defer_outcomes=bool(defer_outcomes),
@@ -524,6 +532,13 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""
         self.get_run(run_id)
         return budget_summary(self.store.load(run_id))
+
+    def cost(self, run_id: str, tree: bool = False) -> Cost:
+        """What run `run_id` cost (with `tree`, it and every run below it): USD and tokens per
+        model call, step, model and in all, what replay saved and what re-runs spent again, and
+        the models the price table does not know (`books/cost.py`; `daybook cost RUN`)."""
+        self.get_run(run_id)
+        return cost_ledger(self.store, run_id, self.prices, tree)
 
     def budget_pool(self, name: str) -> BudgetPool:
         """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""

@@ -13,6 +13,7 @@ flat `ctx`; the runtime builds one per execution.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
@@ -29,6 +30,7 @@ from .journal.decision import Decision, Decisions
 from .journal.effect import Effects
 from .journal.execution import Execution
 from .journal.llm import LLMClient
+from .journal.price import PriceTable
 from .journal.stop import ContinueAsNew
 from .journal.tool import Retry, Tool
 from .journal.wait import Signal, Waits
@@ -48,8 +50,9 @@ T = TypeVar("T")
 class Context:
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
-    def __init__(self, exe: Execution) -> None:
+    def __init__(self, exe: Execution, prices: PriceTable | None = None) -> None:
         self._exe = exe
+        self._prices = prices
         decisions = self._decisions = Decisions(exe)
         effects = self._effects = Effects(exe)
         waits = self._waits = Waits(exe, prove=self._proved)
@@ -65,7 +68,7 @@ class Context:
         self._environments = Environments(exe, decisions)
         self._attributes = Attributes(exe)
         self._children = Children(exe, decisions)
-        self.budget = Budget(exe, decisions, waits)
+        self.budget = Budget(exe, decisions, waits, prices)
 
     @property
     def run_id(self) -> str:
@@ -139,11 +142,20 @@ class Context:
         return self._decisions.uuid()
 
     def llm(
-        self, client: LLMClient, prompt: str, *, why: Why | None = None, **params: JSON
+        self,
+        client: LLMClient,
+        prompt: str,
+        *,
+        why: Why | None = None,
+        cost: Callable[[dict[str, Any]], Mapping[str, float]] | None = None,
+        **params: JSON,
     ) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`."""
-        return self._decisions.llm(client, prompt, why=why, **params)
+        The decision ledger gets the model id and tokens with `why`. The run's budget admits it
+        before (`ctx.budget`: at a cap the run pauses or fails, as the cap says) and is charged
+        its tokens and USD (the price table's, or `cost(completion)`) in the recorded row; a
+        replayed call charges nothing again and counts as saved (`daybook cost`)."""
+        return self.budget.model_call(client, prompt, params, why=why, cost=cost)
 
     @overload
     def effect(
@@ -183,7 +195,11 @@ class Context:
 
         Inside `ctx.transaction` the call is scoped and buffered, held or compensated by the
         transaction."""
-        return self._transactions.effect(tool, key=key, decision=decision, **args)
+        if getattr(tool, "cost", None) is None:
+            return self._transactions.effect(tool, key=key, decision=decision, **args)
+        # A tool with a cost is admitted against the budget first and charged what it recorded.
+        run = functools.partial(self._transactions.effect, tool, key=key, decision=decision, **args)
+        return self.budget.effect(tool, dict(args), run)
 
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
@@ -454,7 +470,7 @@ class Context:
 
     def _branch(self, exe: Execution) -> tuple[Context, Transactions]:
         """A speculation branch's `ctx`, over the branch's own cursor, and its transactions."""
-        twin = Context(exe)
+        twin = Context(exe, self._prices)
         return twin, twin._transactions
 
 

@@ -11,11 +11,8 @@ rows are the journal's tail: every later row carries them, and any other use of 
 every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
 without an outcome, which that profile settles on resume (docs/stores.md).
 
-Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
-its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
-`at_live`, `release`, `consume`, `branch`), and the runner fixes how it behaves once, as
-`RunSettings`; `tests/test_shape.py` checks that no module outside `daybook.journal` assigns a
-field.
+Only the journal writes the cursor's fields (`tests/test_shape.py`); the facets of `ctx` and the
+runtime move it through its verbs, and the runner fixes how it behaves once, as `RunSettings`.
 """
 
 from __future__ import annotations
@@ -44,6 +41,8 @@ from . import keys
 from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
+# The row (no step) in which an execution journals the model calls it replayed, not paid again.
+REPLAYED = "cost:replayed"
 
 
 # How a row is written: `store.append`, or a facet's store method that writes the row in one
@@ -169,6 +168,8 @@ class Execution:
         self._on_live: Callable[[], None] | None = None
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
+        # Model calls replayed here (calls, usd, tokens), journaled with the next row (`_saved`).
+        self.replayed: dict[str, float] = {}
         self._note_inbox(events)
 
     @property
@@ -284,6 +285,8 @@ class Execution:
         self._fenced()
         if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
             raise _bad_name(self.run_id, step, name, fields.get("key"))
+        if self.replayed:
+            self._saved()
         ev = Event(
             run_id=self.run_id,
             seq=self._next_seq,
@@ -313,6 +316,8 @@ class Execution:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
         store that is not a journal row, an exit path). Fenced like any row: never written
         without the lease (the heartbeat's word, then the journal's unique seq)."""
+        if self.replayed and not self.read_only:
+            self._saved()
         pending = self._pending
         if not pending:
             return
@@ -322,6 +327,12 @@ class Execution:
         else:
             self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
         pending.clear()
+
+    def _saved(self) -> None:
+        """What replay saved, as one row: a kill before it is written loses only that count."""
+        tally = dict(self.replayed)
+        self.replayed.clear()
+        self.append(Kind.DECISION, None, REPLAYED, status="recorded", data={"value": tally})
 
     def _holdable(self, ev: Event) -> bool:
         """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at
@@ -467,8 +478,7 @@ class Execution:
         self._next_step = end + 1
 
     def jump_to(self, step: int) -> None:
-        """Go on at `step`: the steps before it were written by other cursors (a speculation's
-        branches), which replay their own."""
+        """Go on at `step`: the steps before it were written by a speculation's branches."""
         self._next_step = step
 
     def start_at(self, first: int) -> None:
@@ -491,8 +501,7 @@ class Execution:
             self._next_step = saved
 
     def at_live(self, hook: Callable[[], None], step: int | None = None) -> None:
-        """Call `hook` once, at the first step taken live or at `step` (on replay, where it was
-        called the first time), whichever comes first."""
+        """Call `hook` once, at the first step taken live or at `step`, whichever comes first."""
         self._on_live, self._live_at = hook, step
 
     def drop_live(self, hook: Callable[[], None]) -> None:
@@ -506,8 +515,7 @@ class Execution:
         self._released = name
 
     def take_paused_at(self) -> float | None:
-        """When the run was paused, if it has taken no step since; None from then on (once per
-        resume)."""
+        """When the run was paused, if it has taken no step since; None from then on."""
         at, self._paused_at = self._paused_at, None
         return at
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -22,6 +22,16 @@ from . import wire
 from .effect_class import EFFECT_CLASSES, EffectClass, declare
 
 R = TypeVar("R")
+
+# A tool's cost: fixed amounts by name, or a function (args, result) -> amounts.
+Cost = Mapping[str, float] | Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def cost_of(cost: Cost | None, args: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The amounts an act spent, as its confirmed outcome records them."""
+    if cost is None:
+        return {}
+    return dict(cost) if isinstance(cost, Mapping) else cost(args, result)
 
 
 class OutcomeUnknown(Exception):
@@ -146,9 +156,10 @@ class Tool(Generic[R]):
     # from the lease heartbeat thread with the call's arguments and key; the call then returns
     # what it did (kept, and undone by the retraction) or raises (nothing applied).
     cancel: Callable[..., Any] | None = None
-    # What its act's fee or quota was, from its arguments (as journaled) and result: recorded
-    # with the confirmed outcome (the `reversible-with-cost` class requires it).
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    # What its act's fee or quota was: fixed amounts (`{"usd": 0.01}`, admitted against the
+    # run's budget before the call) or a function of its arguments (as journaled) and result;
+    # recorded with the confirmed outcome and charged to the budget (`coordination.budget`).
+    cost: Cost | None = None
     # The effect class (`journal/effect_class.py`): what daybook does with its acts. Built by
     # `@daybook.tool` from the keywords; for a `Tool` built directly, from its fields (and the
     # fields are then made to agree with it).
@@ -244,7 +255,7 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
@@ -275,7 +286,7 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
@@ -336,7 +347,7 @@ def _make(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
@@ -421,7 +432,7 @@ def _check(
     status: Callable[..., Any] | None,
     reconcile: Callable[..., Any] | None,
     poll: float | None,
-    cost: Callable[..., Any] | None,
+    cost: Cost | None,
 ) -> None:
     """Refuse a profile that cannot work, saying what to change."""
     params = inspect.signature(f).parameters
@@ -442,8 +453,18 @@ def _check(
         raise ConfigError(f"{what}: give status= or reconcile= (the same hook), not both")
     if poll is not None and poll <= 0:
         raise ConfigError(f"{what}: poll must be > 0 seconds or None")
-    if cost is not None and not callable(cost):
-        raise ConfigError(f"{what}: cost= must be a function (args, result) -> dict of amounts")
+    if cost is not None and not callable(cost) and not _amounts_given(cost):
+        raise ConfigError(
+            f"{what}: cost= must be amounts by name, each a number >= 0 (cost={{'usd': 0.01}}), or "
+            "a function (args, result) -> dict of amounts"
+        )
+
+
+def _amounts_given(cost: Any) -> bool:
+    return isinstance(cost, Mapping) and all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+        for k, v in cost.items()
+    )
 
 
 _TOOLS: dict[str, Tool[Any]] = {}
