@@ -112,8 +112,9 @@ def restart(ctx: Context, bank: str, timeout: float) -> dict[str, Any]:
 
 @daybook.workflow
 def spender(ctx: Context, rounds: int) -> dict[str, Any]:
-    """Spend $0.04 a round under a $0.10 cap, stopping when the budget refuses."""
-    ctx.budget.cap(usd=0.10)
+    """Spend $0.04 a round under a $0.10 cap, stopping when the budget refuses (`on_cap="fail"`:
+    the admission raises rather than pausing the run for a raise)."""
+    ctx.budget.cap(usd=0.10, on_cap="fail")
     for i in range(rounds):
         try:
             ctx.budget.admit(usd=0.04)

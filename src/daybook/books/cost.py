@@ -5,7 +5,7 @@ Every figure comes from rows: a model call's recorded row holds its usage and wh
 it was made (`Decisions.model_call`; a row from before that is priced with today's table); an
 effect's confirmed outcome holds its `cost=`; an explicit `ctx.budget.charge` is its own step.
 **Saved**: each execution that replayed recorded model calls wrote, before its first new row or
-at its exit, a `cost:replayed` row (calls, usd, tokens): those calls were not paid again. A
+at its exit, a `run_replayed` row (calls, usd, tokens): those calls were not paid again. A
 process killed mid-replay wrote none (nothing is claimed that is not journaled). **Re-spent**: a
 model call made again for the same step: a `reserved` row with no completion after it (a crash
 cut the call off; the call it made may have been billed: it is estimated at the cost of the call
@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..journal.decision import RESERVED
-from ..journal.execution import REPLAYED
 from ..journal.price import PriceTable
 from ..records import Event, Kind
 from ..runtime.tree import descendants
@@ -114,9 +113,9 @@ def cost(store: Store, run_id: str, prices: PriceTable, tree: bool = False) -> C
         events = [ev for ev in store.load(rid) if ev.run_id == rid]  # a fork's shared rows: its parent's
         lines.extend(_lines(rid, events, prices))
         for ev in events:
-            if ev.kind == Kind.DECISION and ev.name == REPLAYED and isinstance(ev.data.get("value"), dict):
+            if ev.kind == Kind.RUN_REPLAYED:
                 for k in saved:
-                    saved[k] += float(ev.data["value"].get(k) or 0.0)
+                    saved[k] += float(ev.data.get(k) or 0.0)
     return _totals(run_id, runs, lines, saved, prices)
 
 

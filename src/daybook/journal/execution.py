@@ -41,8 +41,8 @@ from . import keys
 from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
-# The row (no step) in which an execution journals the model calls it replayed, not paid again.
-REPLAYED = "cost:replayed"
+# The name of the row (no step) in which an execution journals the model calls it replayed.
+REPLAYED = "replayed"
 
 
 # How a row is written: `store.append`, or a facet's store method that writes the row in one
@@ -332,7 +332,7 @@ class Execution:
         """What replay saved, as one row: a kill before it is written loses only that count."""
         tally = dict(self.replayed)
         self.replayed.clear()
-        self.append(Kind.DECISION, None, REPLAYED, status="recorded", data={"value": tally})
+        self.append(Kind.RUN_REPLAYED, None, REPLAYED, data=tally)
 
     def _holdable(self, ev: Event) -> bool:
         """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at

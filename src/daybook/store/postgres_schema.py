@@ -258,6 +258,9 @@ MIGRATIONS: list[list[str]] = [
             FOR EACH ROW WHEN (NEW.status IN ('committed', 'aborted', 'stuck'))
             EXECUTE FUNCTION daybook_transactions_ended()""",
     ],
+    # v13: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
+    [],
 ]
 
 

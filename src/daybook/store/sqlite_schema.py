@@ -212,6 +212,9 @@ MIGRATIONS: list[str] = [
     # the version tells an older daybook that the journal may hold a kind it does not know.
     # (PostgreSQL also gets its NOTIFY trigger; on SQLite waiters poll.)
     "",
+    # v13: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
+    "",
 ]
 
 
