@@ -235,3 +235,22 @@ def test_bad_prices_and_caps_are_refused_with_what_to_do(db_url: str, tmp_path: 
 
     with Daybook(db_url) as book, pytest.raises(DaybookError, match="on_cap must be 'pause' or 'fail'"):
         book.run(odd_cap, run_id="odd-cap")
+
+
+def test_the_run_page_shows_the_cost_escaped(book: Daybook) -> None:
+    from starlette.testclient import TestClient
+
+    from daybook.web import build
+
+    @daybook.workflow
+    def odd_model(ctx: daybook.Context) -> None:
+        ctx.llm(daybook.ScriptedLLM(["x"], model="<script>alert(1)</script>"), "q")
+
+    book.run(odd_model, run_id="web-cost")
+    book.run(agents.model_calls, 2, run_id="web-priced")
+    client = TestClient(build(book))
+    page = client.get("/runs/web-cost").text
+    assert '<section id="cost">' in page and "unpriced" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
+    priced = client.get("/runs/web-priced").text
+    assert f"${2 * CALL_USD:.6f}" in priced and "saved by replay" in priced
