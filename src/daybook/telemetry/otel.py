@@ -78,7 +78,7 @@ def settled(rows: list[Event]) -> bool:
         return last.kind == Kind.OUTCOME and last.status in _SETTLED
     if first.kind in (Kind.TIMER, Kind.SIGNAL):
         return last.status in ("fired", "received", "timeout")
-    return True
+    return last.status != "reserved"  # a model call's reservation: its completion is to come
 
 
 def export_run(
@@ -137,7 +137,7 @@ def _what(first: Event, last: Event) -> tuple[str, dict[str, Any]]:
     if first.name.startswith("gate:"):
         return "gate", {}
     if first.name == "llm":
-        return "decision", _genai(first.data.get("value"))
+        return "decision", _genai(last.data.get("value"))  # the completion (after its reservation)
     return "decision", {}
 
 
