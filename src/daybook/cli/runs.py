@@ -268,6 +268,11 @@ def budget(
         else:
             say(f"raise #{signal_id} sent to {run_id}: {amounts}")
         return
+    _show_budget(book, run_id, as_json)
+
+
+def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
+    """Spent against caps, and what a run paused at a cap waits for."""
     state = book.budget(run_id)
     paused = paused_at_cap(book.journal(run_id)) if book.get_run(run_id).status == "suspended" else None
     if as_json:
