@@ -66,6 +66,7 @@ def child_login(ctx: daybook.Context) -> str:
 def everything(ctx: daybook.Context, note: str) -> dict[str, Any]:
     pw = ctx.decide("password", _planted).value  # a decision
     ctx.effect(login, password=pw)  # an effect
+    ctx.stream("log").write({"password": pw, "note": note})  # a durable stream's chunk
     plain = os.environ["PLANTED_SECRET"]  # secret by the tools' `secrets=` names only
     with ctx.transaction(scopes=["**"]):  # staged (buffered) and held (irreversible) calls
         ctx.effect(stage_file, password=plain)

@@ -107,6 +107,7 @@ def _web_text(book: Daybook, keyless: bool = False) -> str:
     pages = ["/", "/approvals", "/attention", "/api/runs"]
     # A finished run's live stream (Server-Sent Events) sends every row, then ends.
     pages += [p for run in runs for p in (f"/runs/{run}", f"/api/runs/{run}", f"/runs/{run}/events")]
+    pages += [f"/runs/{run}/streams/*" for run in runs]  # a finished run's chunks, then the end
     for page in pages:
         answer = client.get(page)
         refused = keyless and "/runs/" in page and answer.status_code in (400, 404) and "codec" in answer.text
@@ -156,6 +157,7 @@ def test_with_an_encrypting_codec_no_payload_of_any_feature_is_in_clear(
         _side_features(book, clear)
         assert book.record("notes", "n1") == {"text": clear}
         assert book.entity("desk").view().log[-1].data == {"text": clear}
+        assert [c.value["note"] for c in book.chunks("all", stream="log")] == [clear]
         aborts = [e.data["value"]["error"] for e in book.journal("all") if e.name == "tx:abort"]
         (declined,) = [a["message"] for a in aborts if "declined" in a["message"]]
         assert clear in declined and "[secret]" in declined  # decrypted; the live secret scrubbed

@@ -48,6 +48,7 @@ from .errors import (
     SchemaVersionError,
     ScopeViolation,
     SecretUnavailable,
+    SinkConfigError,
     StepFailed,
     StepRetracted,
     StoreUnavailable,
@@ -59,6 +60,7 @@ from .errors import (
     WorkflowFailed,
 )
 from .gates.gate import Verdict
+from .gates.sink import LogSink, Webhook, verify_webhook
 from .journal.decision import Decision
 from .journal.llm import Completion, LLMClient, ScriptedLLM
 from .journal.tool import (
@@ -84,6 +86,7 @@ from .recovery.subtask import Skeleton, Subtask
 from .runtime.workflow import Workflow, workflow
 from .seam import current, idempotency_key, in_run, journaled_call
 from .steering.revision import Revision
+from .store.chunks import Chunk
 from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
 from .tx.atomix import EpochTransaction
@@ -103,6 +106,7 @@ __all__ = [
     "BudgetExceeded",
     "BudgetPool",
     "ChildFailed",
+    "Chunk",
     "Compensation",
     "Completion",
     "ConfigError",
@@ -131,6 +135,7 @@ __all__ = [
     "LLMClient",
     "Lease",
     "LeaseLost",
+    "LogSink",
     "LoopResult",
     "NeedsAttention",
     "NonDeterminismError",
@@ -171,6 +176,7 @@ __all__ = [
     "Secret",
     "SecretUnavailable",
     "Signal",
+    "SinkConfigError",
     "Skeleton",
     "Status",
     "StepFailed",
@@ -188,6 +194,7 @@ __all__ = [
     "TxResult",
     "UpdateTimeout",
     "Verdict",
+    "Webhook",
     "Why",
     "Workflow",
     "WorkflowFailed",
@@ -197,5 +204,6 @@ __all__ = [
     "in_run",
     "journaled_call",
     "tool",
+    "verify_webhook",
     "workflow",
 ]

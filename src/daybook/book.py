@@ -1,10 +1,9 @@
 """`Daybook`: the public entry point, a thin facade over the packages that own each noun.
 
-Every method delegates in a line or two: running to `daybook.runtime`, the ledgers to
-`daybook.books`, approvals to `daybook.gates`, queues, schedules and run search to
-`daybook.dispatch` (a mixin), budgets and entities to `daybook.coordination`,
-atomic commits to `daybook.tx`, updates to `daybook.steering`. It is also where the runtime is
-given the factory for a run's `ctx` (`daybook.context.Context`).
+Every method delegates in a line or two: running to `daybook.runtime`, the ledgers (the cost
+ledger too) to `daybook.books`, approvals to `daybook.gates`, queues, schedules and run search to
+`daybook.dispatch` (a mixin), budgets and entities to `daybook.coordination`, atomic commits to
+`daybook.tx`, updates to `daybook.steering`. It gives the runtime the factory for a run's `ctx`.
 """
 
 from __future__ import annotations
@@ -12,12 +11,10 @@ from __future__ import annotations
 import functools
 import getpass
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .books.cost import Cost
-from .books.cost import cost as cost_ledger
+from .books import cost as ledger
 from .books.effects import effects as effect_rows
 from .books.effects import find_effect
 from .books.obligation import obligations as obligation_rows
@@ -34,11 +31,13 @@ from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError
 from .gates import roster
+from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
 from .hints import name_the_store
+from .journal import price
+from .journal import stream as streams
 from .journal import strict as strict_mode
-from .journal.price import PriceTable
-from .journal.price import table as price_table
+from .journal.follow import follow_chunks
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation
 from .recovery.methods import RecoveryMethods
@@ -55,6 +54,7 @@ from .steering.methods import MessageMethods
 from .steering.revision import binding as revision_binding
 from .steering.revision import steer as steer_run
 from .store import Store, integrity, open_store, resolve_url, retention
+from .store.chunks import Chunk
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -108,6 +108,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     the step's intent without its outcome, which its status query or same-key re-send settles
     on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
     committed on its own before the workflow goes on.
+    `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
+    delivers the approval outbox to, each request once (docs/notifications.md); None: none.
     """
 
     def __init__(
@@ -124,7 +126,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
-        prices: PriceTable | Mapping[str, Any] | str | Path | None = None,
+        notify: Sequence[Any] | None = None,
+        prices: price.Source = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -137,8 +140,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         roster.bind(self._store, approvers_file)
         if on_error not in ("park", "fail"):
             raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
-        # The model price table (`journal/price.py`): the shipped defaults, `prices` over them.
-        self.prices = price_table(prices)
+        self.prices = price.table(prices)  # the shipped defaults, `prices` over them
         self._runner = Runner(
             self._store,
             lease_ttl=lease_ttl,
@@ -151,6 +153,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
+        # Approval requests from the outbox, sent by a thread of this handle to these sinks only
+        # (sinks come from the process's configuration, never from the store).
+        self._deliverer = outbox_deliverer(self._store, notify)
 
     # Settings live in the runner, which reads them on every use: changing one on the handle
     # (say `book.inline_wait = 0` in a test) takes effect for the next run it executes.
@@ -218,6 +223,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.strict = value
 
     def close(self) -> None:
+        if self._deliverer is not None:
+            self._deliverer.stop()
         self.store.close()
         self._runner.close()
 
@@ -240,10 +247,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     def resume(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
         """Continue a stopped run from its journal, in this process. Completed runs just return.
 
-        `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or
-        script defining the workflow, when this process has not imported it (also read from
-        `$DAYBOOK_APP`); the run's stored reference is never imported on its own.
-        """
+        `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or script
+        defining the workflow, when this process has not imported it (also read from `$DAYBOOK_APP`); the
+        run's stored reference is never imported on its own."""
         return self._runner.resume(run_id, _wait_of(wait), app)
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
@@ -283,12 +289,11 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         wait: float = 10.0,
         token: str | None = None,
     ) -> dict[str, JSON]:
-        """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about
-        `target` (optional). The run reads it at its next step boundary (`ctx.revisions()`),
-        which journals the acknowledgement; waits up to `wait` seconds for it and returns
-        {"id", "acked", "step", "conflicts", "authenticated"} (`steering/revision.py`). A
-        registered approver's name as `author` needs its `token`; any other is journaled as
-        unauthenticated."""
+        """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about `target` (optional).
+        The run reads it at its next step boundary (`ctx.revisions()`), which journals the acknowledgement;
+        waits up to `wait` seconds for it and returns {"id", "acked", "step", "conflicts", "authenticated"}
+        (`steering/revision.py`). A registered approver's name as `author` needs its `token`; any other is
+        journaled as unauthenticated."""
         return steer_run(
             self._runner.claims,
             run_id,
@@ -381,6 +386,30 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self.get_run(run_id)
         return self.store.load(run_id)
 
+    def chunks(
+        self, run_id: str, *, stream: str | None = None, after: int = 0, divergent: bool = False
+    ) -> list[Chunk]:
+        """The run's committed stream chunks (`ctx.stream`) after cursor `after`, in order: one stream's, or
+        every stream's. `divergent=True` also lists the re-sends a re-run wrote that differed from the chunk
+        already committed under their key (readers never get those). A read: it never writes."""
+        stream, after = streams.checked(stream, after)
+        self.get_run(run_id)
+        return streams.read_all(self.store, run_id, stream, after, divergent)
+
+    def follow(
+        self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None
+    ) -> Iterator[Chunk]:
+        """Yield the run's stream chunks after cursor `after` as they commit (one stream's, or
+        every stream's), each once, in order, until the run ends or `timeout` seconds pass.
+        Keep each chunk's `cursor`: following again from it after a crash of the reader gives
+        every chunk once (docs/streams.md)."""
+        stream, after = streams.checked(stream, after)
+        limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
+        end = None if limit is None else time.monotonic() + limit
+        return follow_chunks(
+            self.store, run_id, stream, after, stop=lambda: end is not None and time.monotonic() >= end
+        )
+
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
         """The run and its whole journal as one JSON document. `raw=True` salvages a damaged
         run: every row that decodes as usual, each one that does not as stored (`raw`, the
@@ -469,12 +498,10 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
 
         The effect is named by run id and step, or by its idempotency key alone (`step=None`).
-        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or
-        RESULT itself when it is a string, is kept as the counterparty's reference);
-        `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
-        it, so resuming sends it again under the same key. A registered approver's name as
-        `by` needs its `token`; any other is journaled as unauthenticated.
-        """
+        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or RESULT itself
+        when it is a string, is kept as the counterparty's reference); `failed=MESSAGE`: it did not and will
+        not; `absent=True`: the counterparty never received it, so resuming sends it again under the same key.
+        A registered approver's name as `by` needs its `token`; any other is journaled as unauthenticated."""
         by, who = self._actor(by, token, "resolve", run_id)
         return resolve_effect(
             self._runner.claims,
@@ -533,12 +560,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self.get_run(run_id)
         return budget_summary(self.store.load(run_id))
 
-    def cost(self, run_id: str, tree: bool = False) -> Cost:
-        """What run `run_id` cost (with `tree`, it and every run below it): USD and tokens per
-        model call, step, model and in all, what replay saved and what re-runs spent again, and
-        the models the price table does not know (`books/cost.py`; `daybook cost RUN`)."""
-        self.get_run(run_id)
-        return cost_ledger(self.store, run_id, self.prices, tree)
+    def cost(self, run_id: str, tree: bool = False) -> ledger.Cost:
+        """What run `run_id` (with `tree`, and every run below it) cost, saved and re-spent."""
+        return ledger.cost(self.store, self.get_run(run_id).run_id, self.prices, tree)
 
     def budget_pool(self, name: str) -> BudgetPool:
         """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""

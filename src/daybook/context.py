@@ -32,6 +32,7 @@ from .journal.execution import Execution
 from .journal.llm import LLMClient
 from .journal.price import PriceTable
 from .journal.stop import ContinueAsNew
+from .journal.stream import Stream, Streams
 from .journal.tool import Retry, Tool
 from .journal.wait import Signal, Waits
 from .records import JSON, Why, check_json
@@ -67,6 +68,7 @@ class Context:
         self._primers = Primers(exe, decisions)
         self._environments = Environments(exe, decisions)
         self._attributes = Attributes(exe)
+        self._streams = Streams(exe)
         self._children = Children(exe, decisions)
         self.budget = Budget(exe, decisions, waits, prices)
 
@@ -148,14 +150,25 @@ class Context:
         *,
         why: Why | None = None,
         cost: Callable[[dict[str, Any]], Mapping[str, float]] | None = None,
+        stream: str | None = None,
         **params: JSON,
     ) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples.
         The decision ledger gets the model id and tokens with `why`. The run's budget admits it
         before (`ctx.budget`: at a cap the run pauses or fails, as the cap says) and is charged
         its tokens and USD (the price table's, or `cost(completion)`) in the recorded row; a
-        replayed call charges nothing again and counts as saved (`daybook cost`)."""
-        return self.budget.model_call(client, prompt, params, why=why, cost=cost)
+        replayed call charges nothing again and counts as saved (`daybook cost`).
+        `stream="answer"`: the reply is written to that durable stream piece by piece as the
+        client's `stream()` yields it (docs/streams.md); replay returns the completion and
+        writes no chunk."""
+        return self.budget.model_call(client, prompt, params, why=why, cost=cost, stream=stream)
+
+    def stream(self, name: str) -> Stream:
+        """The run's durable stream `name`: `ctx.stream("answer").write(text)` writes a chunk
+        that `book.follow(run_id, stream="answer")`, `daybook journal RUN --follow --stream
+        answer` and the web inspector's live stream deliver exactly once, in order, across
+        crashes of the writer and of the reader (docs/streams.md)."""
+        return self._streams.stream(name)
 
     @overload
     def effect(

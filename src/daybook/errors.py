@@ -20,6 +20,11 @@ class ConfigError(DaybookError):
     """A store URL, option or argument that daybook cannot use."""
 
 
+class SinkConfigError(ConfigError):
+    """A notification sink that cannot be used (a webhook URL that is not http(s), a missing or
+    short HMAC secret): configure it as the message says."""
+
+
 class NotInRun(ConfigError):
     """`daybook.current()` outside a workflow body, or `daybook.idempotency_key()` outside a
     tool's call that daybook is executing."""

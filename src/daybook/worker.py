@@ -9,7 +9,8 @@ and another takes its runs over once their leases expire.
 Runs in a queue are taken under the queue's limits (`daybook.dispatch.queues`); a worker given
 `queues` takes only runs of those queues, one given none takes any run, looking at the queues in
 turn. Each worker also starts the runs of schedule firings that have come
-(`daybook.dispatch.schedules`), unless told not to.
+(`daybook.dispatch.schedules`), unless told not to, and, given `notify` sinks, delivers the
+approval outbox to them on a thread of its own (`daybook.gates.delivery`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .book import Daybook, lease_ttl_of
 from .dispatch import schedules as schedule_firing
 from .dispatch.queues import queue_name
 from .errors import ConfigError, DaybookError, LeaseLost, NeedsAttention, StoreUnavailable, Suspended
+from .gates.delivery import background as outbox_deliverer
+from .gates.sink import sinks_of
 from .records import RunStatus, bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
@@ -71,6 +74,7 @@ class Worker:
         warn: Callable[[str], None] | None = None,
         grace: float = DEFAULT_GRACE,
         otel: Any = False,
+        notify: Sequence[Any] = (),
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -101,6 +105,8 @@ class Worker:
         # settings (`OTEL_*`), or the tracer provider to export with (`daybook.telemetry`).
         self.otel = otel
         self._spans: Any = None
+        # Sinks the approval outbox is delivered to, by a thread of this worker (`gates.delivery`).
+        self.notify = sinks_of(list(notify))
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -117,7 +123,10 @@ class Worker:
             for i in range(self.concurrency)
         ]
         self._spans = _follower(shared, self.otel)
+        deliverer = outbox_deliverer(shared.store, self.notify)
         self._join(threads, shared)
+        if deliverer is not None:
+            deliverer.stop()
         if self._spans is not None:
             self._spans.stop()
             self._spans.poll_once()  # what the last runs settled goes out before the worker ends

@@ -31,6 +31,7 @@ lines to repoint after such a move.
     tools.py         tools
     transactions.py  orphans, tx, frontiers
     gates.py         approvers (add, list), approvals, approve, deny
+    outbox.py        outbox (list, deliver): approval requests sent to webhooks and the log
     entities.py      leases, entity
     check.py         check, migrate
     web.py           web (the inspector; its extra imported when it runs), journal --follow
@@ -49,6 +50,7 @@ from . import (
     entities,
     gates,
     lifecycle,
+    outbox,
     recovery,
     retention,
     runs,
@@ -69,7 +71,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        entities, check, retention, dispatch, web, recovery, cost,
+        outbox, entities, check, retention, dispatch, web, recovery, cost,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

@@ -116,7 +116,7 @@ def approvals(book: Daybook, as_json: bool, history: bool, run_id: str | None) -
         book.approvals(run_id),
         as_json,
         empty="no gates waiting",
-        headers=["run", "gate", "action", "approvers", "since", "deadline", "tree"],
+        headers=["run", "gate", "action", "approvers", "since", "deadline", "notice", "tree"],
         row=_gate_row,
     )
     if as_json:
@@ -152,6 +152,7 @@ def _gate_row(g: dict[str, Any]) -> list[str]:
         ",".join(allowed) if isinstance(allowed, list) else "any",
         render.when(g["since"]),
         render.when(g["deadline"]),
+        str(g.get("notice") or "none"),
         "" if g.get("parent") is None else f"child of {g['parent']} (root {g['root']})",
     ]
 

@@ -3,7 +3,9 @@ the terminal)."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterable
 
 import click
 
@@ -11,6 +13,7 @@ from .. import Daybook, DaybookError, Event
 from ..book import MAX_SECONDS
 from ..journal.follow import follow, since
 from ..records import bounded
+from ..store.chunks import Chunk
 from . import render
 from .app import Bounded, apps_option, fail, import_apps, say, with_book
 
@@ -64,7 +67,20 @@ def web(
 @click.command()
 @click.argument("run_id")
 @click.option("--follow", "-f", "following", is_flag=True, help="Keep printing rows as they commit.")
-@click.option("--after", default=0, type=click.IntRange(0, None), help="Only rows after this seq.")
+@click.option(
+    "--after",
+    default=0,
+    type=click.IntRange(0, None),
+    help="Only rows after this seq (with --stream: chunks after this cursor).",
+)
+@click.option(
+    "--stream",
+    "stream",
+    default=None,
+    metavar="NAME",
+    help="Print the chunks of the run's durable stream NAME ('*': every stream) instead of its "
+    "rows: cursor, stream, act#n, value.",
+)
 @click.option(
     "--timeout",
     default=None,
@@ -73,9 +89,21 @@ def web(
     help="With --follow: stop after this long even if the run has not ended.",
 )
 @with_book(read_only=True)
-def journal(book: Daybook, run_id: str, following: bool, after: int, timeout: float | None) -> None:
+def journal(
+    book: Daybook, run_id: str, following: bool, after: int, stream: str | None, timeout: float | None
+) -> None:
     """Print a run's journal rows, one a line; with --follow, keep printing as rows commit
-    (the stream the web inspector's pages follow) until the run ends."""
+    (the stream the web inspector's pages follow) until the run ends. With --stream NAME,
+    print the chunks of that durable stream instead (`ctx.stream`), each once, in order."""
+    if stream is not None:
+        name = None if stream == "*" else stream
+        if following:
+            chunks: Iterable[Chunk] = book.follow(run_id, stream=name, after=after, timeout=timeout)
+        else:
+            chunks = book.chunks(run_id, stream=name, after=after)
+        for chunk in chunks:
+            say(_chunk_line(chunk))
+        return
     if following:
         end = None if timeout is None else time.monotonic() + timeout
         events = follow(book.store, run_id, after, stop=lambda: end is not None and time.monotonic() >= end)
@@ -83,6 +111,11 @@ def journal(book: Daybook, run_id: str, following: bool, after: int, timeout: fl
         events = iter(since(book.store, run_id, after)[0])
     for ev in events:
         say(_line(ev))
+
+
+def _chunk_line(chunk: Chunk) -> str:
+    value = chunk.value if isinstance(chunk.value, str) else json.dumps(chunk.value, ensure_ascii=False)
+    return render.safe(f"{chunk.cursor}  {chunk.stream}  {chunk.act}#{chunk.n}  {value}")
 
 
 def _line(ev: Event) -> str:

@@ -13,6 +13,7 @@ from ..records import bounded
 from ..worker import DEFAULT_GRACE, MAX_CONCURRENCY, MAX_POLL, Worker
 from . import render
 from .app import Bounded, apps_option, db_option, fail, import_apps, say, with_db
+from .outbox import notify_options, notify_sinks
 
 # The numbers a worker takes, checked as `Worker` checks them (a bad one is a usage error).
 concurrency_option = click.option(
@@ -82,6 +83,7 @@ grace_option = click.option(
     help="Export OpenTelemetry spans of the runs this worker executes (daybook-runtime[otel]; "
     "OTEL_* settings).",
 )
+@notify_options
 def worker(db: str | None, apps: tuple[str, ...], until_idle: bool, quiet: bool, **options: Any) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)
@@ -110,6 +112,9 @@ def _worker(db: str | None, apps: tuple[str, ...], quiet: bool, **options: Any) 
 
     schedules = not options.pop("no_schedules")
     try:
+        options["notify"] = notify_sinks(
+            options.pop("notify_url"), options.pop("notify_secret_env"), options.pop("notify_log")
+        )
         return Worker(
             db,
             apps=apps,

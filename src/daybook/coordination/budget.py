@@ -24,6 +24,7 @@ from ..journal.execution import Execution
 from ..journal.llm import LLMClient
 from ..journal.price import PriceTable, defaults
 from ..journal.stop import Suspend
+from ..journal.stream import check_name
 from ..journal.tool import Tool, cost_of
 from ..journal.wait import Signal, Waits
 from ..records import JSON, Why
@@ -119,14 +120,17 @@ class Budget:
         params: dict[str, JSON],
         why: Why | None = None,
         cost: Callable[[dict[str, Any]], Mapping[str, float]] | None = None,
+        stream: str | None = None,
     ) -> Decision[dict[str, JSON]]:
         """`ctx.llm`: admitted against the caps at its reservation (the prompt's input tokens,
         estimated, at the model's input price), charged in its recorded row at what the model
         reported (tokens, and USD from the price table; `cost(completion)` instead if given)."""
         reserve = self._reservation(client, prompt)
         self.admit(**reserve)
+        if stream is not None:
+            check_name(stream)  # refused before anything is admitted or written
         decision, charge = self._decisions.model_call(
-            client, prompt, params, why=why, price=self._pricer(cost), reserve=reserve
+            client, prompt, params, why=why, price=self._pricer(cost), reserve=reserve, stream=stream
         )
         self._settle(charge.amounts)
         return decision

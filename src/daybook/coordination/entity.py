@@ -26,6 +26,8 @@ from ..errors import ConfigError, CorruptJournal
 from ..records import JSON, check_json, check_text, dumps, shown
 from ..store import Entities, EntitiesReads
 
+# The approval outbox's requests (`daybook.gates.outbox`, a layer beside this one).
+OUTBOX_PREFIX = "daybook.outbox/"
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})
 
@@ -146,11 +148,13 @@ class Entity:
 
 
 def list_leases(store: EntitiesReads, clock: Callable[[], float] = time.time) -> list[Lease]:
-    """Every entity in the store with its lease, by name (a read)."""
+    """Every entity in the store with its lease, by name (a read); not the approval outbox's
+    requests, which are entities under a reserved prefix (`daybook outbox list` shows them)."""
     now = clock()
     return [
         Lease(name, holder, deadline, lease_state(holder, deadline, now), now)
         for name, holder, deadline in store.entity_list()
+        if not name.startswith(OUTBOX_PREFIX)
     ]
 
 

@@ -18,7 +18,7 @@ from ..errors import ConfigError, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..runtime.tree import ancestors, descendants, root_of
 from ..store import Store, load_listed
-from . import roster, seal, signing
+from . import outbox, roster, seal, signing
 from .gate import action_digest
 
 
@@ -33,6 +33,8 @@ def approvals(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
     that run's and its descendants' (a child's gate is its parent's pending approval too)."""
     pending = _waiting(store)
     for g in pending:
+        # Where the gate's approval request stands in the outbox (`none`: opened before it).
+        g["notice"] = outbox.notice(store, str(g["run_id"]), str(g["gate_id"]))
         g["root"] = root_of(store, str(g["run_id"]))
         above = ancestors(store, str(g["run_id"]))
         g["parent"] = above[0] if above else None

@@ -25,6 +25,7 @@ from ..journal.stop import Stop
 from ..journal.wait import Signal, Waits
 from ..records import JSON, Kind
 from ..store.secrets import MARK, Secret
+from . import outbox
 from .seal import refusal
 
 
@@ -101,14 +102,17 @@ class Gates(Facet):
             raise ValueError("on_timeout must be 'decline' or 'escalate'")
         proposal = self._decisions.decide(
             f"gate:{action}",
-            lambda: {
-                "action": action,
-                "approvers": list(approvers) if approvers else None,
-                "timeout": timeout,
-                "decision": decision.id if decision else None,
-                "opened": self._exe.clock(),  # when its time started (a refused verdict keeps it)
-                **({"about": about} if about is not None else {}),
-            },
+            lambda: self._opened(
+                decision,
+                {
+                    "action": action,
+                    "approvers": list(approvers) if approvers else None,
+                    "timeout": timeout,
+                    "decision": decision.id if decision else None,
+                    "opened": self._exe.clock(),  # when its time started (a refused verdict keeps it)
+                    **({"about": about} if about is not None else {}),
+                },
+            ),
         )
         gate_id = decision.id if decision else proposal.id
         if notify is not None:
@@ -130,6 +134,26 @@ class Gates(Facet):
         if verdict.approved and decision is not None:
             self._approved.add(decision.id)
         return verdict
+
+    def _opened(self, decision: Decision[Any] | None, proposal: dict[str, Any]) -> dict[str, Any]:
+        """The proposal of a gate being opened, its approval request put in the outbox first:
+        durable before the gate's row is (the step allocated for it is the one just taken)."""
+        gate_id = decision.id if decision else self._exe.id_of(self._exe.next_step - 1)
+        sent = self.announce(gate_id, proposal)
+        # Opened again after a crash: its time started when the request the approvers got says.
+        return {**proposal, "opened": sent.get("opened", proposal["opened"])}
+
+    def announce(
+        self, gate_id: str, proposal: dict[str, Any], *, n: int = 1, reason: str = "opened"
+    ) -> dict[str, Any]:
+        """Enqueue the `n`-th approval request of gate `gate_id` in the outbox (`gates.outbox`;
+        idempotent by its key) and return the request it holds: when it opens (n=1), or inside
+        the recorded step that re-asks or escalates it (n=2, ...). `about` is sent as the
+        journal holds it: secrets as marks."""
+        stored = self._exe.cover().conceal(proposal)[0]
+        assert isinstance(stored, dict)
+        req = outbox.request(self.run_id, gate_id, stored, n=n, reason=reason)
+        return outbox.enqueue(self._exe.store, req)
 
     def approved(self, decision_id: str) -> bool:
         """Whether a person approved, in this execution, the gate on decision `decision_id`."""

@@ -21,10 +21,11 @@ from typing import Any, Generic, TypeVar, overload
 from ..errors import BudgetExceeded, StepFailed, TimedOut, WorkflowFailed
 from ..records import JSON, Event, Kind, Status, Why
 from ..store.secrets import SEALED, withheld
-from . import keys, strict
+from . import current, keys, strict
 from .execution import check_step_json, error_info, step_fingerprint
 from .facet import Facet
 from .llm import LLMClient
+from .stream import check_name, streamed_call
 from .timeout import call_with_timeout
 from .tool import Retry
 
@@ -114,12 +115,12 @@ class Decisions(Facet):
             return self._replayed(step, name, recs[0])
         if exe.read_only:
             exe.append(Kind.DECISION, step, name)  # raises: a pure replay never runs fn
+        call = functools.partial(fn, *args, **kwargs)
         if inspect.iscoroutinefunction(fn):
-            return self._decide_async(
-                step, name, fp, functools.partial(fn, *args, **kwargs), why, timeout, retry
-            )
+            act = current.deciding_async(self._exe.id_of(step), call)  # a stream's chunks' act
+            return self._decide_async(step, name, fp, act, why, timeout, retry)
         try:
-            value = self._attempts(functools.partial(fn, *args, **kwargs), timeout, retry)
+            value = self._attempts(current.deciding(self._exe.id_of(step), call), timeout, retry)
         except Exception as exc:
             raise self._decision_failed(step, name, fp, exc) from exc
         return self._record(step, name, fp, value, why)
@@ -245,11 +246,21 @@ class Decisions(Facet):
         return value
 
     def llm(
-        self, client: LLMClient, prompt: str, *, why: Why | None = None, **params: JSON
+        self,
+        client: LLMClient,
+        prompt: str,
+        *,
+        why: Why | None = None,
+        stream: str | None = None,
+        **params: JSON,
     ) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`."""
-        return self.model_call(client, prompt, params, why=why)[0]
+        The decision ledger gets the model id and tokens with `why`. `stream="answer"`: the
+        reply is written to that durable stream piece by piece as the client's `stream()`
+        yields it (docs/streams.md); replay returns the completion and writes no chunk."""
+        if stream is not None:
+            check_name(stream)
+        return self.model_call(client, prompt, params, why=why, stream=stream)[0]
 
     def model_call(
         self,
@@ -260,6 +271,7 @@ class Decisions(Facet):
         why: Why | None = None,
         price: Pricer | None = None,
         reserve: dict[str, float] | None = None,
+        stream: str | None = None,
     ) -> tuple[Decision[dict[str, JSON]], Charge]:
         """`llm`, with its cost: a `reserved` row (the reservation, `reserve`) before the call,
         then the recorded completion with what it cost (`price(completion)`) in the same row.
@@ -283,8 +295,14 @@ class Decisions(Facet):
         attempt = len(recs) + 1
         data: dict[str, Any] = {"reserve": dict(reserve or {}), "attempt": attempt}
         exe.append(Kind.DECISION, step, "llm", status=RESERVED, fp=fp, data=data)
+
+        def call() -> dict[str, Any]:
+            if stream is not None:
+                return streamed_call(exe, client, stream, prompt, params)  # type: ignore[no-any-return]
+            return client.complete(prompt, **params).as_dict()
+
         try:
-            value = self._attempts(lambda: client.complete(prompt, **params).as_dict(), None, None)
+            value = self._attempts(call, None, None)
         except Exception as exc:
             raise self._decision_failed(step, "llm", fp, exc) from exc
         amounts, priced = price(value) if price is not None else ({"tokens": float(tokens_of(value))}, False)

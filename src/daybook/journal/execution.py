@@ -41,8 +41,6 @@ from . import keys
 from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
-# The name of the row (no step) in which an execution journals the model calls it replayed.
-REPLAYED = "replayed"
 
 
 # How a row is written: `store.append`, or a facet's store method that writes the row in one
@@ -168,8 +166,10 @@ class Execution:
         self._on_live: Callable[[], None] | None = None
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
-        # Model calls replayed here (calls, usd, tokens), journaled with the next row (`_saved`).
-        self.replayed: dict[str, float] = {}
+        self.replayed: dict[str, float] = {}  # model calls replayed here (calls, usd, tokens): `_saved`
+        # Writes rows outside the journal held for its next row (a stream's chunks, set by
+        # `journal.stream`): called first, so no row seals an act ahead of its chunks.
+        self.side: Callable[[], None] | None = None
         self._note_inbox(events)
 
     @property
@@ -296,6 +296,8 @@ class Execution:
             at=self.clock(),
             **fields,
         )
+        if self.side is not None:
+            self.side()
         pending = self._pending
         if pending and write is not None:
             self.flush()
@@ -316,6 +318,8 @@ class Execution:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
         store that is not a journal row, an exit path). Fenced like any row: never written
         without the lease (the heartbeat's word, then the journal's unique seq)."""
+        if self.side is not None:
+            self.side()
         if self.replayed and not self.read_only:
             self._saved()
         pending = self._pending
@@ -332,12 +336,11 @@ class Execution:
         """What replay saved, as one row: a kill before it is written loses only that count."""
         tally = dict(self.replayed)
         self.replayed.clear()
-        self.append(Kind.RUN_REPLAYED, None, REPLAYED, data=tally)
+        self.append(Kind.RUN_REPLAYED, None, "replayed", data=tally)
 
     def _holdable(self, ev: Event) -> bool:
-        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at
-        the step that produced it, not with the next row); written at once if it is large enough
-        that a codec's envelope could take it over the limit there."""
+        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at its
+        step), written at once if large enough that a codec's envelope could take it over the limit."""
         size: list[int] = []
         self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
         return size[0] <= MAX_PAYLOAD // 2
@@ -471,8 +474,7 @@ class Execution:
     # -- moving the cursor (the verbs the facets and the runtime use; nothing else writes it) ---
 
     def skip_through(self, end: int) -> None:
-        """Go on after step `end`: the recorded steps from here to it are not replayed (an
-        attempt the journal shows aborted with a retry)."""
+        """Go on after step `end`, not replaying the steps up to it (an attempt aborted for a retry)."""
         for skipped in range(self._next_step, end + 1):
             self._steps.pop(skipped, None)
         self._next_step = end + 1
@@ -490,8 +492,7 @@ class Execution:
 
     @contextlib.contextmanager
     def revisit(self, step: int, rows: list[Event]) -> Iterator[None]:
-        """Replay `step` from `rows` once more (an undo begun before and never settled is
-        settled at its own step), then go on where the cursor was."""
+        """Replay `step` from `rows` once more (an unsettled undo, at its own step), then go back."""
         saved = self._next_step
         self._steps[step] = rows
         self._next_step = step
@@ -524,9 +525,8 @@ class Execution:
         self.consumed.update(inbox_ids)
 
     def branch(self, first_step: int, lock: threading.Lock) -> Execution:
-        """A speculation's branch: a cursor over the same journal (its recorded steps, keys and
-        inbox state shared with this one), writing its own steps from `first_step`, its rows
-        serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
+        """A speculation's branch: a cursor over the same journal (recorded steps, keys and inbox
+        shared), writing its own steps from `first_step`, its rows serialized through `lock`."""
         self.flush()  # the branches write their rows in parallel: none carries this cursor's
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)

@@ -6,7 +6,8 @@ so replay never samples the model again. Tests and the demo use `ScriptedLLM`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,7 +37,8 @@ class LLMClient(Protocol):
 
 
 class ScriptedLLM:
-    """Answers from a script: a list of replies in order, or a function of the prompt.
+    """Answers from a script: a list of replies in order, or a function of the prompt; and in
+    pieces (`stream`, for `ctx.llm(..., stream=NAME)`): its words, then the `Completion`.
 
     `calls` counts real invocations, so a test can show that replay made none. A list is read
     in order within one process: a process that resumes a run after recorded model calls starts
@@ -65,3 +67,13 @@ class ScriptedLLM:
             input_tokens=len(prompt.split()),
             output_tokens=len(text.split()),
         )
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[str | Completion]:
+        """The reply as a streaming model gives it: its words (each with the space after it),
+        then the whole `Completion` (one call, counted in `calls`)."""
+        done = self.complete(prompt, **params)
+        yield from _PIECES.findall(done.text)
+        yield done
+
+
+_PIECES = re.compile(r"\s+|\S+\s*")  # a leading space on its own, then each word with its space

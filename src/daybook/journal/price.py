@@ -70,7 +70,7 @@ def defaults() -> PriceTable:
     return parse(json.loads(text), "daybook's prices.json")
 
 
-def table(source: PriceTable | Mapping[str, Any] | str | Path | None) -> PriceTable:
+def table(source: Source) -> PriceTable:
     """The price table `Daybook(prices=source)` means: None the defaults; a `PriceTable`, a
     mapping (`{"my-model": {"input": 1.0, "output": 2.0}}`, or the file's own layout with
     `models`) or a JSON file's path, each over the defaults."""
@@ -129,3 +129,7 @@ def _price(model: Any, raw: Any, where: str) -> Price:
             )
         values.append(float(value))
     return Price(values[0], values[1])
+
+
+# What `Daybook(prices=...)` takes: a table, a mapping of model -> prices, a JSON file's path.
+Source = PriceTable | Mapping[str, Any] | str | Path | None

@@ -4,8 +4,8 @@ payload codec, wrapped around any backend (`guard(store, codec)`; `Daybook` alwa
 On the way in, every payload has each `Secret` replaced by its keyed digest and the text of
 every live secret scrubbed (an error message that quotes a password), then is encoded by the
 codec, if any. On the way out the codec decodes it. A payload is whatever a run, a person or a
-tool gave: journal row data (every kind, transaction rows included), a run's input, result and
-error, a deferral's error, a signal's payload, a staged record, an entity log entry, a
+tool gave: journal row data (every kind, transaction rows included), a stream's chunks, a
+run's input, result and error, a deferral's error, a signal's payload, a staged record, an entity log entry, a
 schedule's input.
 
 There is no side door: every method of every part of the `Store` protocol (`parts`) is either
@@ -29,6 +29,7 @@ from typing import Any, cast
 from ..errors import ConfigError, NotSerializable
 from ..records import JSON, Event, RunInfo, dumps
 from . import Store
+from .chunks import Chunk
 from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
 from .codec_check import verify
 from .secrets import Concealer, concealer_for
@@ -195,6 +196,11 @@ class GuardedStore:
     def put_schedule(self, row: dict[str, Any]) -> None:
         self.inner.put_schedule({**row, "input": self._text_in(row["input"], "a schedule's input")})
 
+    def write_chunks(self, run_id: str, chunks: list[Chunk]) -> list[Chunk]:
+        sealed = [dataclasses.replace(c, data=cast(dict[str, JSON], self._in(c.data))) for c in chunks]
+        written = self.inner.write_chunks(run_id, sealed)
+        return [dataclasses.replace(c, cursor=w.cursor) for c, w in zip(chunks, written, strict=True)]
+
     # -- out --------------------------------------------------------------------------------
 
     def _event_out(self, ev: Event) -> Event:
@@ -285,6 +291,18 @@ class GuardedStore:
             return None
         holder, deadline, log = found
         return holder, deadline, [(i, at, a, act, self._text_out(d)) for i, at, a, act, d in log]
+
+    def chunks(
+        self,
+        run_id: str,
+        after: int = 0,
+        stream: str | None = None,
+        limit: int = 1000,
+        act: str | None = None,
+        divergent: bool = False,
+    ) -> list[Chunk]:
+        found = self.inner.chunks(run_id, after, stream, limit, act, divergent)
+        return [dataclasses.replace(c, data=decode_payload(self.codec, c.data)) for c in found]
 
     def schedule_rows(self) -> list[dict[str, Any]]:
         return [{**r, "input": self._text_out(r["input"])} for r in self.inner.schedule_rows()]

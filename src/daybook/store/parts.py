@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..records import Event, RunInfo
+from .chunks import Chunk
 from .tx_rows import TxRow
 from .tx_signal import TxSignal
 
@@ -295,6 +296,31 @@ class Dispatch(DispatchReads, Protocol):
         """Record that the schedule's firings up to `fired` are handled (never moves back)."""
 
 
+class StreamsReads(Protocol):
+    """Durable streams' chunks (`ctx.stream`), read."""
+
+    def chunks(
+        self,
+        run_id: str,
+        after: int = 0,
+        stream: str | None = None,
+        limit: int = 1000,
+        act: str | None = None,
+        divergent: bool = False,
+    ) -> list[Chunk]:
+        """The run's chunks after cursor `after`, in cursor order, at most `limit`: of one
+        stream or every one, of one act or every one; divergent re-sends only if asked for."""
+
+
+class Streams(StreamsReads, Protocol):
+    """Durable streams' chunks written (`journal.stream`)."""
+
+    def write_chunks(self, run_id: str, chunks: list[Chunk]) -> list[Chunk]:
+        """Commit chunks of one run in one transaction, all or none, each at the next cursor
+        (their `cursor` field is ignored); returns them with their cursors. A key taken by
+        another writer meanwhile raises LeaseLost."""
+
+
 class Admin(Protocol):
     """The handle itself and the whole store: settings, integrity (`daybook check`, `export
     --raw`), retention (`gc`: a dry run only reads), closing."""
@@ -339,12 +365,20 @@ class Admin(Protocol):
 
 
 class ReadStore(
-    JournalReads, InboxReads, CommitsReads, EntitiesReads, EpochsReads, DispatchReads, Admin, Protocol
+    JournalReads,
+    InboxReads,
+    CommitsReads,
+    EntitiesReads,
+    EpochsReads,
+    DispatchReads,
+    StreamsReads,
+    Admin,
+    Protocol,
 ):
     """Every read part: what a read-only handle offers."""
 
 
-class Store(Journal, Leases, Inbox, Commits, Entities, Epochs, Dispatch, Admin, Protocol):
+class Store(Journal, Leases, Inbox, Commits, Entities, Epochs, Dispatch, Streams, Admin, Protocol):
     """The whole store: every part (what `open_store` returns and `guarded` wraps)."""
 
 

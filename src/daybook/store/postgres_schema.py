@@ -258,7 +258,38 @@ MIGRATIONS: list[list[str]] = [
             FOR EACH ROW WHEN (NEW.status IN ('committed', 'aborted', 'stuck'))
             EXECUTE FUNCTION daybook_transactions_ended()""",
     ],
-    # v13: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # v13: durable streams (`ctx.stream`, store/chunks.py): chunks keyed by (run, stream, act, n),
+    # at most one divergent re-send beside each; `pos` is the reader's cursor. Append-only, but
+    # for gc's erasure of a finished run's payloads (as the journal, v9).
+    [
+        """CREATE TABLE IF NOT EXISTS daybook_chunks (
+            run_id TEXT NOT NULL, pos BIGINT NOT NULL, stream TEXT NOT NULL, act TEXT NOT NULL,
+            n INTEGER NOT NULL, divergent INTEGER NOT NULL, data JSON NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, pos))""",
+        """CREATE UNIQUE INDEX IF NOT EXISTS daybook_chunks_key
+            ON daybook_chunks (run_id, stream, act, n, divergent)""",
+        """CREATE OR REPLACE FUNCTION daybook_chunks_erase_only() RETURNS trigger AS $$
+            BEGIN
+                IF TG_OP = 'UPDATE' AND NEW.data::text LIKE '{"$erased":%'
+                    AND NEW.run_id = OLD.run_id AND NEW.pos = OLD.pos AND NEW.stream = OLD.stream
+                    AND NEW.act = OLD.act AND NEW.n = OLD.n AND NEW.divergent = OLD.divergent
+                    AND NEW.at = OLD.at
+                    AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
+                    AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
+                        AND r.status IN ('completed', 'failed', 'cancelled', 'expired')) THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION 'daybook stream chunks are append-only: rows are never %',
+                    CASE TG_OP WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+            END $$ LANGUAGE plpgsql""",
+        "DROP TRIGGER IF EXISTS daybook_chunks_append_only ON daybook_chunks",
+        """CREATE TRIGGER daybook_chunks_append_only BEFORE UPDATE OR DELETE ON daybook_chunks
+            FOR EACH ROW EXECUTE FUNCTION daybook_chunks_erase_only()""",
+        "DROP TRIGGER IF EXISTS daybook_chunks_no_truncate ON daybook_chunks",
+        """CREATE TRIGGER daybook_chunks_no_truncate BEFORE TRUNCATE ON daybook_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION daybook_append_only()""",
+    ],
+    # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
     # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
     [],
 ]

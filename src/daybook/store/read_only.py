@@ -38,6 +38,7 @@ class ReadOnlyStore:
         self.queue_rows, self.queue_names = inner.queue_rows, inner.queue_names
         self.search_runs, self.attributes = inner.search_runs, inner.attributes
         self.schedule_rows = inner.schedule_rows
+        self.chunks = inner.chunks  # StreamsReads
         # Admin (`meta_value` only reads on a read-only backend; `gc` refuses all but a dry run)
         self.meta_value, self.meta_items, self.current_role = (
             inner.meta_value,

@@ -3,7 +3,8 @@
 What goes: every journal row's `data` of a finished run (completed, failed, cancelled, expired) last
 updated before the cutoff, replaced by `{"$erased": "<gc id>", "digest": "hmac-sha256:..."}`
 (a keyed digest of what was there, so an auditor holding a copy can still prove which payload
-it was), and the run header's input, result and error. What stays: run ids, kinds, step names,
+it was), the run header's input, result and error, and its stream chunks' values (each
+`{"$erased": "<gc id>"}`; their keys and cursors stay). What stays: run ids, kinds, step names,
 keys, statuses, attempts, fingerprints, times and the decision links, i.e. the audit spine.
 A finished run that a run which can still go on reads (`still_read`: a child, a fork's source,
 an earlier segment of a live chain) is kept until that run is over.
@@ -94,6 +95,8 @@ def collect(
             "WHERE run_id = %s",
             (erased, erased, erased, run_id),
         )
+        # A stream's chunks (`ctx.stream`) are payloads too: each becomes the pass's mark.
+        execute(f"UPDATE daybook_chunks SET data = %s{cast} WHERE run_id = %s", (erased, run_id))
         # Search attributes are an index of journal payloads (`ctx.set_attributes`): erased too.
         execute("DELETE FROM daybook_attributes WHERE run_id = %s", (run_id,))
     if not dry_run:

@@ -16,7 +16,9 @@ from typing import Any
 
 from ..errors import LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
+from . import chunks as chunk_sql
 from . import retention, run_page
+from .chunks import Chunk
 from .dialect import Db, Dialect, Then
 from .rows import (
     EVENT_COLUMNS,
@@ -316,6 +318,45 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         rows = self._read(_OPEN_EFFECTS)
         events = events_skipping(rows, self.damage) if skip_damaged else list(map(event_from_row, rows))
         return [e for e in events if not settles(e)]
+
+    # -- stream chunks (ctx.stream; the SQL in `chunks`) ----------------------------------------
+
+    def chunks(
+        self,
+        run_id: str,
+        after: int = 0,
+        stream: str | None = None,
+        limit: int = 1000,
+        act: str | None = None,
+        divergent: bool = False,
+    ) -> list[Chunk]:
+        args = [run_id, after, *(x for x in (stream, act) if x is not None), limit]
+        return chunk_sql.from_rows(self._read(chunk_sql.select(stream, act, divergent), tuple(args)))
+
+    def write_chunks(self, run_id: str, chunks: list[Chunk]) -> list[Chunk]:
+        if not chunks:
+            return []
+        rows = [dataclasses.replace(c, run_id=run_id) for c in chunks]
+
+        def write(db: Db) -> list[Chunk]:
+            # The next cursor is read in the writing transaction: a racing writer's insert of
+            # the same cursor is refused by the key (below), never interleaved.
+            last = int(db.execute(chunk_sql.LAST, (run_id,)).fetchone()[0])
+            placed = [dataclasses.replace(c, cursor=last + i) for i, c in enumerate(rows, 1)]
+            sql = chunk_sql.INSERT + f", {chunk_sql.VALUES}" * (len(placed) - 1)
+            db.execute(sql, tuple(p for c in placed for p in chunk_sql.params(c, c.cursor)))
+            return placed
+
+        try:
+            written: list[Chunk] = self._write(write, atomic=True, retry=False)
+        except Exception as exc:
+            if self.dialect.conflict(exc) is None:
+                raise
+            raise LeaseLost(
+                f"run {run_id!r}: another process wrote stream chunks at the same cursor or key; "
+                "this one stops (the run's owner writes them again when it re-runs the step)"
+            ) from None
+        return written
 
     # -- inbox and approvers --------------------------------------------------------------------
 

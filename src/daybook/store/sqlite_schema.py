@@ -212,7 +212,29 @@ MIGRATIONS: list[str] = [
     # the version tells an older daybook that the journal may hold a kind it does not know.
     # (PostgreSQL also gets its NOTIFY trigger; on SQLite waiters poll.)
     "",
-    # v13: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # v13: durable streams (`ctx.stream`, store/chunks.py): chunks keyed by (run, stream, act, n),
+    # at most one divergent re-send beside each; `pos` is the reader's cursor. Append-only, but
+    # for gc's erasure of a finished run's payloads (as the journal, v9).
+    """CREATE TABLE IF NOT EXISTS daybook_chunks (
+        run_id TEXT NOT NULL, pos INTEGER NOT NULL, stream TEXT NOT NULL, act TEXT NOT NULL,
+        n INTEGER NOT NULL, divergent INTEGER NOT NULL, data TEXT NOT NULL, at REAL NOT NULL,
+        PRIMARY KEY (run_id, pos)) WITHOUT ROWID;
+    CREATE UNIQUE INDEX IF NOT EXISTS daybook_chunks_key
+        ON daybook_chunks (run_id, stream, act, n, divergent);
+    CREATE TRIGGER IF NOT EXISTS daybook_chunks_no_update BEFORE UPDATE ON daybook_chunks
+    WHEN NOT (NEW.data LIKE '{"$erased":%' AND NEW.run_id = OLD.run_id AND NEW.pos = OLD.pos
+        AND NEW.stream = OLD.stream AND NEW.act = OLD.act AND NEW.n = OLD.n
+        AND NEW.divergent = OLD.divergent AND NEW.at = OLD.at
+        AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = OLD.run_id)
+        AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = OLD.run_id
+            AND r.status IN ('completed', 'failed', 'cancelled', 'expired')))
+    BEGIN SELECT RAISE(ABORT, 'daybook stream chunks are append-only: rows are never updated'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_chunks_no_delete BEFORE DELETE ON daybook_chunks
+    BEGIN SELECT RAISE(ABORT, 'daybook stream chunks are append-only: rows are never deleted'); END;
+    CREATE TRIGGER IF NOT EXISTS daybook_chunks_no_replace BEFORE INSERT ON daybook_chunks
+    WHEN EXISTS (SELECT 1 FROM daybook_chunks WHERE run_id = NEW.run_id AND pos = NEW.pos)
+    BEGIN SELECT RAISE(ABORT, 'daybook stream chunks are append-only: rows are never replaced'); END;""",
+    # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
     # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
     "",
 ]

@@ -118,6 +118,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
                     )
                 ),
                 live.stream(book, readers),
+                live.chunk_stream(book),
             ),
             methods=["GET"],
         ),
@@ -213,21 +214,27 @@ def _with_said(url: str, said: str, host: str | None = None) -> str:
 
 
 def _run_or_stream(
-    page: Callable[[Request], Any], stream: Callable[[Request], Any]
+    page: Callable[[Request], Any], stream: Callable[[Request], Any], chunks: Callable[[Request], Any]
 ) -> Callable[[Request], Any]:
-    """GET /runs/...: a run's page, or its live stream when the URL ends in an unencoded
-    `/events`. Read from the raw (still percent-encoded) path, so a run whose id holds '/' (as
-    the pages link it, `/runs/a%2Fevents`) is one segment and never taken for a stream."""
+    """GET /runs/...: a run's page, its live stream when the URL ends in an unencoded `/events`,
+    or the live chunks of its durable stream NAME when it ends in `/streams/NAME`. Read from
+    the raw (still percent-encoded) path, so a run whose id holds '/' (as the pages link it,
+    `/runs/a%2Fevents`) is one segment and never taken for a stream."""
 
     async def endpoint(request: Request) -> Response:
         raw = request.scope.get("raw_path") or request.url.path.encode()
         rest = raw.split(b"?", 1)[0][len(b"/runs/") :]
         head, _, tail = rest.rpartition(b"/")
         streaming = bool(head) and tail == b"events"
-        run_id = unquote_to_bytes(head if streaming else rest).decode("utf-8", "replace")
+        named = head.endswith(b"/streams") and len(head) > len(b"/streams")
+        run = head[: -len(b"/streams")] if named else head if streaming else rest
+        run_id = unquote_to_bytes(run).decode("utf-8", "replace")
         request.scope["path_params"] = {"run_id": run_id}
-        if streaming:
-            answer: Response = await stream(request)
+        if named:
+            request.scope["path_params"]["stream"] = unquote_to_bytes(tail).decode("utf-8", "replace")
+            answer: Response = await chunks(request)
+        elif streaming:
+            answer = await stream(request)
         else:
             answer = await run_in_threadpool(page, request)
         return answer

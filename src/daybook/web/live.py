@@ -9,7 +9,12 @@ One reader per run (`Readers`) polls the store for the rows after the last seq i
 each batch to every viewer of that run: N viewers cost one small query per poll, not N reloads
 of the journal. A viewer joins the reader before its own first read (the rows after its SEQ), so
 a row is either in that read or in a batch the reader hands it later (or both: a viewer skips
-what it has already sent); a viewer therefore gets every row once, in seq order."""
+what it has already sent); a viewer therefore gets every row once, in seq order.
+
+`GET /runs/RUN/streams/NAME?after=CURSOR` streams the chunks of the run's durable stream NAME
+(`ctx.stream`; `*`: every stream) after CURSOR as `event: chunk` (id: the chunk's cursor, so a
+reconnect with Last-Event-ID resumes after the last one received: each chunk once), then
+`event: end` once the run has ended and every chunk was sent. Each viewer polls by cursor."""
 
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..book import Daybook
 from ..errors import DaybookError, RunNotFound
-from ..journal.follow import POLL, since
+from ..journal.follow import POLL, chunks_since, since
+from ..journal.stream import check_name
 from ..records import TERMINAL, Event
 from ..store import Store
 from .html import esc, join, tag
@@ -184,3 +190,50 @@ def _row(ev: Event, start: float) -> str:
     cells = join(tag("td", c) for c in event_cells(ev, start))
     body = json.dumps({"seq": ev.seq, "kind": ev.kind, "status": ev.status, "html": str(cells)})
     return f"id: {ev.seq}\nevent: row\ndata: {body}\n\n"
+
+
+def chunk_stream(book: Daybook) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        run_id, name = request.path_params["run_id"], request.path_params["stream"]
+        after = seq_of(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
+        if after is None:
+            return JSONResponse({"error": "after is a stream cursor (a whole number)"}, status_code=400)
+        try:
+            stream = None if name == "*" else check_name(name)
+        except DaybookError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        try:
+            if await run_in_threadpool(book.store.get_run, run_id) is None:
+                raise RunNotFound(run_id, book.store.url)
+        except DaybookError as exc:  # no such run, or its header needs a codec this handle lacks
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return StreamingResponse(
+            _chunks(book, request, run_id, stream, after),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    return endpoint
+
+
+async def _chunks(
+    book: Daybook, request: Request, run_id: str, stream: str | None, after: int
+) -> AsyncIterator[str]:
+    quiet = 0.0
+    while not await request.is_disconnected():
+        try:
+            fresh, status = await run_in_threadpool(chunks_since, book.store, run_id, after, stream)
+        except DaybookError:
+            return
+        for chunk in fresh:
+            body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
+            yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
+            after = chunk.cursor
+        if status in TERMINAL and not fresh:
+            yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
+            return
+        await asyncio.sleep(POLL)
+        quiet = 0.0 if fresh else quiet + POLL
+        if quiet >= HEARTBEAT:
+            quiet = 0.0
+            yield ": still here\n\n"

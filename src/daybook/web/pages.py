@@ -392,7 +392,8 @@ def _traceback(info: RunInfo) -> Markup:
 
 
 def approvals_page(book: Daybook, csrf: str | None) -> Markup:
-    """Open gates across runs, each with its action and approve / deny forms."""
+    """Open gates across runs, each with its action, where its approval request's delivery
+    stands (`notice`) and approve / deny forms."""
     rows = []
     for g in book.approvals():
         acts: Any = "sign in to decide"
@@ -422,12 +423,14 @@ def approvals_page(book: Daybook, csrf: str | None) -> Markup:
                 payload(g["approvers"]),
                 when(g["since"]),
                 when(g["deadline"]),
+                str(g.get("notice") or "none"),  # the outbox: queued, retrying, delivered, undelivered
                 acts,
             ]
         )
     if not rows:
         return tag("p", "No gates waiting.", id="no-gates")
-    return table(["run", "gate", "action", "about", "approvers", "since", "deadline", ""], rows, id="gates")
+    headers = ["run", "gate", "action", "about", "approvers", "since", "deadline", "notice", ""]
+    return table(headers, rows, id="gates")
 
 
 def attention_page(book: Daybook, csrf: str | None) -> Markup:
