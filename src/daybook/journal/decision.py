@@ -254,10 +254,7 @@ class Decisions(Facet):
         stream: str | None = None,
         **params: JSON,
     ) -> Decision[dict[str, JSON]]:
-        """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`. `stream="answer"`: the
-        reply is written to that durable stream piece by piece as the client's `stream()`
-        yields it (docs/streams.md); replay returns the completion and writes no chunk."""
+        """`Context.llm` without the budget: one recorded model call (`model_call`)."""
         if stream is not None:
             check_name(stream)
         return self.model_call(client, prompt, params, why=why, stream=stream)[0]
@@ -302,7 +299,8 @@ class Decisions(Facet):
             return client.complete(prompt, **params).as_dict()
 
         try:
-            value = self._attempts(call, None, None)
+            # The call is the act a stream's chunks belong to (`journal.stream`), as in `decide`.
+            value = self._attempts(current.deciding(exe.id_of(step), call), None, None)
         except Exception as exc:
             raise self._decision_failed(step, "llm", fp, exc) from exc
         amounts, priced = price(value) if price is not None else ({"tokens": float(tokens_of(value))}, False)
