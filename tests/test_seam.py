@@ -167,10 +167,10 @@ def test_daybook_worker_otel_exports_the_spans_of_the_runs_it_executes(db_url: s
     )
     assert done.returncode == 0, done.stderr
     assert "run w1 completed" in done.stdout
-    assert '"name": "daybook.effect ledger:refund"' in done.stdout
+    assert '"name": "execute_tool ledger:refund"' in done.stdout
     assert '"name": "daybook.run refund"' in done.stdout
     assert '"service.name": "worker-under-test"' in done.stdout
-    assert done.stdout.count('"name": "daybook.effect ledger:refund"') == 1  # each step once
+    assert done.stdout.count('"name": "execute_tool ledger:refund"') == 1  # each step once
 
 
 def test_a_worker_with_a_tracer_provider_exports_only_what_it_executed(db_url: str, ledger: Path) -> None:
@@ -192,7 +192,7 @@ def test_a_worker_with_a_tracer_provider_exports_only_what_it_executed(db_url: s
     spans = exporter.get_finished_spans()
     assert {s.context.trace_id for s in spans} == {trace_ids("w2")[0]}
     names = sorted(s.name for s in spans)
-    assert names == ["daybook.effect ledger:refund", "daybook.run refund"]
+    assert names == ["daybook.run refund", "execute_tool ledger:refund"]
 
 
 def test_an_unknown_outcome_is_resent_under_its_key_only_when_the_call_is_declared_idempotent(

@@ -59,10 +59,12 @@ def test_a_run_is_one_trace_with_a_span_per_step_exported_once_across_a_resume(
     trace_id, root = trace_ids("sre")
     assert {s.context.trace_id for s in spans} == {trace_id}
     assert {s.parent.span_id for s in spans if s.parent} == {root}
+    [run] = [s for s in spans if s.parent is None]  # the run's span is the trace's root
+    assert run.context.span_id == root and run.name == "daybook.run restart"
     assert traceparent("sre") == f"00-{trace_id:032x}-{root:016x}-01"
     names = [s.name for s in spans]
     assert names.count("daybook.run restart") == 1
-    [effect] = [s for s in spans if s.name == "daybook.effect pay"]
+    [effect] = [s for s in spans if s.name == "execute_tool pay"]
     assert effect.attributes is not None
     assert effect.attributes["daybook.key"] == "sre/1/pay/0"
     assert effect.attributes["daybook.status"] == "confirmed" and effect.attributes["daybook.tool"] == "pay"
@@ -79,7 +81,7 @@ def test_a_model_call_carries_the_genai_attributes(tmp_path: Path) -> None:
         follower = Follower(book.store, provider, since=0.0)
         book.run(asks, run_id="ask")
         follower.poll_once()
-    [call] = [s for s in exporter.get_finished_spans() if s.name == "daybook.decision llm"]
+    [call] = [s for s in exporter.get_finished_spans() if s.name == "chat scripted-9"]
     assert call.attributes is not None
     assert call.attributes["gen_ai.request.model"] == "scripted-9"
     assert call.attributes["gen_ai.operation.name"] == "chat"
@@ -108,7 +110,7 @@ def test_daybook_web_otel_exports_the_spans_of_runs_as_they_settle_with_the_stan
     finally:
         server.send_signal(signal.SIGINT)  # uvicorn stops; the SDK flushes its spans at exit
         out, _ = server.communicate(timeout=300)
-    assert '"name": "daybook.decision llm"' in out and '"name": "daybook.run asks"' in out
+    assert '"name": "chat scripted-9"' in out and '"name": "daybook.run asks"' in out
     assert '"service.name": "books-under-test"' in out
 
 

@@ -39,7 +39,7 @@ from .journal import stream as streams
 from .journal import strict as strict_mode
 from .journal.follow import follow_chunks
 from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
-from .recovery.compensation import Compensation
+from .recovery.compensation import Compensation, unwind
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
 from .runtime.inbox import ENDED
@@ -60,6 +60,7 @@ from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
 from .store.keys import bind_key, key_for
 from .store.secrets import concealer_for
+from .telemetry.switch import span_watcher
 from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
@@ -107,7 +108,10 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     row: one commit (one fsync) per such effect step instead of two. A crash in between leaves
     the step's intent without its outcome, which its status query or same-key re-send settles
     on resume (docs/guarantees.md, "One fsync per effect step"). False: every outcome is
-    committed on its own before the workflow goes on.
+    committed on its own before the workflow goes on. `otel`: True (the program's tracer
+    provider, else one from `OTEL_*`) or a tracer provider exports OpenTelemetry spans of the runs
+    this handle executes, each step once overall (docs/observability.md; `daybook-runtime[otel]`);
+    None (default): on if `$DAYBOOK_OTEL` is 1.
     `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
     delivers the approval outbox to, each request once (docs/notifications.md); None: none.
     """
@@ -126,6 +130,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         gate_irreversible: bool | Sequence[str] = False,
         approvers_file: str | None = None,
         defer_outcomes: bool = True,
+        otel: Any = None,
         notify: Sequence[Any] | None = None,
         prices: price.Source = None,
     ) -> None:
@@ -153,6 +158,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         )
         self._runner.recover = self._auto_recover
         self._runner.claims.trusted = functools.partial(revision_binding, self._store)
+        self._runner.watcher = self._spans = None if read_only else span_watcher(self._store, otel)
         # Approval requests from the outbox, sent by a thread of this handle to these sinks only
         # (sinks come from the process's configuration, never from the store).
         self._deliverer = outbox_deliverer(self._store, notify)
@@ -223,6 +229,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         self._runner.strict = value
 
     def close(self) -> None:
+        if self._spans is not None:  # what settled since its last poll goes out before the store closes
+            self._spans.close()
         if self._deliverer is not None:
             self._deliverer.stop()
         self.store.close()
@@ -336,13 +344,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
                 self.cancel(kid.run_id, compensate, by=by, app=app, token=token)
         if info.status != RunStatus.CANCELLED:
             operator.cancel(self._store, run_id, name, compensate, who)
-        return self._unwind(run_id, app) if compensate else None
-
-    def _unwind(self, run_id: str, app: Apps) -> Compensation:
-        info = self.get_run(run_id)
-        load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
-        done = operator.unwind(self._store, run_id, self._runner.context, lambda ctx: ctx.compensate())
-        return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
+        return unwind(self._store, self.get_run(run_id), self._runner.context, app) if compensate else None
 
     def execute_claimed(self, run_id: str, app: Apps = None) -> Any:
         """Execute a run whose lease this handle already holds (how a worker runs what it took)."""

@@ -399,6 +399,7 @@ def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bo
 def _handle(url: str | None, lease_ttl: float) -> Daybook:
     """A worker's handle: a transaction blocked on a frontier suspends its run past the short
     spin (or at once when the holder's owner is dead), so its slot serves the run it waits on."""
-    book = Daybook(url, lease_ttl=lease_ttl)
+    # Its own spans exporter (`Worker(otel=)`) follows what it executes: not the handles'.
+    book = Daybook(url, lease_ttl=lease_ttl, otel=False)
     book.frontier_spin = book.inline_wait
     return book

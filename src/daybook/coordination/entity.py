@@ -28,6 +28,11 @@ from ..store import Entities, EntitiesReads
 
 # The approval outbox's requests (`daybook.gates.outbox`, a layer beside this one).
 OUTBOX_PREFIX = "daybook.outbox/"
+# Entities daybook keeps for itself (a run's span-export cursor, `daybook.telemetry.cursor`).
+INTERNAL_PREFIX = "daybook.otel:"
+# Neither is listed among the leases a person coordinates agents with.
+HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX)
+
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})
 
@@ -149,12 +154,13 @@ class Entity:
 
 def list_leases(store: EntitiesReads, clock: Callable[[], float] = time.time) -> list[Lease]:
     """Every entity in the store with its lease, by name (a read); not the approval outbox's
-    requests, which are entities under a reserved prefix (`daybook outbox list` shows them)."""
+    requests, which are entities under a reserved prefix (`daybook outbox list` shows them), nor
+    the runs' span-export cursors (`daybook.telemetry.cursor`)."""
     now = clock()
     return [
         Lease(name, holder, deadline, lease_state(holder, deadline, now), now)
         for name, holder, deadline in store.entity_list()
-        if not name.startswith(OUTBOX_PREFIX)
+        if not name.startswith(HIDDEN_PREFIXES)
     ]
 
 

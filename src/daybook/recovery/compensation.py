@@ -21,7 +21,9 @@ from ..journal.facet import Facet
 from ..journal.stop import Stop
 from ..journal.tool import Tool
 from ..journal.tool import lookup as lookup_tool
-from ..records import Event, Kind, Status
+from ..records import Event, Kind, RunInfo, Status
+from ..runtime import operator
+from ..runtime.workflow import Apps, load
 from ..tx.facet import Transactions
 
 
@@ -182,6 +184,14 @@ class Compensations(Facet):
         except EffectFailed:
             return False
         return True
+
+
+def unwind(store: Any, info: RunInfo, context: Callable[[Execution], Any], app: Apps) -> Compensation:
+    """Undo the confirmed effects of cancelled run `info` here, newest first, as `ctx.compensate`
+    does (`book.cancel(compensate=True)`); `app` names the module registering the tools."""
+    load(info.workflow, info.ref, app)  # registers the workflow's tools and their inverses
+    done = operator.unwind(store, info.run_id, context, lambda ctx: ctx.compensate())
+    return Compensation(done["compensated"], done["stuck"], done["no_inverse"])
 
 
 def _undone(events: list[Event], upto: int) -> set[str]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
 from ..journal import current
@@ -31,7 +32,17 @@ from .lease import new_owner
 from .start import check_same, new_run
 from .workflow import Apps, Workflow, as_workflow, load
 
+log = logging.getLogger("daybook")
 Begun = tuple[Execution, Workflow[Any], RunInfo]
+
+
+class Watcher(Protocol):
+    """Told when this handle begins and ends executing a run (a segment of it: to its end, a
+    suspension, a crash it survives); the facade's span exporter (`daybook.telemetry`)."""
+
+    def began(self, run_id: str) -> None: ...
+
+    def ended(self, run_id: str) -> None: ...
 
 
 class Runner:
@@ -65,6 +76,8 @@ class Runner:
         # A workflow with `recover=` hands a failure to this (semantic recovery, set by the
         # facade: this layer cannot import it); True means the journal now holds a branch to run.
         self.recover: Callable[[Execution, Workflow[Any], Exception], bool] | None = None
+        # Told as each run's execution here begins and ends (`Daybook(otel=...)`); None: nobody.
+        self.watcher: Watcher | None = None
 
     def close(self) -> None:
         self.claims.close()
@@ -99,6 +112,7 @@ class Runner:
     def resume(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
+            self._ended_before(run_id)
             return self._follow(info.result, run_id)  # nothing to run: do not even import its code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
@@ -109,6 +123,7 @@ class Runner:
     async def resume_async(self, run_id: str, wait: float, app: Apps) -> Any:
         info = self.claims.get_run(run_id)
         if info.status == RunStatus.COMPLETED:
+            self._ended_before(run_id)
             return await self._follow_async(info.result, run_id)
         wf = load(info.workflow, info.ref, app)
         begun = self._claim(run_id, wf, wait)
@@ -151,6 +166,8 @@ class Runner:
 
     def _claim(self, run_id: str, wf: Workflow[Any], wait: float) -> Begun | Finished:
         finished = self.claims.acquire(run_id, wf.name, wait)
+        if finished is not None:
+            self._ended_before(run_id)
         return finished if finished is not None else self._load(run_id, wf)
 
     def _load(self, run_id: str, wf: Workflow[Any]) -> Begun | Finished:
@@ -159,6 +176,7 @@ class Runner:
             info = self.claims.get_run(run_id)
             if info.status == RunStatus.COMPLETED:
                 self.claims.let_go(run_id)
+                self._ended_before(run_id)
                 return Finished(info.result)
             if info.status == RunStatus.FAILED:
                 raise RunFailed(run_id, info.error or {})
@@ -203,6 +221,10 @@ class Runner:
     # -- executing ----------------------------------------------------------------------------
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
+        with self._watched(exe.run_id):
+            return self._body_of(exe, wf, info)
+
+    def _body_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
             while True:
                 try:
@@ -225,6 +247,10 @@ class Runner:
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         if not wf.is_async:
             return self._body(exe, wf, info)
+        with self._watched(exe.run_id):
+            return await self._body_async_of(exe, wf, info)
+
+    async def _body_async_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         try:
             while True:
                 try:
@@ -243,6 +269,26 @@ class Runner:
         except BaseException as exc:
             raise self._fail(exe, exc, wf) from _cause(exc)
         return self._complete(exe, result)
+
+    @contextlib.contextmanager
+    def _watched(self, run_id: str) -> Iterator[None]:
+        """The body of a run executing here, told to the watcher (whose failure never reaches
+        the run: it only observes)."""
+        watcher = self.watcher
+        if watcher is None:
+            yield
+            return
+        _tell(watcher.began, run_id)
+        try:
+            yield
+        finally:
+            _tell(watcher.ended, run_id)
+
+    def _ended_before(self, run_id: str) -> None:
+        """A run found complete: the watcher sees it end (what a process that died after its
+        last row left unexported goes out now)."""
+        if self.watcher is not None:
+            _tell(self.watcher.ended, run_id)
 
     def _recovered(self, exe: Execution, wf: Workflow[Any], exc: Exception) -> bool:
         return (
@@ -314,6 +360,13 @@ class Runner:
             begun = self._claim(following, wf, self.lease_ttl)
             result = begun.result if isinstance(begun, Finished) else await self._body_async(*begun)
         return result
+
+
+def _tell(hook: Callable[[str], None], run_id: str) -> None:
+    try:
+        hook(run_id)
+    except Exception as exc:  # an observer's failure is logged, never the run's
+        log.warning("run %s: %s failed: %s", run_id, getattr(hook, "__qualname__", hook), exc)
 
 
 def _cause(exc: BaseException) -> BaseException | None:
