@@ -114,6 +114,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     None (default): on if `$DAYBOOK_OTEL` is 1.
     `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
     delivers the approval outbox to, each request once (docs/notifications.md); None: none.
+    `prices`: model prices over the shipped table (a mapping, a JSON file; docs/cost.md).
     """
 
     def __init__(
@@ -385,8 +386,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
 
     def journal(self, run_id: str) -> list[Event]:
         """The run's journal in order. A read: it never writes (safe on a live run)."""
-        self.get_run(run_id)
-        return self.store.load(run_id)
+        return self.store.load(self.get_run(run_id).run_id)
 
     def chunks(
         self, run_id: str, *, stream: str | None = None, after: int = 0, divergent: bool = False
@@ -395,8 +395,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         every stream's. `divergent=True` also lists the re-sends a re-run wrote that differed from the chunk
         already committed under their key (readers never get those). A read: it never writes."""
         stream, after = streams.checked(stream, after)
-        self.get_run(run_id)
-        return streams.read_all(self.store, run_id, stream, after, divergent)
+        return streams.read_all(self.store, self.get_run(run_id).run_id, stream, after, divergent)
 
     def follow(
         self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None
@@ -559,8 +558,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
 
     def budget(self, run_id: str) -> dict[str, dict[str, float]]:
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""
-        self.get_run(run_id)
-        return budget_summary(self.store.load(run_id))
+        return budget_summary(self.store.load(self.get_run(run_id).run_id))
 
     def cost(self, run_id: str, tree: bool = False) -> ledger.Cost:
         """What run `run_id` (with `tree`, and every run below it) cost, saved and re-spent."""
