@@ -66,7 +66,9 @@ async def story(book: daybook.Daybook) -> None:
         ):
             for name, args, meta in calls:
                 result = await c.call_tool(name, args, meta=meta)
-                shown = result.structuredContent
+                # An error's words come first (a pending approval carries its gate request as
+                # structured content too); a result is shown as its structured content.
+                shown = None if result.isError else result.structuredContent
                 text = json.dumps(shown) if shown is not None else result.content[0].text  # type: ignore[union-attr]
                 print(f"  {name}{args} -> {'ERROR ' if result.isError else ''}{text[:150]}")
 

@@ -172,7 +172,7 @@ def test_a_request_given_up_shows_undelivered(db_url: str) -> None:
         r.close()
     with Daybook(db_url) as book:
         assert [g["notice"] for g in book.approvals()] == ["undelivered"]
-        from daybook.web.pages import approvals_page
+        from daybook.web.approvals import approvals_page
 
         assert "undelivered" in str(approvals_page(book, None))
     shown = cli_in_process("outbox", "list", "--state", "undelivered", db=db_url)

@@ -18,7 +18,7 @@ import urllib3
 
 import daybook
 from daybook import Absent, Confirmed, Daybook, EffectFailed, Kind, NeedsAttention, RunStatus
-from daybook.journal.tool import classify
+from daybook.journal.failure import classify
 
 
 class Server:

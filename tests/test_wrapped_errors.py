@@ -22,7 +22,7 @@ import pytest
 
 import daybook
 from daybook import Absent, Confirmed, Daybook, EffectFailed, Kind, RunStatus
-from daybook.journal.tool import classify
+from daybook.journal.failure import classify
 
 COMPLETION = {
     "id": "c-1",

@@ -25,7 +25,7 @@ from .coordination.child import Children
 from .coordination.entity import Entity
 from .dispatch.attributes import Attributes
 from .gates import identity
-from .gates.gate import Gates, Verdict
+from .gates.gate import REASKS, Gates, Verdict
 from .journal.decision import Decision, Decisions
 from .journal.effect import Effects
 from .journal.execution import Execution
@@ -252,31 +252,53 @@ class Context:
         *,
         decision: Decision[Any] | None = None,
         approvers: Sequence[str] | None = None,
-        timeout: float = 8 * 3600,
-        on_timeout: str = "decline",
+        timeout: float | None = 8 * 3600,
+        on_timeout: str = "deny",
+        escalate_to: Sequence[str] | Sequence[Sequence[str]] | None = None,
+        approvals: int = 1,
         precondition: Callable[[], bool] | None = None,
+        precheck: Callable[[], JSON] | None = None,
+        reasks: int = REASKS,
         notify: Callable[[dict[str, Any]], None] | None = None,
         about: JSON = None,
     ) -> Verdict:
-        """Park the run until a person approves or declines `action` (durable: days are fine).
+        """Park the run until people approve or decline `action` (durable: days are fine).
 
         The verdict is addressed to this gate's id (`decision.id` if given, else the gate's own
         step id) and only an authenticated approver (`daybook approvers add`) named in
-        `approvers` (None: any) can give it (`daybook approve|deny RUN GATE`). After an approval
-        `precondition` is re-checked, as a recorded step, because the world moves while a run
-        waits. `on_timeout`: "decline" returns a `timed_out` verdict; "escalate" stops the run in
-        `needs_attention`. A verdict that arrives after the timeout is recorded as late and does
-        nothing. `notify(gate)` (a dict with run_id, gate_id, action, approvers, timeout) is
-        called once when the gate opens, to tell the approvers. `about` describes the gated act
-        exactly (e.g. tool, arguments and key); the verdict is bound to a digest of the action
-        and `about`, so an approval of one act never releases another."""
+        `approvers` (None: any) can give it (`daybook approve|deny RUN GATE`). `approvals=N`:
+        N distinct approvers must approve (four eyes: 2); the same approver twice counts once,
+        and one denial declines. `about` describes the gated act exactly (e.g. tool, arguments
+        and key); the verdict is bound to a digest of the action and `about`, so an approval of
+        one act never releases another.
+
+        When `timeout` seconds pass without a decision, `on_timeout` (the expiry policy, shown
+        with the gate) says what happens: "deny" (the default; "decline" is the old name)
+        returns a `timed_out` verdict; "escalate" keeps the gate open, addressed now to
+        `escalate_to` (a list of names, or a list of lists: one level each, in order, each with
+        `timeout` again; after the last, `timed_out`); "wait" keeps waiting, marked overdue;
+        "needs_attention" stops the run in `needs_attention` (what "escalate" meant before
+        escalation lists). A verdict that arrives after the gate ended is recorded as late and
+        does nothing.
+
+        `precheck()` returns facts (JSON: a price, a balance) read as a recorded step before
+        the request, shown with it and bound to the approval; re-read after the approval: if
+        they changed, the gate asks again with the new facts (a new gate id; the old approval
+        releases nothing), up to `reasks` times, then returns `stale`. `precondition()` (a
+        bool) is re-checked after the approval too: False returns `stale`. `notify(gate)` (the
+        request: run_id, gate_id, action, approvers, timeout, expiry, approvals, facts...) is
+        called once per request, to tell the approvers."""
         return self._gates.gate(
             action,
             decision=decision,
             approvers=approvers,
             timeout=timeout,
             on_timeout=on_timeout,
+            escalate_to=escalate_to,
+            approvals=approvals,
             precondition=precondition,
+            precheck=precheck,
+            reasks=reasks,
             notify=notify,
             about=about,
         )

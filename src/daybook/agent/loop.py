@@ -21,7 +21,7 @@ from ..context import Context
 from ..errors import BudgetExceeded, EffectFailed, StepRetracted
 from ..journal.decision import Decision
 from ..journal.llm import LLMClient
-from ..journal.tool import Tool
+from ..journal.tool import Tool, gate_terms
 from ..steering.revision import Revision
 
 JSONDict = dict[str, Any]
@@ -153,6 +153,7 @@ class AgentLoop:
                         notify=self.policy.notify,
                         # The exact act: the verdict is bound to its digest.
                         about={"tool": tool.name, "args": action.args, "key": decision.key(tool.name, 0)},
+                        **gate_terms(tool, action.args),
                     )
                     entry["gate"] = verdict.outcome
                     if not verdict.approved:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -116,7 +117,18 @@ def approvals(book: Daybook, as_json: bool, history: bool, run_id: str | None) -
         book.approvals(run_id),
         as_json,
         empty="no gates waiting",
-        headers=["run", "gate", "action", "approvers", "since", "deadline", "notice", "tree"],
+        headers=[
+            "run",
+            "gate",
+            "action",
+            "approvers",
+            "approvals",
+            "deadline",
+            "on expiry",
+            "facts",
+            "notice",
+            "tree",
+        ],
         row=_gate_row,
     )
     if as_json:
@@ -145,13 +157,18 @@ def _attempt_row(v: dict[str, Any]) -> list[str]:
 
 def _gate_row(g: dict[str, Any]) -> list[str]:
     allowed = g["approvers"]
+    given = g.get("approved_by") or g.get("given") or []
+    facts = g.get("facts")
+    ask = f" (ask {g['ask']}, after {g['first']})" if (g.get("ask") or 1) > 1 else ""
     return [
         str(g["run_id"]),
         str(g["gate_id"]),
         str(g["action"]),
         ",".join(allowed) if isinstance(allowed, list) else "any",
-        render.when(g["since"]),
-        render.when(g["deadline"]),
+        f"{len(given)}/{g.get('approvals') or 1}" + (f" ({','.join(given)})" if given else ""),
+        render.when(g["deadline"]) + (" OVERDUE" if g.get("overdue") else ""),
+        str(g.get("on_expiry") or "deny"),
+        ("-" if facts is None else render.brief(json.dumps(facts, sort_keys=True), 40)) + ask,
         str(g.get("notice") or "none"),
         "" if g.get("parent") is None else f"child of {g['parent']} (root {g['root']})",
     ]
@@ -173,7 +190,16 @@ def _verdict(
             "recorded and does nothing"
         )
     else:
-        say(f"{word} of gate {gate} delivered to {run_id}; {_who_continues(book, run_id)}")
+        tally = _tally(book, run_id, gate)
+        say(f"{word} of gate {gate} delivered to {run_id}{tally}; {_who_continues(book, run_id)}")
+
+
+def _tally(book: Daybook, run_id: str, gate: str) -> str:
+    """How far a gate that needs several approvers got, counting the ones on their way."""
+    rows = [g for g in book.approvals(run_id) if g["gate_id"] == gate]
+    if not rows or (rows[0].get("approvals") or 1) == 1:
+        return ""
+    return f" (it needs {rows[0]['approvals']} distinct approvers; each counts once)"
 
 
 def _who_continues(book: Daybook, run_id: str) -> str:

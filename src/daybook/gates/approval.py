@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, NotAuthorized, RunNotFound
@@ -19,6 +20,7 @@ from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..runtime.tree import ancestors, descendants, root_of
 from ..store import Store, load_listed
 from . import outbox, roster, seal, signing
+from .expiry import standing
 from .gate import action_digest
 
 
@@ -53,8 +55,35 @@ def _waiting(store: Store) -> list[dict[str, JSON]]:
                 continue  # damaged: flagged by load_listed, found by `daybook check`
             found = gates(info.run_id, events)
             queued = _queued(store, info.run_id, events, found)
-            pending.extend(g for g in found if g["state"] == "waiting" and g["gate_id"] not in queued)
+            now = time.time()
+            for g in found:
+                if g["state"] == "waiting" and not _complete(g, queued):
+                    pending.append(_approved_by(standing(g, now), queued))
     return pending
+
+
+def _approved_by(gate: dict[str, JSON], queued: dict[str, list[tuple[str, str]]]) -> dict[str, JSON]:
+    """The row with `approved_by`: the approvers whose approval the gate counted (`given`)
+    and those whose signed approval is on its way (the run reads it when it next runs)."""
+    given = gate.get("given")
+    names = list(given) if isinstance(given, list) else []
+    for sender, outcome in queued.get(str(gate["gate_id"]), []):
+        if outcome == "approve" and sender not in names:
+            names.append(sender)
+    gate["approved_by"] = names
+    return gate
+
+
+def _complete(gate: dict[str, JSON], queued: dict[str, list[tuple[str, str]]]) -> bool:
+    """Whether the verdicts already on their way (signed, not read yet) decide the gate: a
+    denial, or enough distinct approvals with the ones it counted (the first ones decide)."""
+    waiting = queued.get(str(gate["gate_id"]), [])
+    if any(outcome != "approve" for _, outcome in waiting):
+        return True
+    given = gate.get("given")
+    approvers = {sender for sender, _ in waiting} | set(given if isinstance(given, list) else [])
+    need = gate.get("approvals")
+    return bool(waiting) and len(approvers) >= (need if isinstance(need, int) else 1)
 
 
 def approve(
@@ -84,6 +113,7 @@ def approve(
         raise ConfigError(
             f"run {run_id!r} has no gate {gate_id!r}; list waiting gates with `daybook approvals`"
         )
+    gate = standing(gate, time.time())  # addressed to its escalation level now due
     allowed = gate["approvers"]
     if isinstance(allowed, list) and approver not in allowed:
         why = f"{approver!r} may not decide gate {gate_id!r} (allowed: {allowed})"
@@ -95,12 +125,11 @@ def approve(
         "digest": gate["digest"],
     }
     payload = seal.seal(token, run_id, gate_id, payload, approver)
-    deadline = gate["deadline"]
-    queued = gate_id in _queued(store, run_id, events, list(found.values()))
+    queued = _queued(store, run_id, events, list(found.values()))
     late = (
-        queued  # a verdict is already waiting to be read: the first one decides
+        _complete(gate, queued)  # the verdicts already waiting to be read decide it
         or gate["state"] != "waiting"
-        or (isinstance(deadline, float) and time.time() > deadline)
+        or bool(gate["expired"])  # past its deadline, and its policy neither escalates nor waits
     )
     name = f"{'late-' if late else ''}verdict:{gate_id}"
     if store.signal(run_id, name, dumps(payload, "verdict"), approver, time.time(), any_status=late) is None:
@@ -109,32 +138,92 @@ def approve(
 
 
 def gates(run_id: str, events: list[Event]) -> list[dict[str, JSON]]:
-    """The gates a journal holds and where each stands: waiting, decided or timed_out."""
+    """The gate requests a journal holds and where each stands: waiting, decided or timed_out.
+
+    A row carries the request as journaled (run_id, gate_id, action, approvers now addressed,
+    about, facts, approvals needed, expiry policy, escalate_to, timeout, opened, deadline, ask,
+    first) and its progress (state, given: the approvers whose approval counted, level,
+    overdue). `approval.standing` adds what the clock says (a level now due, expired)."""
     found: dict[str, dict[str, JSON]] = {}
     for ev in events:
-        if ev.kind == Kind.DECISION and ev.name.startswith("gate:") and ev.status == "recorded":
-            value = ev.data.get("value") or {}
-            gate_id = value.get("decision") or f"{run_id}/{ev.step}"
-            found[gate_id] = {
-                "run_id": run_id,
-                "gate_id": gate_id,
-                "action": value.get("action"),
-                "approvers": value.get("approvers"),
-                "since": ev.at,
-                "state": "waiting",
-                "deadline": None if value.get("timeout") is None else ev.at + float(value["timeout"]),
-                "about": value.get("about"),
-                "digest": action_digest(run_id, gate_id, value),
-            }
+        if ev.kind == Kind.DECISION and ev.status == "recorded":
+            head, _, rest = ev.name.partition(":")
+            value = ev.data.get("value")
+            if head == "gate" and isinstance(value, dict):
+                row = _request(run_id, ev, value)
+                found[str(row["gate_id"])] = row
+            elif head in _PROGRESS and rest in found and isinstance(value, dict):
+                _PROGRESS[head](found[rest], value)
         elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:"):
             gate = found.get(ev.name.removeprefix("signal:verdict:"))
             if gate is not None and ev.status in ("received", "timeout"):
+                # Read: decided, unless its check says it was no verdict or not the last needed.
                 gate["state"] = "decided" if ev.status == "received" else "timed_out"
-        elif ev.kind == Kind.DECISION and ev.name.startswith("verdict-check:") and ev.status == "recorded":
-            gate = found.get(ev.name.removeprefix("verdict-check:"))
-            if gate is not None and not (ev.data.get("value") or {}).get("ok"):
-                gate["state"] = "waiting"  # what it read was no verdict: it waits on
     return list(found.values())
+
+
+def _request(run_id: str, ev: Event, value: dict[str, Any]) -> dict[str, JSON]:
+    gate_id = value.get("decision") or f"{run_id}/{ev.step}"
+    timeout = value.get("timeout")
+    opened = value.get("opened")
+    start = float(opened) if isinstance(opened, int | float) else ev.at
+    row: dict[str, JSON] = {
+        "run_id": run_id,
+        "gate_id": gate_id,
+        "action": value.get("action"),
+        "approvers": value.get("approvers"),
+        "first_approvers": value.get("approvers"),
+        "since": ev.at,
+        "state": "waiting",
+        "deadline": None if timeout is None else start + float(timeout),
+        "about": value.get("about"),
+        "digest": action_digest(run_id, gate_id, value),
+        "expiry": value.get("expiry") or "deny",
+        "escalate_to": value.get("escalate_to") or [],
+        "timeout": timeout,
+        "opened": start,
+        "approvals": value.get("approvals") or 1,
+        "given": [],
+        "level": 0,
+        "overdue": False,
+        "ask": value.get("ask") or 1,
+        "first": value.get("first"),
+    }
+    if "facts" in value:
+        row["facts"] = value["facts"]
+    return row
+
+
+def _checked_verdict(gate: dict[str, JSON], value: dict[str, Any]) -> None:
+    if not value.get("ok"):
+        gate["state"] = "waiting"  # what it read was no verdict: it waits on
+        return
+    approver, outcome = value.get("approver"), value.get("outcome")
+    given = gate["given"]
+    if approver is None or outcome != "approve" or not isinstance(given, list):
+        return  # a denial (decided), or a check from before counted approvals
+    if approver not in given:
+        given.append(approver)
+    need = gate["approvals"]
+    if len(given) < (need if isinstance(need, int) else 1):
+        gate["state"] = "waiting"  # more approvers needed
+
+
+def _escalated(gate: dict[str, JSON], value: dict[str, Any]) -> None:
+    gate.update(state="waiting", level=value.get("level"), approvers=value.get("approvers"))
+    gate["deadline"] = value.get("deadline")
+
+
+def _overdue(gate: dict[str, JSON], value: dict[str, Any]) -> None:
+    gate.update(state="waiting", overdue=True)
+
+
+# Steps that move an open gate on: a verdict's check, an escalation, the deadline of a `wait`.
+_PROGRESS: dict[str, Callable[[dict[str, JSON], dict[str, Any]], None]] = {
+    "verdict-check": _checked_verdict,
+    "escalate": _escalated,
+    "overdue": _overdue,
+}
 
 
 def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:
@@ -244,20 +333,24 @@ def _refused(store: Store, run_id: str, gate_id: str, approver: str, approve: bo
     )
 
 
-def _queued(store: Store, run_id: str, events: list[Event], found: list[dict[str, JSON]]) -> set[str]:
-    """The gates with a good verdict (signed by its approver) in the inbox that no wait has
-    consumed yet: a forged row neither hides a gate nor makes a real verdict late."""
+def _queued(
+    store: Store, run_id: str, events: list[Event], found: list[dict[str, JSON]]
+) -> dict[str, list[tuple[str, str]]]:
+    """Per gate, the good verdicts (signed by their approver) in the inbox that no wait has
+    consumed yet, as (approver, outcome): a forged row neither hides a gate nor makes a real
+    verdict late."""
     consumed = {
         ev.data.get("inbox_id") for ev in events if ev.kind == Kind.SIGNAL and ev.status == "received"
     }
     digests = {str(g["gate_id"]): str(g["digest"]) for g in found}
-    queued = set()
+    queued: dict[str, list[tuple[str, str]]] = {}
     for inbox_id, name, payload, sender, _ in store.inbox(run_id):
         gate_id = name.removeprefix("verdict:")
         if inbox_id in consumed or gate_id == name or gate_id not in digests:
             continue
-        if not seal.refusal(store, run_id, gate_id, digests[gate_id], json.loads(payload), sender):
-            queued.add(gate_id)
+        body = json.loads(payload)
+        if not seal.refusal(store, run_id, gate_id, digests[gate_id], body, sender):
+            queued.setdefault(gate_id, []).append((sender, str(body.get("outcome"))))
     return queued
 
 

@@ -1,6 +1,7 @@
 """The approval outbox: a durable record of each approval request, and where its delivery stands.
 
 A request (`request`: run, gate, action, `about` as the journal holds it, approvers, deadline,
+the gate's terms (expiry policy, approvals needed, precheck facts, ask and escalation level)
 and a delivery key `<gate id>/<n>`) is kept in the store as a coordination entity named
 `daybook.outbox/<key>` (no table of its own, so both stores hold it as they hold every entity):
 its lease is the claim a deliverer takes to send it, and its append-only log is the request
@@ -66,6 +67,15 @@ def request(
         "deadline": deadline,
         "approve": f"daybook approve {run_id} {gate_id}",
         "deny": f"daybook deny {run_id} {gate_id}",
+        # The gate's terms (`gates.expiry`, `gates.gate`): what happens at the deadline, how
+        # many distinct approvers it needs, the facts its precheck read, which ask and level.
+        "expiry": proposal.get("expiry") or "deny",
+        "escalate_to": proposal.get("escalate_to") or [],
+        "level": proposal.get("level") or 0,
+        "approvals": proposal.get("approvals") or 1,
+        "facts": proposal.get("facts"),
+        "ask": proposal.get("ask") or 1,
+        "first": proposal.get("first"),
     }
 
 

@@ -56,8 +56,9 @@ from ..store.secrets import SEALED, Secret, concealer_for, reveal_all, withheld
 from . import keys, resolution
 from .act import Act
 from .execution import Execution, check_step_json, error_info
+from .failure import classify, is_certain
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown, classify, cost_of, is_certain
+from .tool import Confirmed, NotFound, StillUnknown, cost_of
 
 log = logging.getLogger("daybook")
 

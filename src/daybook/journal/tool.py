@@ -11,14 +11,14 @@ its effect class. A tool with no profile at all is irreversible and keyless.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import ConfigError, EffectFailed
-from . import wire
+from ..errors import ConfigError
 from .effect_class import EFFECT_CLASSES, EffectClass, declare
 
 R = TypeVar("R")
@@ -160,6 +160,11 @@ class Tool(Generic[R]):
     # run's budget before the call) or a function of its arguments (as journaled) and result;
     # recorded with the confirmed outcome and charged to the budget (`coordination.budget`).
     cost: Cost | None = None
+    # At a gate that releases a call: the facts an approver must see, from its arguments (a
+    # price, a balance), re-read after the approval (changed: asked again); and how many
+    # distinct approvers must approve it (`daybook.gates.gate`).
+    precheck: Callable[[dict[str, Any]], Any] | None = None
+    approvals: int = 1
     # The effect class (`journal/effect_class.py`): what daybook does with its acts. Built by
     # `@daybook.tool` from the keywords; for a `Tool` built directly, from its fields (and the
     # fields are then made to agree with it).
@@ -220,6 +225,8 @@ class Tool(Generic[R]):
             "secret_result": self.secret_result,
             "cancel": self.cancel is not None,
             "cost": self.cost is not None,
+            "precheck": self.precheck is not None,
+            "approvals": self.approvals,
             # What will actually happen to a call: in and out of a transaction, on a rollback, a
             # recovery and a fork, at the gates (`EffectClass.profile`).
             **self.effect.profile(),
@@ -257,6 +264,8 @@ def tool(
     volatile: tuple[str, ...] = (),
     cost: Cost | None = None,
     in_transaction: str | None = None,
+    precheck: Callable[[dict[str, Any]], Any] | None = None,
+    approvals: int = 1,
 ) -> Callable[[Callable[..., R]], Tool[R]]: ...
 
 
@@ -288,30 +297,30 @@ def tool(
     volatile: tuple[str, ...] = (),
     cost: Cost | None = None,
     in_transaction: str | None = None,
+    precheck: Callable[[dict[str, Any]], Any] | None = None,
+    approvals: int = 1,
 ) -> Any:
     """Declare a tool. Use bare (`@tool`) or with a profile (`@tool(reconcile=status)`).
 
-    `inverse`: the tool that undoes this one, called by `ctx.compensate()` as
-    `inverse(original=ARGS, result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it
-    cannot be undone (an email, a payment out): no model-proposed undo is ever tried for it, and
-    it is never used as one. Left unset, a tool with no profile at all (none of idempotent,
-    reconcile, inverse, dedup_window, list_keys, reference) counts as irreversible.
-
-    The rest of the counterparty profile: `status(key, args)` (alias of `reconcile`) answers
-    `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own
-    reference, used once the dedup window has passed; `verify(args)` looks at the world for a
-    keyless act (`accepts_keys=False`); `poll` is the seconds between status queries while the
-    answer is pending (a durable timer, unlimited rounds); `effect_class`, `bufferable`,
-    `in_transaction`, `cost`: what daybook does with its acts (`journal/effect_class.py`).
-    `certain`: exception types (and HTTP 4xx codes) proving the act did not happen (`failed`,
-    even for a tool with `status` or `verify`, whose other exceptions are read as `unknown`).
-    `secrets`: argument names journaled as a keyed digest, never in clear (the tool still
-    receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay
-    hands back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`),
-    as templates formatted with the call's arguments (`"fs:/srv/{path}"`) or a function of them;
-    inside `ctx.transaction(scopes=...)` a call outside them is refused before it runs.
-    `cancel(**args, idempotency_key=key)` stops a running call a retraction names; `volatile`:
-    arguments that do not change which act a call is (a timestamp; for recovery re-runs)."""
+    `inverse`: the tool that undoes this one, called by `ctx.compensate()` as `inverse(original=ARGS,
+    result=RESULT, idempotency_key="comp/<key>")`. `irreversible`: it cannot be undone (an email, a payment
+    out): no model-proposed undo is ever tried for it, and it is never used as one. Left unset, a tool with
+    no profile at all (none of idempotent, reconcile, inverse, dedup_window, list_keys, reference) counts as
+    irreversible. The rest of the counterparty profile: `status(key, args)` (alias of `reconcile`) answers
+    `Confirmed(result, ref) | Absent() | Pending()`; `lookup(ref)` asks by the counterparty's own reference,
+    used once the dedup window has passed; `verify(args)` looks at the world for a keyless act
+    (`accepts_keys=False`); `poll` is the seconds between status queries while the answer is pending (a
+    durable timer, unlimited rounds); `effect_class`, `bufferable`, `in_transaction`, `cost`: what daybook
+    does with its acts (`journal/effect_class.py`). `certain`: exception types (and HTTP 4xx codes) proving
+    the act did not happen (`failed`, even for a tool with `status` or `verify`, whose other exceptions are
+    read as `unknown`). `secrets`: argument names journaled as a keyed digest, never in clear (the tool
+    still receives the value); `secret_result=True`: the result too, as a `daybook.Secret` (replay hands
+    back a withheld one). `scopes`: the resources a call touches (`<type>:<path>[:<id>]`), as templates
+    formatted with the call's arguments (`"fs:/srv/{path}"`) or a function of them; inside
+    `ctx.transaction(scopes=...)` a call outside them is refused before it runs. `cancel(**args,
+    idempotency_key=key)` stops a running call a retraction names; `volatile`: arguments that do not change
+    which act a call is (a timestamp; for recovery re-runs); `precheck`, `approvals`: what a gate releasing
+    a call asks for (`gate_terms`)."""
     profile = {k: v for k, v in locals().items() if k != "fn"}
 
     def wrap(f: Callable[..., R]) -> Tool[R]:
@@ -349,9 +358,12 @@ def _make(
     volatile: tuple[str, ...] = (),
     cost: Cost | None = None,
     in_transaction: str | None = None,
+    precheck: Callable[[dict[str, Any]], Any] | None = None,
+    approvals: int = 1,
 ) -> Tool[R]:
     """The `Tool` for `f` with this profile, checked, its effect class inferred where unset."""
     _check(f, dedup_window, inverse, status, reconcile, poll, cost)
+    _check_gate(f, precheck, approvals)
     asker = reconcile or status
     # Every keyword as given: the one mapping onto an effect class reads the facts it needs.
     klass, profiled = _declared(f, dict(locals()))
@@ -376,6 +388,8 @@ def _make(
         cancel=cancel,
         volatile=tuple(volatile),
         cost=cost,
+        precheck=precheck,
+        approvals=approvals,
     )
 
 
@@ -467,6 +481,30 @@ def _amounts_given(cost: Any) -> bool:
     )
 
 
+def _check_gate(f: Callable[..., Any], precheck: Any, approvals: Any) -> None:
+    what = f"tool {f.__qualname__}"
+    if precheck is not None and not callable(precheck):
+        raise ConfigError(f"{what}: precheck= must be a function (args) -> the facts an approver sees (JSON)")
+    if isinstance(approvals, bool) or not isinstance(approvals, int) or approvals < 1:
+        raise ConfigError(
+            f"{what}: approvals={approvals!r}: give the number of distinct approvers who must "
+            "approve a call, an int >= 1 (approvals=2 for four eyes)"
+        )
+
+
+def gate_terms(tool: Tool[Any], args: dict[str, Any]) -> dict[str, Any]:
+    """What a gate releasing one call of `tool` asks for, as `ctx.gate` keywords (the agent
+    loop's gate, `Daybook(gate_irreversible=)`, `ctx.transaction(gate=)`): `approvals`, the
+    distinct approvers it needs (four eyes: 2); `precheck`, the facts the approver is shown (a
+    price, a balance) from the call's arguments, re-read after the approval and before the act
+    (changed: the gate asks again with the new facts)."""
+    check = tool.precheck
+    return {
+        "approvals": tool.approvals,
+        "precheck": None if check is None else functools.partial(check, dict(args)),
+    }
+
+
 _TOOLS: dict[str, Tool[Any]] = {}
 
 
@@ -478,47 +516,3 @@ def lookup(name: str) -> Tool[Any] | None:
 def registered() -> list[Tool[Any]]:
     """Every tool registered in this process, by name."""
     return [_TOOLS[name] for name in sorted(_TOOLS)]
-
-
-def classify(exc: BaseException) -> str:
-    """Map a tool's exception to `unknown`, `transient` or `failed`, by what it says about delivery.
-
-    `unknown` when the request may have been delivered without an answer (timeouts, a connection
-    dropped mid-exchange, from the standard library or from requests, urllib3, httpx, aiohttp,
-    botocore, asyncio, grpc and the SDKs wrapping them, recognised by class name along the
-    exception's `__cause__`/`__context__` chain: see `wire`); `transient` when it certainly was
-    not delivered (connection refused, never connected); `failed` for everything else, and
-    always for `EffectFailed`. The lifecycle reads `failed` as unknown too when the tool can ask
-    the counterparty (`status`, `verify`) and the exception is not declared certain.
-    """
-    if isinstance(exc, EffectFailed):
-        return "failed"  # the tool said so: a certain failure, whatever it was raised from
-    if isinstance(exc, OutcomeUnknown):
-        return "unknown"
-    if isinstance(exc, TransientError):
-        return "transient"
-    return wire.read(exc) or "failed"
-
-
-def is_certain(exc: BaseException, certain: tuple[type[BaseException] | int, ...]) -> bool:
-    """True if `exc` is a failure the tool declared certain: one of the exception types, or an
-    HTTP error whose status is one of the codes (read from `.response.status_code`, `.status`,
-    `.code` or `.status_code`, as requests, httpx, aiohttp and urllib carry it)."""
-    if isinstance(exc, EffectFailed):
-        return True
-    types = tuple(c for c in certain if isinstance(c, type))
-    if types and isinstance(exc, types):
-        return True
-    codes = {c for c in certain if isinstance(c, int)}
-    return bool(codes) and http_status(exc) in codes
-
-
-def http_status(exc: BaseException) -> int | None:
-    """The HTTP status an HTTP client's error carries, if any."""
-    response = getattr(exc, "response", None)
-    for holder, attr in ((response, "status_code"), (response, "status"), (exc, "status"), (exc, "code"),
-                         (exc, "status_code")):  # fmt: skip
-        value = getattr(holder, attr, None) if holder is not None else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None

@@ -68,7 +68,7 @@ from ..journal import keys
 from ..journal.act import Act, TxMark, act_of
 from ..journal.execution import Execution, error_info, step_fingerprint
 from ..journal.stop import Pause, Rerun, Stop, Suspend
-from ..journal.tool import Tool
+from ..journal.tool import Tool, gate_terms
 from ..records import Event, Kind, Status
 from ..store.tx_rows import OPEN
 from .frontier import RESUMED_SPIN, wait_until_clear
@@ -392,7 +392,8 @@ class EpochTransaction:
             if not c.tool.effect.held:
                 continue
             about = {"tool": c.tool.name, "key": c.key, "args": c.stored, "tx_id": self.tx_id}
-            verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about)
+            terms = gate_terms(c.tool, c.live)
+            verdict = self._gate(f"tx:release:{c.tool.name}", approvers=approvers, about=about, **terms)
             if not verdict.approved:
                 declined = ReleaseDeclined(
                     f"transaction {self.tx_id}: the release of {c.tool.name} (key {c.key}) was "

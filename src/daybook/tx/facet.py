@@ -16,7 +16,7 @@ from ..journal.decision import Decision, Decisions
 from ..journal.effect import Effects
 from ..journal.execution import Execution
 from ..journal.facet import Facet
-from ..journal.tool import Tool
+from ..journal.tool import Tool, gate_terms
 from ..records import JSON
 from .atomix import DEFAULT_WAIT, EpochTransaction, drive_async, drive_sync
 from .scope import parse_all
@@ -49,6 +49,8 @@ class GateKeeper(Protocol):
         decision: Decision[Any] | None = None,
         approvers: Sequence[str] | None = None,
         about: JSON = None,
+        approvals: int = 1,
+        precheck: Callable[[], JSON] | None = None,
     ) -> Any: ...
 
     def approved(self, decision_id: str) -> bool: ...
@@ -233,7 +235,10 @@ class Transactions(Facet):
             return True
         approvers = None if policy is True else list(policy or ())
         about = {"tool": tool.name, "args": args, "key": key}
-        verdict = self._gates.gate(f"effect:{tool.name}", decision=decision, approvers=approvers, about=about)
+        terms = gate_terms(tool, args)
+        verdict = self._gates.gate(
+            f"effect:{tool.name}", decision=decision, approvers=approvers, about=about, **terms
+        )
         if not verdict.approved:
             raise ReleaseDeclined(
                 f"run {self._exe.run_id!r}: the irreversible call {tool.name} was {verdict.outcome} "

@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
 from ..gates.approval import is_approver
-from . import actions, guard, live, pages
+from . import actions, approvals, guard, live, pages
 from .auth import COOKIE, Inspector, Session, csrf_ok
 from .html import Markup, field, page, tag
 
@@ -122,7 +122,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
             ),
             methods=["GET"],
         ),
-        Route("/approvals", view(lambda r, c: ("Approvals", pages.approvals_page(book, c)))),
+        Route("/approvals", view(lambda r, c: ("Approvals", approvals.approvals_page(book, c)))),
         Route("/approvals/{verb}", act(actions.on_gate), methods=["POST"]),
         Route("/attention", view(lambda r, c: ("Attention", pages.attention_page(book, c)))),
         Route("/login", _login_page(ins), methods=["GET"]),

@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ..book import MAX_LIMIT, Daybook
-from ..gates.approval import gates
 from ..records import Event, Kind, RunInfo, RunStatus
 from ..runtime.chain import next_id
+from .approvals import gate_section
 from .cost import cost_section
-from .html import Markup, field, form, hidden, join, link, payload, status, table, tag, when
+from .html import Markup, field, form, join, link, payload, status, table, tag, when
 
 PAGE = 50  # runs per page of the list
 
@@ -122,7 +122,7 @@ def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str]
             id="timeline-section",
         ),
         _effects(book, run_id, csrf),
-        _gates(book, run_id, events),
+        gate_section(book, run_id, events),
         _obligations(book, run_id),
         _budget(book, run_id),
         cost_section(book, run_id),
@@ -313,45 +313,6 @@ def resolve_form(run_id: str, effect: dict[str, Any], csrf: str | None) -> Marku
     )
 
 
-def _gates(book: Daybook, run_id: str, events: list[Event]) -> Markup:
-    found = gates(run_id, events)
-    verdicts = book.verdicts(run_id)
-    if not found and not verdicts:
-        return Markup("")
-    return tag(
-        "section",
-        tag("h2", "Gates"),
-        table(
-            ["gate", "action", "approvers", "state", "since", "deadline"],
-            (
-                [
-                    g["gate_id"],
-                    payload(g["action"]),
-                    payload(g["approvers"]),
-                    status(g["state"]),
-                    when(g["since"]),
-                    when(g["deadline"]),
-                ]
-                for g in found
-            ),
-        ),
-        table(
-            ["gate", "verdict", "approver", "outcome", "at", "why"],
-            (
-                [
-                    v["gate_id"],
-                    v["state"],
-                    v["approver"] or "-",
-                    v["outcome"] or "-",
-                    when(v["at"]),
-                    v["reason"] or "",
-                ]
-                for v in verdicts
-            ),
-        ),
-    )
-
-
 def _obligations(book: Daybook, run_id: str) -> Markup:
     mine = [o for o in book.obligations() if o.get("run_id") == run_id]
     if not mine:
@@ -389,48 +350,6 @@ def _traceback(info: RunInfo) -> Markup:
     if not trace:
         return Markup("")
     return tag("section", tag("h2", "Traceback (the workflow raised)"), tag("pre", trace), id="traceback")
-
-
-def approvals_page(book: Daybook, csrf: str | None) -> Markup:
-    """Open gates across runs, each with its action, where its approval request's delivery
-    stands (`notice`) and approve / deny forms."""
-    rows = []
-    for g in book.approvals():
-        acts: Any = "sign in to decide"
-        if csrf is not None:
-            ids = join([hidden("run_id", str(g["run_id"])), hidden("gate", str(g["gate_id"]))])
-            acts = join(
-                [
-                    form(
-                        "/approvals/approve",
-                        csrf,
-                        ids,
-                        field("reason", "reason"),
-                        button="Approve",
-                        class_="approve",
-                    ),
-                    form(
-                        "/approvals/deny", csrf, ids, field("reason", "reason"), button="Deny", class_="deny"
-                    ),
-                ]
-            )
-        rows.append(
-            [
-                link(run_href(str(g["run_id"])), g["run_id"]),
-                g["gate_id"],
-                payload(g["action"]),
-                payload(g.get("about")),
-                payload(g["approvers"]),
-                when(g["since"]),
-                when(g["deadline"]),
-                str(g.get("notice") or "none"),  # the outbox: queued, retrying, delivered, undelivered
-                acts,
-            ]
-        )
-    if not rows:
-        return tag("p", "No gates waiting.", id="no-gates")
-    headers = ["run", "gate", "action", "about", "approvers", "since", "deadline", "notice", ""]
-    return table(headers, rows, id="gates")
 
 
 def attention_page(book: Daybook, csrf: str | None) -> Markup:

@@ -13,7 +13,8 @@ by a policy file (JSON, or TOML when the name ends in `.toml`; its schema is `sc
 
     {"tools": {"send": {"class": "reversible", "gate": false, "approvers": ["alice"],
                         "timeout": 3600, "status": {"tool": "sent", "argument": "key"},
-                        "secrets": ["pin"]}},
+                        "secrets": ["pin"], "approvals": 2, "on_timeout": "escalate",
+                        "escalate_to": ["carol"]}},
      "default": {"gate": true}, "trust_hints": true}
 
 A status query is an upstream tool called with the call's key as `argument`; it answers
@@ -61,6 +62,10 @@ class ToolPolicy:
     key_argument: str | None = None
     secrets: tuple[str, ...] = ()
     default_secrets: bool = True
+    # The gate's terms (`ctx.gate`): distinct approvers needed, and what happens at the timeout.
+    approvals: int = 1
+    on_timeout: str = "deny"
+    escalate_to: tuple[tuple[str, ...], ...] = ()
 
     @property
     def read(self) -> bool:
@@ -159,8 +164,18 @@ def _apply(base: ToolPolicy, raw: dict[str, Any], input_schema: Any) -> ToolPoli
             f"{where}: key_argument {key_argument!r} is not an argument of the tool's input "
             f"schema (its arguments: {props})"
         )
+    on_timeout = str(raw.get("on_timeout", base.on_timeout))
+    escalate_to = _levels(raw["escalate_to"]) if "escalate_to" in raw else base.escalate_to
+    if (on_timeout == "escalate") != bool(escalate_to):
+        raise ConfigError(
+            f"{where}: on_timeout 'escalate' and escalate_to go together (escalate_to: the "
+            "approvers the gate goes to when its time passes; one list, or a list per level)"
+        )
     return replace(
         base,
+        approvals=int(raw.get("approvals", base.approvals)),
+        on_timeout=on_timeout,
+        escalate_to=escalate_to,
         effect_class=cls,
         gate=bool(gate),
         approvers=tuple(approvers) if approvers is not None else base.approvers,
@@ -170,6 +185,13 @@ def _apply(base: ToolPolicy, raw: dict[str, Any], input_schema: Any) -> ToolPoli
         secrets=base.secrets + tuple(raw.get("secrets", ())),
         default_secrets=bool(raw.get("default_secrets", base.default_secrets)),
     )
+
+
+def _levels(raw: Any) -> tuple[tuple[str, ...], ...]:
+    """`escalate_to` as levels: one list of names is one level."""
+    if all(isinstance(n, str) for n in raw):
+        return (tuple(raw),)
+    return tuple(tuple(level) for level in raw)
 
 
 def _status(raw: Any, where: str) -> StatusQuery | None:

@@ -24,6 +24,7 @@ import asyncio
 import json
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, cast
@@ -69,6 +70,31 @@ _LOST = (
 )
 _REQUEST_TIMEOUT = 408  # the SDK's McpError code when its own read timeout passes
 _UNCERTAIN_CODES = (CONNECTION_CLOSED, _REQUEST_TIMEOUT)
+
+
+# The gate request fields a pending call's answer carries (`daybook approvals` shows the same).
+REQUEST_FIELDS = (
+    "run_id",
+    "gate_id",
+    "action",
+    "about",
+    "approvers",
+    "approvals",
+    "given",
+    "approved_by",
+    "deadline",
+    "expiry",
+    "escalate_to",
+    "level",
+    "overdue",
+    "on_expiry",
+    "facts",
+    "ask",
+)
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 class ProxyNotRunning(DaybookError):
@@ -178,7 +204,7 @@ class McpProxy:
         try:
             out = await self.book.run_async(mcp_call, name, stored, run_id=run_id)
         except Suspended:
-            return error(self._pending(run_id, name)), False
+            return self._pending(run_id, name), False
         except NeedsAttention as exc:
             # Only the proxy continues an MCP call's run (`daybook resume` would park it).
             # The hint may carry the store's `--db` (`daybook.hints`): drop it whole.
@@ -198,13 +224,36 @@ class McpProxy:
             _PROXY.reset(token)
         return answer(run_id, out), True
 
-    def _pending(self, run_id: str, name: str) -> str:
+    def _pending(self, run_id: str, name: str) -> types.CallToolResult:
+        """The approval request a gated call answers with: what to run to decide it, in words,
+        and the gate's request as structured content (who may decide now, approvals needed and
+        given, the deadline and what happens then, the facts shown to the approvers)."""
         gates = [g for g in self.book.approvals() if g.get("run_id") == run_id]
-        gate = gates[0].get("gate_id") if gates else "GATE"
-        return (
-            f"daybook: pending approval: {name} is gated (call {run_id!r}). Approve it with "
-            f"`daybook approve {run_id} {gate} --as NAME` (or `daybook deny`), then make "
-            "the same call again."
+        if not gates:
+            return error(
+                f"daybook: pending approval: {name} is gated (call {run_id!r}); its verdict is on "
+                "its way: make the same call again."
+            )
+        g = gates[0]
+        request = {k: g.get(k) for k in REQUEST_FIELDS}
+        given = g.get("approved_by") or []
+        approvers = g.get("approvers")
+        deadline = g.get("deadline")
+        due = "no deadline" if not isinstance(deadline, int | float) else _utc(deadline)
+        text = (
+            f"daybook: pending approval: {name} is gated (call {run_id!r}, gate {g['gate_id']}). "
+            f"Approvals: {len(given)} of {g.get('approvals') or 1} distinct approvers"
+            f"{' (' + ', '.join(map(str, given)) + ')' if given else ''}; may decide: "
+            f"{', '.join(map(str, approvers)) if isinstance(approvers, list) else 'any approver'}; "
+            f"deadline {due}{' (overdue)' if g.get('overdue') else ''}, then: {g.get('on_expiry')}"
+            f"{'; facts: ' + json.dumps(g['facts'], sort_keys=True) if g.get('facts') is not None else ''}. "
+            f"Approve it with `daybook approve {run_id} {g['gate_id']} --as NAME` (or `daybook deny`), "
+            "then make the same call again."
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structuredContent={"daybook_pending_approval": request},
+            isError=True,
         )
 
     async def drain(self, timeout: float) -> int:
@@ -235,10 +284,18 @@ class McpProxy:
                 f"mcp:{name}",
                 approvers=policy.approvers,
                 timeout=policy.timeout,
+                on_timeout=policy.on_timeout,
+                escalate_to=[list(level) for level in policy.escalate_to] or None,
+                approvals=policy.approvals,
                 about={"tool": name, "arguments": arguments, "key": ctx.run_id},
             )
             if not verdict.approved:
-                return {"gate": verdict.outcome, "approver": verdict.approver, "reason": verdict.reason}
+                return {
+                    "gate": verdict.outcome,
+                    "approver": verdict.approver,
+                    "approvers": list(verdict.approvers),
+                    "reason": verdict.reason,
+                }
         try:
             result = await daybook.journaled_call(
                 ctx,

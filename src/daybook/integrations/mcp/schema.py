@@ -3,7 +3,8 @@
 A policy file is refused, with an error naming the field, when a key is unknown (a typo such as
 `clas` is not silently ignored), a value has the wrong type (`"approvers": "alice"` is not five
 approvers, `"gate": "false"` is not a boolean), an approver list is empty (it would mean
-"anyone"), or a timeout is not a number of seconds in range. Tools the upstream does not have
+"anyone"), a timeout is not a number of seconds in range, `approvals` is not an int >= 1 or
+`on_timeout` not an expiry policy (deny, escalate, wait, needs_attention). Tools the upstream does not have
 are refused by `Policy.check` once the upstream's tools are known.
 """
 
@@ -44,6 +45,9 @@ class ToolEntry(BaseModel):
     secrets: list[str] | None = None
     default_secrets: bool | None = None
     trust_hints: bool | None = None
+    approvals: int | None = Field(default=None, ge=1, le=20)
+    on_timeout: Literal["deny", "decline", "escalate", "wait", "needs_attention"] | None = None
+    escalate_to: list[str] | list[list[str]] | None = Field(default=None, min_length=1)
 
     @field_validator("approvers")
     @classmethod
@@ -88,7 +92,8 @@ def parse(raw: Any, where: str) -> PolicyFile:
             f"tools policy {where}: {problems}. Expected "
             '{"tools": {NAME: {"class": ..., "gate": ..., "approvers": [...], "timeout": ..., '
             '"status": ..., "key_argument": ..., "secrets": [...], "default_secrets": ..., '
-            '"trust_hints": ...}}, "default": {...}, "trust_hints": true}'
+            '"trust_hints": ..., "approvals": 2, "on_timeout": "deny|escalate|wait|needs_attention", '
+            '"escalate_to": [...]}}, "default": {...}, "trust_hints": true}'
         ) from None
 
 

@@ -1,0 +1,53 @@
+"""How a tool's exception reads: `unknown` (it may have reached the counterparty), `transient`
+(it certainly did not) or `failed`; and whether a failure is one the tool declared certain.
+"""
+
+from __future__ import annotations
+
+from ..errors import EffectFailed
+from . import wire
+from .tool import OutcomeUnknown, TransientError
+
+
+def classify(exc: BaseException) -> str:
+    """Map a tool's exception to `unknown`, `transient` or `failed`, by what it says about delivery.
+
+    `unknown` when the request may have been delivered without an answer (timeouts, a connection
+    dropped mid-exchange, from the standard library or from requests, urllib3, httpx, aiohttp,
+    botocore, asyncio, grpc and the SDKs wrapping them, recognised by class name along the
+    exception's `__cause__`/`__context__` chain: see `wire`); `transient` when it certainly was
+    not delivered (connection refused, never connected); `failed` for everything else, and
+    always for `EffectFailed`. The lifecycle reads `failed` as unknown too when the tool can ask
+    the counterparty (`status`, `verify`) and the exception is not declared certain.
+    """
+    if isinstance(exc, EffectFailed):
+        return "failed"  # the tool said so: a certain failure, whatever it was raised from
+    if isinstance(exc, OutcomeUnknown):
+        return "unknown"
+    if isinstance(exc, TransientError):
+        return "transient"
+    return wire.read(exc) or "failed"
+
+
+def is_certain(exc: BaseException, certain: tuple[type[BaseException] | int, ...]) -> bool:
+    """True if `exc` is a failure the tool declared certain: one of the exception types, or an
+    HTTP error whose status is one of the codes (read from `.response.status_code`, `.status`,
+    `.code` or `.status_code`, as requests, httpx, aiohttp and urllib carry it)."""
+    if isinstance(exc, EffectFailed):
+        return True
+    types = tuple(c for c in certain if isinstance(c, type))
+    if types and isinstance(exc, types):
+        return True
+    codes = {c for c in certain if isinstance(c, int)}
+    return bool(codes) and http_status(exc) in codes
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an HTTP client's error carries, if any."""
+    response = getattr(exc, "response", None)
+    for holder, attr in ((response, "status_code"), (response, "status"), (exc, "status"), (exc, "code"),
+                         (exc, "status_code")):  # fmt: skip
+        value = getattr(holder, attr, None) if holder is not None else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
