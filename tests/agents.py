@@ -112,8 +112,9 @@ def restart(ctx: Context, bank: str, timeout: float) -> dict[str, Any]:
 
 @daybook.workflow
 def spender(ctx: Context, rounds: int) -> dict[str, Any]:
-    """Spend $0.04 a round under a $0.10 cap, stopping when the budget refuses."""
-    ctx.budget.cap(usd=0.10)
+    """Spend $0.04 a round under a $0.10 cap, stopping when the budget refuses (`on_cap="fail"`:
+    the admission raises rather than pausing the run for a raise)."""
+    ctx.budget.cap(usd=0.10, on_cap="fail")
     for i in range(rounds):
         try:
             ctx.budget.admit(usd=0.04)
@@ -345,3 +346,55 @@ def payments_with(ctx: Context, bank: str, count: int, tool: str) -> list[str]:
     """count payments through `tool` (pay, pay_idem or pay_blind); returns the bank's ids."""
     chosen = {"pay": pay, "pay_idem": pay_idem, "pay_blind": pay_blind}[tool]
     return [ctx.effect(chosen, bank=bank, n=n)["id"] for n in range(count)]
+
+
+# -- the cost ledger and budgets the runtime enforces (issue 31) ---------------------------------
+
+# 1,000 output tokens a reply: $0.01 a call on gpt-4o's default price ($10 per million out).
+LONG_REPLY = " ".join(["word"] * 1000)
+PAID_LOOKUPS: list[str] = []  # what the paid counterparty was asked, in this process
+
+
+def answering(model: str = "gpt-4o") -> daybook.ScriptedLLM:
+    """A model whose reply depends only on the prompt (so a process that resumes gets the same)."""
+    return daybook.ScriptedLLM(lambda prompt: LONG_REPLY, model=model)
+
+
+@daybook.workflow
+def model_calls(ctx: Context, n: int) -> dict[str, Any]:
+    """`n` model calls on a priced model, no cap: what they cost, as the run's budget saw it."""
+    llm = answering()
+    for i in range(n):
+        ctx.llm(llm, f"question {i}")
+    return {"spent": ctx.budget.spent}
+
+
+@daybook.workflow
+def capped_calls(ctx: Context, n: int, cap: float, on_cap: str = "pause") -> dict[str, Any]:
+    """`n` model calls of $0.01 each under `cap(usd=cap, on_cap=on_cap)`."""
+    ctx.budget.cap(usd=cap, on_cap=on_cap)
+    llm = answering()
+    for i in range(n):
+        ctx.llm(llm, f"question {i}")
+    return {"spent": ctx.budget.spent, "caps": ctx.budget.caps}
+
+
+@daybook.workflow
+def cost_tree(ctx: Context) -> list[Any]:
+    """One model call here and two child runs of two calls each."""
+    ctx.llm(answering(), "parent question")
+    return [ctx.child(model_calls, 2), ctx.child(model_calls, 2)]
+
+
+@daybook.tool(cost={"usd": 0.01}, idempotent=True)
+def paid_lookup(*, q: str, idempotency_key: str) -> str:
+    PAID_LOOKUPS.append(idempotency_key)
+    return q.upper()
+
+
+@daybook.workflow
+def paid_lookups(ctx: Context, n: int, cap: float, on_cap: str = "fail") -> dict[str, Any]:
+    """`n` lookups of a tool that costs $0.01 each, under a cap."""
+    ctx.budget.cap(usd=cap, on_cap=on_cap)
+    got = [ctx.effect(paid_lookup, q=f"q{i}") for i in range(n)]
+    return {"got": got, "spent": ctx.budget.spent}

@@ -163,7 +163,8 @@ def test_a_models_decision_records_the_model_id_and_tokens_it_used(db_url: str) 
     assert decision["tokens"] == len(SUPPORT_PROMPT.split()) + len(SUPPORT_REPLY.split())
     assert decision["policy"] == "refunds" and decision["version"] == "v2"  # the caller's why, kept
     assert decision["value"]["text"] == SUPPORT_REPLY
-    [row] = [e for e in exported["events"] if e["kind"] == "decision"]
+    [reserved, row] = [e for e in exported["events"] if e["kind"] == "decision"]
+    assert reserved["status"] == "reserved" and "why" not in reserved["data"]
     assert row["data"]["why"] == {
         "policy": "refunds",
         "version": "v2",

@@ -43,10 +43,13 @@ def test_decision_and_effect_rows_link_the_effect_key_to_its_decision(
         book.run(agent, run_id="replay")
     events = book.journal("replay")
     # An unexpected exception parks the run (resumable after a fix), it does not fail it.
-    assert [e.kind for e in events] == ["run_started", "decision", "intent", "outcome", "run_attention"]
-    decision = events[1]
+    # A model call is two rows: its reservation (before the call) and its completion.
+    kinds = [(e.kind, e.status) for e in events]
+    assert kinds[:3] == [("run_started", None), ("decision", "reserved"), ("decision", "recorded")]
+    assert [e.kind for e in events[3:]] == ["intent", "outcome", "run_attention"]
+    decision = events[2]
     assert decision.data["value"]["model"] == "scripted-1"
-    intent = events[2]
+    intent = events[3]
     assert intent.key == "replay/1/record_call/0"  # <decision id>/<kind>/<i>
     assert intent.data["decision"] == "replay/1"
 

@@ -18,7 +18,9 @@ from daybook.demo.bank import Bank
 
 
 def _llm_calls(book: Daybook, run_id: str) -> int:
-    return sum(1 for e in book.journal(run_id) if e.kind == Kind.DECISION and e.name == "llm")
+    """Completions recorded (a model call's `reserved` row, written before it, is not one)."""
+    rows = book.journal(run_id)
+    return sum(1 for e in rows if e.kind == Kind.DECISION and e.name == "llm" and e.status != "reserved")
 
 
 @pytest.mark.parametrize("scenario", ["ok", "compensated", "needs_review"])

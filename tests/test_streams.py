@@ -87,10 +87,11 @@ def test_a_writer_killed_mid_stream_then_resumed_gives_a_reader_each_chunk_once_
 
 
 def test_a_step_whose_outcome_committed_never_loses_a_chunk_it_streamed(db_url: str) -> None:
-    # Killed just after the model call's decision row commits: the replay never calls the
-    # model again, so every chunk it streamed must have committed before that row.
+    # Killed just after the model call's decision row commits (its second row: the first is
+    # the reservation written before the call): the replay never calls the model again, so
+    # every chunk it streamed must have committed before that row.
     run_id = "streamed-sealed"
-    proc = _child(db_url, "write", run_id, "--kill-after", "decision:1")
+    proc = _child(db_url, "write", run_id, "--kill-after", "decision:2")
     assert killed(proc), proc.stderr
     with Daybook(db_url) as book:
         assert [c.value for c in book.chunks(run_id, stream="answer")] == PIECES

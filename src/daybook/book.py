@@ -1,10 +1,9 @@
 """`Daybook`: the public entry point, a thin facade over the packages that own each noun.
 
-Every method delegates in a line or two: running to `daybook.runtime`, the ledgers to
-`daybook.books`, approvals to `daybook.gates`, queues, schedules and run search to
-`daybook.dispatch` (a mixin), budgets and entities to `daybook.coordination`,
-atomic commits to `daybook.tx`, updates to `daybook.steering`. It is also where the runtime is
-given the factory for a run's `ctx` (`daybook.context.Context`).
+Every method delegates in a line or two: running to `daybook.runtime`, the ledgers (the cost
+ledger too) to `daybook.books`, approvals to `daybook.gates`, queues, schedules and run search to
+`daybook.dispatch` (a mixin), budgets and entities to `daybook.coordination`, atomic commits to
+`daybook.tx`, updates to `daybook.steering`. It gives the runtime the factory for a run's `ctx`.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .books import cost as ledger
 from .books.effects import effects as effect_rows
 from .books.effects import find_effect
 from .books.obligation import obligations as obligation_rows
@@ -34,6 +34,7 @@ from .gates import roster
 from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
 from .hints import name_the_store
+from .journal import price
 from .journal import stream as streams
 from .journal import strict as strict_mode
 from .journal.follow import follow_chunks
@@ -113,6 +114,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     None (default): on if `$DAYBOOK_OTEL` is 1.
     `notify`: sinks (`Webhook(url, secret=Secret(...))`, `LogSink()`) this handle's thread
     delivers the approval outbox to, each request once (docs/notifications.md); None: none.
+    `prices`: model prices over the shipped table (a mapping, a JSON file; docs/cost.md).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         defer_outcomes: bool = True,
         otel: Any = None,
         notify: Sequence[Any] | None = None,
+        prices: price.Source = None,
     ) -> None:
         lease_ttl = lease_ttl_of(lease_ttl)
         inline_wait = inline_wait_of(inline_wait)
@@ -143,12 +146,13 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         roster.bind(self._store, approvers_file)
         if on_error not in ("park", "fail"):
             raise ConfigError(f"on_error must be 'park' or 'fail', not {on_error!r}")
+        self.prices = price.table(prices)  # the shipped defaults, `prices` over them
         self._runner = Runner(
             self._store,
             lease_ttl=lease_ttl,
             inline_wait=inline_wait,
             strict=strict,
-            context=Context,
+            context=functools.partial(Context, prices=self.prices),
             park=on_error == "park",
             gate_irreversible=policy,
             defer_outcomes=bool(defer_outcomes),
@@ -252,10 +256,9 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
     def resume(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
         """Continue a stopped run from its journal, in this process. Completed runs just return.
 
-        `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or
-        script defining the workflow, when this process has not imported it (also read from
-        `$DAYBOOK_APP`); the run's stored reference is never imported on its own.
-        """
+        `wait` seconds: how long to wait for another owner's lease to expire. `app`: the module or script
+        defining the workflow, when this process has not imported it (also read from `$DAYBOOK_APP`); the
+        run's stored reference is never imported on its own."""
         return self._runner.resume(run_id, _wait_of(wait), app)
 
     async def resume_async(self, run_id: str, *, wait: float = 0.0, app: Apps = None) -> Any:
@@ -295,12 +298,11 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         wait: float = 10.0,
         token: str | None = None,
     ) -> dict[str, JSON]:
-        """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about
-        `target` (optional). The run reads it at its next step boundary (`ctx.revisions()`),
-        which journals the acknowledgement; waits up to `wait` seconds for it and returns
-        {"id", "acked", "step", "conflicts", "authenticated"} (`steering/revision.py`). A
-        registered approver's name as `author` needs its `token`; any other is journaled as
-        unauthenticated."""
+        """Steer a live run: `kind` "add", "revise" or "retract", from `author`, about `target` (optional).
+        The run reads it at its next step boundary (`ctx.revisions()`), which journals the acknowledgement;
+        waits up to `wait` seconds for it and returns {"id", "acked", "step", "conflicts", "authenticated"}
+        (`steering/revision.py`). A registered approver's name as `author` needs its `token`; any other is
+        journaled as unauthenticated."""
         return steer_run(
             self._runner.claims,
             run_id,
@@ -384,19 +386,16 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
 
     def journal(self, run_id: str) -> list[Event]:
         """The run's journal in order. A read: it never writes (safe on a live run)."""
-        self.get_run(run_id)
-        return self.store.load(run_id)
+        return self.store.load(self.get_run(run_id).run_id)
 
     def chunks(
         self, run_id: str, *, stream: str | None = None, after: int = 0, divergent: bool = False
     ) -> list[Chunk]:
-        """The run's committed stream chunks (`ctx.stream`) after cursor `after`, in order: one
-        stream's, or every stream's. `divergent=True` also lists the re-sends a re-run wrote
-        that differed from the chunk already committed under their key (readers never get
-        those). A read: it never writes."""
+        """The run's committed stream chunks (`ctx.stream`) after cursor `after`, in order: one stream's, or
+        every stream's. `divergent=True` also lists the re-sends a re-run wrote that differed from the chunk
+        already committed under their key (readers never get those). A read: it never writes."""
         stream, after = streams.checked(stream, after)
-        self.get_run(run_id)
-        return streams.read_all(self.store, run_id, stream, after, divergent)
+        return streams.read_all(self.store, self.get_run(run_id).run_id, stream, after, divergent)
 
     def follow(
         self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None
@@ -500,12 +499,10 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
 
         The effect is named by run id and step, or by its idempotency key alone (`step=None`).
-        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or
-        RESULT itself when it is a string, is kept as the counterparty's reference);
-        `failed=MESSAGE`: it did not and will not; `absent=True`: the counterparty never received
-        it, so resuming sends it again under the same key. A registered approver's name as
-        `by` needs its `token`; any other is journaled as unauthenticated.
-        """
+        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or RESULT itself
+        when it is a string, is kept as the counterparty's reference); `failed=MESSAGE`: it did not and will
+        not; `absent=True`: the counterparty never received it, so resuming sends it again under the same key.
+        A registered approver's name as `by` needs its `token`; any other is journaled as unauthenticated."""
         by, who = self._actor(by, token, "resolve", run_id)
         return resolve_effect(
             self._runner.claims,
@@ -561,8 +558,11 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
 
     def budget(self, run_id: str) -> dict[str, dict[str, float]]:
         """A run's budget from its journal: caps (with raises taken so far) and spent totals."""
-        self.get_run(run_id)
-        return budget_summary(self.store.load(run_id))
+        return budget_summary(self.store.load(self.get_run(run_id).run_id))
+
+    def cost(self, run_id: str, tree: bool = False) -> ledger.Cost:
+        """What run `run_id` (with `tree`, and every run below it) cost, saved and re-spent."""
+        return ledger.cost(self.store, self.get_run(run_id).run_id, self.prices, tree)
 
     def budget_pool(self, name: str) -> BudgetPool:
         """The shared budget pool `name`: `.set_cap(usd=...)`, `.totals()`, `.draw(agent, ...)`."""

@@ -13,6 +13,7 @@ flat `ctx`; the runtime builds one per execution.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
@@ -29,6 +30,7 @@ from .journal.decision import Decision, Decisions
 from .journal.effect import Effects
 from .journal.execution import Execution
 from .journal.llm import LLMClient
+from .journal.price import PriceTable
 from .journal.stop import ContinueAsNew
 from .journal.stream import Stream, Streams
 from .journal.tool import Retry, Tool
@@ -49,8 +51,9 @@ T = TypeVar("T")
 class Context:
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
-    def __init__(self, exe: Execution) -> None:
+    def __init__(self, exe: Execution, prices: PriceTable | None = None) -> None:
         self._exe = exe
+        self._prices = prices
         decisions = self._decisions = Decisions(exe)
         effects = self._effects = Effects(exe)
         waits = self._waits = Waits(exe, prove=self._proved)
@@ -67,7 +70,7 @@ class Context:
         self._attributes = Attributes(exe)
         self._streams = Streams(exe)
         self._children = Children(exe, decisions)
-        self.budget = Budget(exe, decisions, waits)
+        self.budget = Budget(exe, decisions, waits, prices)
 
     @property
     def run_id(self) -> str:
@@ -146,14 +149,19 @@ class Context:
         prompt: str,
         *,
         why: Why | None = None,
+        cost: Callable[[dict[str, Any]], Mapping[str, float]] | None = None,
         stream: str | None = None,
         **params: JSON,
     ) -> Decision[dict[str, JSON]]:
         """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`. `stream="answer"`: the
-        reply is written to that durable stream piece by piece as the client's `stream()`
-        yields it (docs/streams.md); replay returns the completion and writes no chunk."""
-        return self._decisions.llm(client, prompt, why=why, stream=stream, **params)
+        The decision ledger gets the model id and tokens with `why`. The run's budget admits it
+        before (`ctx.budget`: at a cap the run pauses or fails, as the cap says) and is charged
+        its tokens and USD (the price table's, or `cost(completion)`) in the recorded row; a
+        replayed call charges nothing again and counts as saved (`daybook cost`).
+        `stream="answer"`: the reply is written to that durable stream piece by piece as the
+        client's `stream()` yields it (docs/streams.md); replay returns the completion and
+        writes no chunk."""
+        return self.budget.model_call(client, prompt, params, why=why, cost=cost, stream=stream)
 
     def stream(self, name: str) -> Stream:
         """The run's durable stream `name`: `ctx.stream("answer").write(text)` writes a chunk
@@ -200,7 +208,11 @@ class Context:
 
         Inside `ctx.transaction` the call is scoped and buffered, held or compensated by the
         transaction."""
-        return self._transactions.effect(tool, key=key, decision=decision, **args)
+        if getattr(tool, "cost", None) is None:
+            return self._transactions.effect(tool, key=key, decision=decision, **args)
+        # A tool with a cost is admitted against the budget first and charged what it recorded.
+        run = functools.partial(self._transactions.effect, tool, key=key, decision=decision, **args)
+        return self.budget.effect(tool, dict(args), run)
 
     def key(self, decision: Decision[Any], kind: str, i: int = 0) -> str:
         """The idempotency key `<decision id>/<kind>/<i>`: names the decision, not its inputs."""
@@ -493,7 +505,7 @@ class Context:
 
     def _branch(self, exe: Execution) -> tuple[Context, Transactions]:
         """A speculation branch's `ctx`, over the branch's own cursor, and its transactions."""
-        twin = Context(exe)
+        twin = Context(exe, self._prices)
         return twin, twin._transactions
 
 

@@ -347,3 +347,8 @@ class ReleaseDeclined(DaybookError):
 class ContractViolation(DaybookError):
     """A subtask's reviewed contract does not hold (raise it inside `ctx.subtask`): its output is
     wrong though no tool failed. Semantic recovery reads it as the `CONTRACT` signal."""
+
+
+class PriceTableError(ConfigError):
+    """A model price table daybook cannot use (`Daybook(prices=...)`): a file that is not JSON,
+    a price that is negative or not a number, a model without input and output prices."""

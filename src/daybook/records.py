@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable, RunErased
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 JSON = Any
 
@@ -48,6 +48,9 @@ class Kind(StrEnum):
     # expired). Its header is `aborted` in the same database transaction; the run's next
     # execution, if any, aborts the attempt (its inverses run) and retries under a fresh epoch.
     TX_RELEASED = "tx_released"
+    # No step (schema v14): an execution replayed recorded model calls, not paying for them again
+    # (data: calls, usd, tokens); written before its first new row or at its exit (`books.cost`).
+    RUN_REPLAYED = "run_replayed"
 
 
 class Status(StrEnum):

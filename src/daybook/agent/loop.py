@@ -1,7 +1,7 @@
 """The durable agent loop: observe, decide, gate, verify, act, fold, judge, compensate.
 
 A reusable building block over the journal. Each iteration reads the world fresh (a recorded
-observation), asks the model once (budget admitted before, charged after, the completion
+observation), asks the model once (budget admitted before, charged by the runtime, the completion
 recorded), passes gated actions through an approval gate addressed to that decision, re-checks
 the precondition against the world right before acting, and acts under the decision's key.
 At the end a judge grades the outcome (recorded, so replay never grades again); a failure, an
@@ -97,7 +97,8 @@ class AgentLoop:
     `observe()` reads the world; `prompt(goal, observation, history)` builds the model prompt;
     `verify(action, observation)` re-checks the precondition right before acting (None: no
     check); `judge(goal, history)` grades the outcome; `cost(completion)` turns a completion into
-    `{"usd": ..., "tokens": ...}` to charge; `estimate` is admitted before each model call."""
+    `{"usd": ..., "tokens": ...}`, charged by the runtime in the model call's row instead of the
+    price table's; `estimate` is admitted before each model call."""
 
     llm: LLMClient
     tools: Mapping[str, Tool[Any]]
@@ -208,10 +209,9 @@ class AgentLoop:
     ) -> Decision[JSONDict]:
         if self.estimate:
             ctx.budget.admit(**self.estimate)
-        decision = ctx.llm(self.llm, self.prompt(goal, observation, history))
-        if self.cost is not None:
-            ctx.budget.charge(**self.cost(decision.value))
-        return decision
+        # The runtime charges the call (the price table's tokens and USD, or `cost` if given) in
+        # its recorded row: the loop charges nothing itself, so nothing is charged twice.
+        return ctx.llm(self.llm, self.prompt(goal, observation, history), cost=self.cost)
 
     def _judge(self, ctx: Context, goal: str, history: list[JSONDict]) -> LoopResult:
         judge = self.judge

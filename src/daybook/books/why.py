@@ -9,6 +9,7 @@ the digest of the context it was computed from. With no decision before it, the 
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..journal.decision import RESERVED
 from ..records import JSON, Event, Kind, RunInfo
 
 
@@ -23,7 +24,9 @@ def why(info: RunInfo, events: list[Event], step: int) -> dict[str, JSON]:
     decision = None
     if decision_id:
         dstep = int(str(decision_id).rsplit("/", 1)[1])
-        decision = next((e for e in events if e.step == dstep and e.kind == Kind.DECISION), None)
+        # A model call's decision is its completion, not the reservation written before it.
+        made = (e for e in events if e.step == dstep and e.kind == Kind.DECISION and e.status != RESERVED)
+        decision = next(made, None)
     last = outcome[-1] if outcome else None
     return {
         "effect": {

@@ -22,6 +22,7 @@ lines to repoint after such a move.
     render.py        plain-text tables and the journal view, and `safe`: every line printed
                      has its terminal control characters escaped (D12)
     runs.py          runs, show, export, resume, signal, budget
+    cost.py          cost (the cost ledger)
     workers.py       worker
     dispatch.py      queues, schedule (add, ls, rm, pause, resume)
     demo.py          demo
@@ -43,6 +44,7 @@ from __future__ import annotations
 from . import (
     books,
     check,
+    cost,
     demo,
     dispatch,
     entities,
@@ -69,7 +71,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        outbox, entities, check, retention, dispatch, web, recovery,
+        outbox, entities, check, retention, dispatch, web, recovery, cost,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import Event, Kind, RunInfo
+from ..coordination.budget import paused_at_cap
 from ..runtime.lease import is_dead_here
 
 # C0 controls but tab and newline, DEL, C1 controls, lone surrogates (undecodable argv bytes),
@@ -289,6 +290,9 @@ def journal(
             )
             + ", the token in $DAYBOOK_TOKEN"
         )
+    paused = paused_at_cap(events) if info.status == "suspended" else None
+    if paused:
+        head.append(f"paused at its budget: {paused}")
     if info.error:
         head.append(f"attention: {info.error.get('message', info.error)}")
     body = table(["seq", "step", "kind", "name", "key", "status", "at", "took", "detail"], rows, width)

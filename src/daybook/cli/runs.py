@@ -10,6 +10,7 @@ import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
 from ..book import MAX_LIMIT, MAX_SECONDS
+from ..coordination.budget import paused_at_cap
 from ..records import bounded
 from ..runtime.tree import descendants
 from . import render
@@ -229,15 +230,36 @@ def signal(book: Daybook, run_id: str, name: str, payload: str, by: str | None, 
     metavar="NAME=AMOUNT[,NAME=AMOUNT]",
     help="Raise caps (journaled; applied when the run next needs it), e.g. usd=10.",
 )
+@click.option(
+    "--stop",
+    is_flag=True,
+    help="Answer a run paused at a cap with no: cancel it (as `daybook cancel`).",
+)
 @by_option("raises")
 @credential_option
-@json_option("JSON instead of a table: {caps, spent, ...} (with --raise: {signal, raised}).")
-@with_book(read_only=lambda options: not options["raise_"])
+@json_option("JSON instead of a table: {caps, spent, paused} (with --raise: {signal, raised}).")
+@with_book(read_only=lambda options: not options["raise_"] and not options["stop"])
 def budget(
-    book: Daybook, run_id: str, raise_: str | None, by: str | None, token: str | None, as_json: bool
+    book: Daybook,
+    run_id: str,
+    raise_: str | None,
+    stop: bool,
+    by: str | None,
+    token: str | None,
+    as_json: bool,
 ) -> None:
-    """Show a run's budget (spent against caps), or raise a cap (a registered approver's name as
-    --by needs its key and the operator role)."""
+    """Show a run's budget (spent against caps, and whether it is paused at a cap), raise a cap
+    (a registered approver's name as --by needs its key and the operator role), or stop a run
+    paused at a cap (`--stop`: it is cancelled)."""
+    if raise_ and stop:
+        raise click.UsageError("give --raise (go on) or --stop (cancel the run), not both")
+    if stop:
+        book.cancel(run_id, by=by, token=token)
+        if as_json:
+            json_out({"stopped": run_id})
+        else:
+            say(f"run {run_id} stopped at its budget: cancelled")
+        return
     if raise_:
         amounts = _amounts(raise_)
         signal_id = book.raise_budget(run_id, by=by, token=token, **amounts)
@@ -246,9 +268,15 @@ def budget(
         else:
             say(f"raise #{signal_id} sent to {run_id}: {amounts}")
         return
+    _show_budget(book, run_id, as_json)
+
+
+def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
+    """Spent against caps, and what a run paused at a cap waits for."""
     state = book.budget(run_id)
+    paused = paused_at_cap(book.journal(run_id)) if book.get_run(run_id).status == "suspended" else None
     if as_json:
-        json_out(state)
+        json_out({**state, "paused": paused})
         return
     names = sorted(set(state["caps"]) | set(state["spent"]))
     if not names:
@@ -259,6 +287,8 @@ def budget(
         for n in names
     ]
     say(render.table(["quantity", "spent", "cap"], rows))
+    if paused:
+        say(paused)
 
 
 def _amounts(text: str) -> dict[str, float]:

@@ -1,64 +1,191 @@
 """Budgets as a ledger in run state: caps, admit before a spend, charge after it, exactly once.
 
 Caps and charges are recorded steps, so a resumed run restores what was spent and spends nothing
-again. A cap is raised from outside (`book.raise_budget`, `daybook budget RUN --raise`) by a
-signal that the run consumes, recorded, only when an admission would otherwise be refused, so
-replay takes the same path.
+again. The runtime admits and charges every model call (`ctx.llm`: tokens, and USD from the price
+table, reserved at the call's intent and settled in its recorded row) and every effect whose tool
+declares a cost (`@tool(cost=...)`), inside and outside the agent loop. A cap is raised from
+outside (`book.raise_budget`, `daybook budget RUN --raise`) by a signal that the run consumes,
+recorded, only when an admission would otherwise be refused, so replay takes the same path. At a
+cap the run pauses (`on_cap="pause"`, the default): a recorded `budget:paused` step, then a
+durable wait for a raise (the run is suspended, holding no process); `on_cap="fail"` raises
+`BudgetExceeded` instead.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..errors import BudgetExceeded
-from ..journal.decision import Decisions
+from ..errors import BudgetExceeded, ConfigError
+from ..journal.decision import Decision, Decisions, Pricer
 from ..journal.execution import Execution
-from ..journal.wait import Waits
+from ..journal.llm import LLMClient
+from ..journal.price import PriceTable, defaults
+from ..journal.stop import Suspend
+from ..journal.stream import check_name
+from ..journal.tool import Tool, cost_of
+from ..journal.wait import Signal, Waits
+from ..records import JSON, Why
 from ..runtime.tree import ancestors, descendants
 from ..store import Store
 from .pool import BudgetPool
 
 SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow the work
+ON_CAP = ("pause", "fail")  # what an admission past a cap does (`cap(on_cap=...)`)
+RAISE = "budget:raise"  # the signal a raise sends (`steering.acts.BUDGET_RAISE`)
+CHARS_PER_TOKEN = 4  # a model call's reservation: its prompt's input tokens, estimated
 
 
 class Budget:
     """`ctx.budget`: caps, admissions, charges and draws on shared pools, all recorded steps."""
 
-    def __init__(self, exe: Execution, decisions: Decisions, waits: Waits) -> None:
+    def __init__(
+        self, exe: Execution, decisions: Decisions, waits: Waits, prices: PriceTable | None = None
+    ) -> None:
         self._exe = exe
         self._decisions = decisions
         self._waits = waits
+        self._prices = prices
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
+        self.on_cap = "pause"
 
-    def cap(self, **caps: float) -> None:
-        """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets)."""
+    def cap(self, *, on_cap: str | None = None, **caps: float) -> None:
+        """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets).
+        `on_cap`: what a spend past a cap does: "pause" (the default) suspends the run until a
+        person raises the cap (`daybook budget RUN --raise usd=AMOUNT`) or stops it (`--stop`);
+        "fail" raises `BudgetExceeded`."""
+        if on_cap is not None and on_cap not in ON_CAP:
+            raise ConfigError(f"ctx.budget.cap(on_cap={on_cap!r}): on_cap must be 'pause' or 'fail'")
         for name, value in caps.items():
-            if value < 0:
-                raise ValueError(f"budget cap {name}={value} must be >= 0")
-        recorded = self._decisions.decide("budget:cap", lambda: dict(caps)).value
+            if not _amount(value):
+                raise ConfigError(f"budget cap {name}={value!r} must be a number >= 0 (e.g. usd=5)")
+        chosen: dict[str, Any] = {"on_cap": on_cap} if on_cap is not None else {}
+        recorded: dict[str, Any] = dict(
+            self._decisions.decide("budget:cap", lambda: {**caps, **chosen}).value
+        )
+        self.on_cap = str(recorded.pop("on_cap", self.on_cap))
         self.caps.update({k: float(v) for k, v in recorded.items()})
 
     def admit(self, **estimate: float) -> None:
-        """Refuse (BudgetExceeded, naming the cap) a spend that would pass a cap; a pending raise
-        of that cap is taken first."""
+        """Admit a spend of `estimate` under the caps; one that would pass a cap takes a pending
+        raise of it first, then pauses the run for a raise (`on_cap="pause"`) or raises
+        BudgetExceeded, naming the cap (`on_cap="fail"`)."""
         while True:
             over = self._over(estimate)
             if over is None:
                 self._admit_in_tree(estimate)
                 return
-            raised = self._waits.wait_for("budget:raise", timeout=0)
+            raised = self._waits.wait_for(RAISE, timeout=0)
             if raised is None:
                 name, cap, after = over
-                raise BudgetExceeded(
+                said = (
                     f"run {self._exe.run_id!r}: {name} would reach {after:g}, past its cap of "
-                    f"{cap:g} (spent {self.spent.get(name, 0.0):g}); raise it with `daybook budget "
-                    f"{self._exe.run_id} --raise {name}=AMOUNT` or narrow the work",
-                    name,
-                    cap,
+                    f"{cap:g} (spent {self.spent.get(name, 0.0):g})"
                 )
+                if self.on_cap == "fail":
+                    raise BudgetExceeded(
+                        f"{said}; raise it with `daybook budget {self._exe.run_id} --raise "
+                        f"{name}=AMOUNT` or narrow the work",
+                        name,
+                        cap,
+                    )
+                raised = self._paused(name, cap, after, said)
             for key, value in dict(raised.payload or {}).items():
                 self.caps[key] = self.caps.get(key, 0.0) + float(value)
+
+    def _paused(self, name: str, cap: float, after: float, said: str) -> Signal:
+        """The run at a cap: a recorded step saying so, then a durable wait for a raise (the run
+        suspends, holding no process, until `daybook budget RUN --raise` or a stop)."""
+        run_id = self._exe.run_id
+        todo = (
+            f"`daybook budget {run_id} --raise {name}=AMOUNT` to go on, or `daybook budget "
+            f"{run_id} --stop` to cancel the run"
+        )
+        info = {"name": name, "cap": cap, "after": after, "message": f"{said}; paused: {todo}"}
+        self._decisions.decide("budget:paused", lambda: info)
+        try:
+            raised = self._waits.wait_for(RAISE)
+        except Suspend as wait:
+            raise Suspend(run_id, None, f"a budget raise ({name} at its cap of {cap:g}): {todo}") from wait
+        assert raised is not None  # no timeout: a wait returns a signal or suspends
+        return raised
+
+    def model_call(
+        self,
+        client: LLMClient,
+        prompt: str,
+        params: dict[str, JSON],
+        why: Why | None = None,
+        cost: Callable[[dict[str, Any]], Mapping[str, float]] | None = None,
+        stream: str | None = None,
+    ) -> Decision[dict[str, JSON]]:
+        """`ctx.llm`: admitted against the caps at its reservation (the prompt's input tokens,
+        estimated, at the model's input price), charged in its recorded row at what the model
+        reported (tokens, and USD from the price table; `cost(completion)` instead if given)."""
+        reserve = self._reservation(client, prompt)
+        self.admit(**reserve)
+        if stream is not None:
+            check_name(stream)  # refused before anything is admitted or written
+        decision, charge = self._decisions.model_call(
+            client, prompt, params, why=why, price=self._pricer(cost), reserve=reserve, stream=stream
+        )
+        self._settle(charge.amounts)
+        return decision
+
+    def _reservation(self, client: LLMClient, prompt: str) -> dict[str, float]:
+        # Replaying, the reservation the journal holds (the price table may have changed since).
+        ahead = self._exe.steps.get(self._exe.next_step)
+        if ahead and ahead[0].name == "llm" and isinstance(ahead[0].data.get("reserve"), dict):
+            return {str(k): float(v) for k, v in ahead[0].data["reserve"].items()}
+        tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
+        price = self.prices.price(str(getattr(client, "model", "") or ""))
+        usd = 0.0 if price is None else price.usd(tokens, 0)
+        return {"tokens": float(tokens), "usd": usd}
+
+    def _pricer(self, cost: Callable[[dict[str, Any]], Mapping[str, float]] | None) -> Pricer:
+        if cost is not None:
+            return lambda reply: ({str(k): float(v) for k, v in dict(cost(reply)).items()}, True)
+        prices = self.prices
+
+        def price(reply: dict[str, Any]) -> tuple[dict[str, float], bool]:
+            inp, out = int(reply.get("input_tokens") or 0), int(reply.get("output_tokens") or 0)
+            usd, priced = prices.cost(str(reply.get("model") or ""), inp, out)
+            return {"usd": usd, "tokens": float(inp + out)}, priced
+
+        return price
+
+    @property
+    def prices(self) -> PriceTable:
+        if self._prices is None:
+            self._prices = defaults()
+        return self._prices
+
+    def effect(self, tool: Tool[Any], args: dict[str, Any], call: Callable[[], Any]) -> Any:
+        """`ctx.effect` of a tool that declares a cost: admitted at it (fixed amounts; a cost
+        computed from the result is admitted while the caps are not passed yet), then `call()`,
+        then charged what its confirmed outcome records (`cost=` kept in that row, written with
+        the outcome: nothing between them for a crash to split)."""
+        declared = tool.cost
+        self.admit(
+            **({str(k): float(v) for k, v in declared.items()} if isinstance(declared, Mapping) else {})
+        )
+        result = call()
+        if inspect.isawaitable(result):
+            return self._charged_async(tool, args, result)
+        self._settle(_amounts(cost_of(declared, args, result)))
+        return result
+
+    async def _charged_async(self, tool: Tool[Any], args: dict[str, Any], pending: Awaitable[Any]) -> Any:
+        result = await pending
+        self._settle(_amounts(cost_of(tool.cost, args, result)))
+        return result
+
+    def _settle(self, amounts: Mapping[str, float]) -> None:
+        for name, value in amounts.items():
+            self.spent[name] = self.spent.get(name, 0.0) + float(value)
 
     def _admit_in_tree(self, estimate: dict[str, float]) -> None:
         """A child run's spend counts against every ancestor's caps (H8): the tree's spent so
@@ -80,9 +207,7 @@ class Budget:
 
     def charge(self, **actual: float) -> None:
         """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
-        recorded = self._decisions.decide("budget:charge", lambda: dict(actual)).value
-        for name, value in recorded.items():
-            self.spent[name] = self.spent.get(name, 0.0) + float(value)
+        self._settle(self._decisions.decide("budget:charge", lambda: dict(actual)).value)
 
     def draw(self, pool: str, **amounts: float) -> bool:
         """Spend from the shared pool `pool` (a coordination entity across runs and processes):
@@ -119,23 +244,67 @@ class Budget:
 
 
 def summary(events: list[Any]) -> dict[str, dict[str, float]]:
-    """Caps, raises and spent totals from a run's journal (for `daybook budget`)."""
+    """Caps, raises and spent totals from a run's journal (for `daybook budget`): explicit
+    charges and draws, model calls (their recorded cost) and effects that declared a cost."""
     caps: dict[str, float] = {}
     spent: dict[str, float] = {}
+
+    def add(amounts: dict[str, float]) -> None:
+        for k, v in amounts.items():
+            spent[k] = spent.get(k, 0.0) + float(v)
+
     for ev in events:
-        if ev.kind == "decision" and ev.status == "recorded":
-            if ev.name == "budget:cap":
-                caps.update({k: float(v) for k, v in (ev.data.get("value") or {}).items()})
-            elif ev.name == "budget:charge":
-                for k, v in (ev.data.get("value") or {}).items():
-                    spent[k] = spent.get(k, 0.0) + float(v)
-            elif ev.name.startswith("budget:draw:") and (ev.data.get("value") or {}).get("ok"):
-                for k, v in ev.data["value"].get("amounts", {}).items():
-                    spent[k] = spent.get(k, 0.0) + float(v)
+        if ev.kind == "decision" and ev.status == "recorded" and ev.name == "budget:cap":
+            caps.update({k: float(v) for k, v in (ev.data.get("value") or {}).items() if k != "on_cap"})
+        elif ev.kind in ("decision", "outcome"):
+            add(charged(ev))
         elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
             for k, v in (ev.data.get("payload") or {}).items():
                 caps[k] = caps.get(k, 0.0) + float(v)
     return {"caps": caps, "spent": spent}
+
+
+def charged(ev: Any) -> dict[str, float]:
+    """What one row charged the run's budget: an explicit charge or a draw that fit, a model
+    call (its recorded cost), an effect's confirmed outcome (its `cost=`)."""
+    value = ev.data.get("value")
+    if ev.kind == "outcome":
+        return _amounts(ev.data.get("cost")) if ev.status == "confirmed" else {}
+    if ev.status != "recorded":
+        return {}
+    if ev.name == "budget:charge":
+        return _amounts(value)
+    if ev.name == "llm" and ev.step is not None:
+        return _amounts(ev.data.get("cost"))
+    if ev.name.startswith("budget:draw:") and isinstance(value, dict) and value.get("ok"):
+        return _amounts(value.get("amounts"))
+    return {}
+
+
+def paused_at_cap(events: list[Any]) -> str | None:
+    """What a run waiting at a budget cap was told (`budget:paused`), if it still waits: the
+    last such step with no raise received after it."""
+    message: str | None = None
+    for ev in events:
+        if ev.kind == "decision" and ev.name == "budget:paused" and ev.status == "recorded":
+            message = str((ev.data.get("value") or {}).get("message") or "")
+        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+            message = None
+    return message
+
+
+def _amounts(raw: Any) -> dict[str, float]:
+    """The numeric amounts of a recorded cost (a cost function that raised records why instead)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if _amount(v)}
+
+
+def _amount(value: Any) -> bool:
+    """A number >= 0 (an amount of a cap or a cost)."""
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )
 
 
 def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str, Any] | None:

@@ -164,7 +164,13 @@ class Decisions(Facet):
                 attempt += 1
 
     def _record(
-        self, step: int, name: str, fp: str, value: Any, why: Why | Callable[[Any], Why] | None = None
+        self,
+        step: int,
+        name: str,
+        fp: str,
+        value: Any,
+        why: Why | Callable[[Any], Why] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Decision[Any]:
         # A secret in the value is journaled as its digest; the workflow keeps the live value.
         stored, hidden = self._exe.cover().conceal(value)
@@ -174,6 +180,8 @@ class Decisions(Facet):
             reasons = (why if isinstance(why, Why) else why(value)).as_dict()
             check_step_json(reasons, f"step {step} decision {name!r} why")
             data["why"] = reasons
+        if extra:
+            data.update(extra)  # a model call's cost (`model_call`): numbers only
         self._exe.append(Kind.DECISION, step, name, status=Status.RECORDED.value, fp=fp, data=data)
         return self._made(Decision(id=self._exe.id_of(step), name=name, value=value, step=step))
 
@@ -246,20 +254,87 @@ class Decisions(Facet):
         stream: str | None = None,
         **params: JSON,
     ) -> Decision[dict[str, JSON]]:
-        """One recorded model call: replay returns the recorded completion, never re-samples.
-        The decision ledger gets the model id and tokens with `why`. `stream="answer"`: the
-        reply is written to that durable stream piece by piece as the client's `stream()`
-        yields it (docs/streams.md); replay returns the completion and writes no chunk."""
+        """`Context.llm` without the budget: one recorded model call (`model_call`)."""
         if stream is not None:
             check_name(stream)
+        return self.model_call(client, prompt, params, why=why, stream=stream)[0]
 
-        def call(prompt: str, **params: JSON) -> dict[str, JSON]:
+    def model_call(
+        self,
+        client: LLMClient,
+        prompt: str,
+        params: dict[str, JSON],
+        *,
+        why: Why | None = None,
+        price: Pricer | None = None,
+        reserve: dict[str, float] | None = None,
+        stream: str | None = None,
+    ) -> tuple[Decision[dict[str, JSON]], Charge]:
+        """`llm`, with its cost: a `reserved` row (the reservation, `reserve`) before the call,
+        then the recorded completion with what it cost (`price(completion)`) in the same row.
+        A reserved row with no completion after it is a call a crash cut off: the call is made
+        again (re-sampled) under the next attempt. Replay reads the recorded cost and tallies
+        it as saved (`Execution.replayed`)."""
+        exe = self._exe
+        step = exe.alloc()
+        fp = step_fingerprint(exe.cover().conceal({"args": [prompt], "kwargs": params})[0], step, "llm")
+        recs = exe.expect(step, Kind.DECISION, "llm", fp) or []
+        done = [r for r in recs if r.status != RESERVED]
+        if done:
+            decision = self._replayed(step, "llm", done[0])
+            charge = charge_of(done[0], replayed=True)
+            tally = exe.replayed
+            for name, amount in {"calls": 1.0, **charge.amounts}.items():
+                tally[name] = tally.get(name, 0.0) + amount
+            return decision, charge
+        if exe.read_only:
+            exe.append(Kind.DECISION, step, "llm")  # raises: a pure replay never runs the model
+        attempt = len(recs) + 1
+        data: dict[str, Any] = {"reserve": dict(reserve or {}), "attempt": attempt}
+        exe.append(Kind.DECISION, step, "llm", status=RESERVED, fp=fp, data=data)
+
+        def call() -> dict[str, Any]:
             if stream is not None:
-                return streamed_call(self._exe, client, stream, prompt, params)  # type: ignore[no-any-return]
+                return streamed_call(exe, client, stream, prompt, params)  # type: ignore[no-any-return]
             return client.complete(prompt, **params).as_dict()
 
-        def reasons(reply: dict[str, JSON]) -> Why:
-            tokens = int(reply.get("input_tokens") or 0) + int(reply.get("output_tokens") or 0)
-            return dataclasses.replace(why or Why(), model=str(reply.get("model")), tokens=tokens)
+        try:
+            # The call is the act a stream's chunks belong to (`journal.stream`), as in `decide`.
+            value = self._attempts(current.deciding(exe.id_of(step), call), None, None)
+        except Exception as exc:
+            raise self._decision_failed(step, "llm", fp, exc) from exc
+        amounts, priced = price(value) if price is not None else ({"tokens": float(tokens_of(value))}, False)
+        cost = {"cost": amounts, "priced": priced, "attempt": attempt}
+        reasons = dataclasses.replace(why or Why(), model=str(value.get("model")), tokens=tokens_of(value))
+        return self._record(step, "llm", fp, value, reasons, cost), Charge(amounts, priced, False)
 
-        return self.decide("llm", call, prompt, why=reasons, **params)
+
+# The row written before a model call (its reservation): a call that ran is recorded after it.
+RESERVED = "reserved"
+
+# What a model call cost, from its completion: (amounts such as usd and tokens, priced or not).
+Pricer = Callable[[dict[str, Any]], tuple[dict[str, float], bool]]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one model call cost as its row records it, and whether it was replayed (not paid)."""
+
+    amounts: dict[str, float]
+    priced: bool
+    replayed: bool
+
+
+def tokens_of(reply: Any) -> int:
+    if not isinstance(reply, dict):
+        return 0
+    return int(reply.get("input_tokens") or 0) + int(reply.get("output_tokens") or 0)
+
+
+def charge_of(ev: Event, replayed: bool) -> Charge:
+    """The charge a recorded model call's row holds; none for a row from before the runtime
+    charged model calls (its run was never charged for it: replay keeps it so)."""
+    amounts = ev.data.get("cost")
+    if not isinstance(amounts, dict):
+        return Charge({}, False, replayed)
+    return Charge({str(k): float(v) for k, v in amounts.items()}, bool(ev.data.get("priced")), replayed)

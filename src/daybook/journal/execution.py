@@ -11,11 +11,8 @@ rows are the journal's tail: every later row carries them, and any other use of 
 every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
 without an outcome, which that profile settles on resume (docs/stores.md).
 
-Only the journal writes the cursor's fields. The facets of `ctx` and the runtime move it through
-its verbs (`alloc`, `expect`, `append`; `skip_through`, `jump_to`, `start_at`, `revisit`,
-`at_live`, `release`, `consume`, `branch`), and the runner fixes how it behaves once, as
-`RunSettings`; `tests/test_shape.py` checks that no module outside `daybook.journal` assigns a
-field.
+Only the journal writes the cursor's fields (`tests/test_shape.py`); the facets of `ctx` and the
+runtime move it through its verbs, and the runner fixes how it behaves once, as `RunSettings`.
 """
 
 from __future__ import annotations
@@ -169,6 +166,7 @@ class Execution:
         self._on_live: Callable[[], None] | None = None
         self._live_at: int | None = None
         self._released: str | None = None  # a gate just approved it: a fork may make it anew
+        self.replayed: dict[str, float] = {}  # model calls replayed here (calls, usd, tokens): `_saved`
         # Writes rows outside the journal held for its next row (a stream's chunks, set by
         # `journal.stream`): called first, so no row seals an act ahead of its chunks.
         self.side: Callable[[], None] | None = None
@@ -287,6 +285,8 @@ class Execution:
         self._fenced()
         if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
             raise _bad_name(self.run_id, step, name, fields.get("key"))
+        if self.replayed:
+            self._saved()
         ev = Event(
             run_id=self.run_id,
             seq=self._next_seq,
@@ -320,6 +320,8 @@ class Execution:
         without the lease (the heartbeat's word, then the journal's unique seq)."""
         if self.side is not None:
             self.side()
+        if self.replayed and not self.read_only:
+            self._saved()
         pending = self._pending
         if not pending:
             return
@@ -330,10 +332,15 @@ class Execution:
             self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
         pending.clear()
 
+    def _saved(self) -> None:
+        """What replay saved, as one row: a kill before it is written loses only that count."""
+        tally = dict(self.replayed)
+        self.replayed.clear()
+        self.append(Kind.RUN_REPLAYED, None, "replayed", data=tally)
+
     def _holdable(self, ev: Event) -> bool:
-        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at
-        the step that produced it, not with the next row); written at once if it is large enough
-        that a codec's envelope could take it over the limit there."""
+        """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at its
+        step), written at once if large enough that a codec's envelope could take it over the limit."""
         size: list[int] = []
         self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
         return size[0] <= MAX_PAYLOAD // 2
@@ -467,15 +474,13 @@ class Execution:
     # -- moving the cursor (the verbs the facets and the runtime use; nothing else writes it) ---
 
     def skip_through(self, end: int) -> None:
-        """Go on after step `end`: the recorded steps from here to it are not replayed (an
-        attempt the journal shows aborted with a retry)."""
+        """Go on after step `end`, not replaying the steps up to it (an attempt aborted for a retry)."""
         for skipped in range(self._next_step, end + 1):
             self._steps.pop(skipped, None)
         self._next_step = end + 1
 
     def jump_to(self, step: int) -> None:
-        """Go on at `step`: the steps before it were written by other cursors (a speculation's
-        branches), which replay their own."""
+        """Go on at `step`: the steps before it were written by a speculation's branches."""
         self._next_step = step
 
     def start_at(self, first: int) -> None:
@@ -487,8 +492,7 @@ class Execution:
 
     @contextlib.contextmanager
     def revisit(self, step: int, rows: list[Event]) -> Iterator[None]:
-        """Replay `step` from `rows` once more (an undo begun before and never settled is
-        settled at its own step), then go on where the cursor was."""
+        """Replay `step` from `rows` once more (an unsettled undo, at its own step), then go back."""
         saved = self._next_step
         self._steps[step] = rows
         self._next_step = step
@@ -498,8 +502,7 @@ class Execution:
             self._next_step = saved
 
     def at_live(self, hook: Callable[[], None], step: int | None = None) -> None:
-        """Call `hook` once, at the first step taken live or at `step` (on replay, where it was
-        called the first time), whichever comes first."""
+        """Call `hook` once, at the first step taken live or at `step`, whichever comes first."""
         self._on_live, self._live_at = hook, step
 
     def drop_live(self, hook: Callable[[], None]) -> None:
@@ -513,8 +516,7 @@ class Execution:
         self._released = name
 
     def take_paused_at(self) -> float | None:
-        """When the run was paused, if it has taken no step since; None from then on (once per
-        resume)."""
+        """When the run was paused, if it has taken no step since; None from then on."""
         at, self._paused_at = self._paused_at, None
         return at
 
@@ -523,9 +525,8 @@ class Execution:
         self.consumed.update(inbox_ids)
 
     def branch(self, first_step: int, lock: threading.Lock) -> Execution:
-        """A speculation's branch: a cursor over the same journal (its recorded steps, keys and
-        inbox state shared with this one), writing its own steps from `first_step`, its rows
-        serialized with this cursor's through `lock` (the run's sequence numbers stay one order)."""
+        """A speculation's branch: a cursor over the same journal (recorded steps, keys and inbox
+        shared), writing its own steps from `first_step`, its rows serialized through `lock`."""
         self.flush()  # the branches write their rows in parallel: none carries this cursor's
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)

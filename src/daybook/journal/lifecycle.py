@@ -58,7 +58,7 @@ from .act import Act
 from .execution import Execution, check_step_json, error_info
 from .failure import classify, is_certain
 from .stop import Stop, Suspend
-from .tool import Confirmed, NotFound, StillUnknown
+from .tool import Confirmed, NotFound, StillUnknown, cost_of
 
 log = logging.getLogger("daybook")
 
@@ -459,7 +459,7 @@ class EffectLifecycle:
             # The fee or quota the act spent, kept with its outcome (the with-cost class: an
             # undo does not give it back).
             try:
-                books["cost"] = self.tool.cost(self.args, result)
+                books["cost"] = cost_of(self.tool.cost, self.args, result)
             except Exception as exc:
                 books["cost"] = {"unknown": f"cost= raised {type(exc).__name__}: {exc}"}
         return books

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -22,6 +22,16 @@ from ..errors import ConfigError
 from .effect_class import EFFECT_CLASSES, EffectClass, declare
 
 R = TypeVar("R")
+
+# A tool's cost: fixed amounts by name, or a function (args, result) -> amounts.
+Cost = Mapping[str, float] | Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def cost_of(cost: Cost | None, args: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The amounts an act spent, as its confirmed outcome records them."""
+    if cost is None:
+        return {}
+    return dict(cost) if isinstance(cost, Mapping) else cost(args, result)
 
 
 class OutcomeUnknown(Exception):
@@ -146,9 +156,10 @@ class Tool(Generic[R]):
     # from the lease heartbeat thread with the call's arguments and key; the call then returns
     # what it did (kept, and undone by the retraction) or raises (nothing applied).
     cancel: Callable[..., Any] | None = None
-    # What its act's fee or quota was, from its arguments (as journaled) and result: recorded
-    # with the confirmed outcome (the `reversible-with-cost` class requires it).
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    # What its act's fee or quota was: fixed amounts (`{"usd": 0.01}`, admitted against the
+    # run's budget before the call) or a function of its arguments (as journaled) and result;
+    # recorded with the confirmed outcome and charged to the budget (`coordination.budget`).
+    cost: Cost | None = None
     # At a gate that releases a call: the facts an approver must see, from its arguments (a
     # price, a balance), re-read after the approval (changed: asked again); and how many
     # distinct approvers must approve it (`daybook.gates.gate`).
@@ -251,7 +262,7 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
     precheck: Callable[[dict[str, Any]], Any] | None = None,
     approvals: int = 1,
@@ -284,7 +295,7 @@ def tool(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
     precheck: Callable[[dict[str, Any]], Any] | None = None,
     approvals: int = 1,
@@ -345,7 +356,7 @@ def _make(
     scopes: Any = None,
     cancel: Callable[..., Any] | None = None,
     volatile: tuple[str, ...] = (),
-    cost: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    cost: Cost | None = None,
     in_transaction: str | None = None,
     precheck: Callable[[dict[str, Any]], Any] | None = None,
     approvals: int = 1,
@@ -435,7 +446,7 @@ def _check(
     status: Callable[..., Any] | None,
     reconcile: Callable[..., Any] | None,
     poll: float | None,
-    cost: Callable[..., Any] | None,
+    cost: Cost | None,
 ) -> None:
     """Refuse a profile that cannot work, saying what to change."""
     params = inspect.signature(f).parameters
@@ -456,8 +467,18 @@ def _check(
         raise ConfigError(f"{what}: give status= or reconcile= (the same hook), not both")
     if poll is not None and poll <= 0:
         raise ConfigError(f"{what}: poll must be > 0 seconds or None")
-    if cost is not None and not callable(cost):
-        raise ConfigError(f"{what}: cost= must be a function (args, result) -> dict of amounts")
+    if cost is not None and not callable(cost) and not _amounts_given(cost):
+        raise ConfigError(
+            f"{what}: cost= must be amounts by name, each a number >= 0 (cost={{'usd': 0.01}}), or "
+            "a function (args, result) -> dict of amounts"
+        )
+
+
+def _amounts_given(cost: Any) -> bool:
+    return isinstance(cost, Mapping) and all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+        for k, v in cost.items()
+    )
 
 
 def _check_gate(f: Callable[..., Any], precheck: Any, approvals: Any) -> None:

@@ -119,6 +119,8 @@ def _trace(events: list[Event]) -> list[JSON]:
     trace: list[JSON] = []
     for ev in events:
         entry: dict[str, JSON] = {"step": ev.step, "name": ev.name}
+        if ev.kind == Kind.DECISION and ev.status == "reserved":
+            continue  # a model call's reservation: its completion is the decision
         if ev.kind == Kind.DECISION:
             entry.update(decision=ev.data.get("value"), why=ev.data.get("why"))
         elif ev.kind == Kind.INTENT:

@@ -289,6 +289,9 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_chunks_no_truncate BEFORE TRUNCATE ON daybook_chunks
             FOR EACH STATEMENT EXECUTE FUNCTION daybook_append_only()""",
     ],
+    # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
+    [],
 ]
 
 

@@ -234,6 +234,9 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER IF NOT EXISTS daybook_chunks_no_replace BEFORE INSERT ON daybook_chunks
     WHEN EXISTS (SELECT 1 FROM daybook_chunks WHERE run_id = NEW.run_id AND pos = NEW.pos)
     BEGIN SELECT RAISE(ABORT, 'daybook stream chunks are append-only: rows are never replaced'); END;""",
+    # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
+    # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
+    "",
 ]
 
 

@@ -14,6 +14,7 @@ from ..book import MAX_LIMIT, Daybook
 from ..records import Event, Kind, RunInfo, RunStatus
 from ..runtime.chain import next_id
 from .approvals import gate_section
+from .cost import cost_section
 from .html import Markup, field, form, join, link, payload, status, table, tag, when
 
 PAGE = 50  # runs per page of the list
@@ -124,6 +125,7 @@ def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str]
         gate_section(book, run_id, events),
         _obligations(book, run_id),
         _budget(book, run_id),
+        cost_section(book, run_id),
         _transactions(book, run_id),
         _traceback(info),
     ]
