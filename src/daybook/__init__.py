@@ -8,6 +8,7 @@ import logging as _logging
 
 from .agent.loop import Action, AgentLoop, Judgement, LoopResult, Policy
 from .book import Daybook
+from .books.cost import Cost
 from .context import Context
 from .coordination.budget import Budget
 from .coordination.child import ChildFailed
@@ -33,6 +34,7 @@ from .errors import (
     NotAuthorized,
     NotInRun,
     NotSerializable,
+    PriceTableError,
     RecoveryInProgress,
     ReleaseDeclined,
     RunCancelled,
@@ -63,6 +65,7 @@ from .gates.gate import Verdict
 from .gates.sink import LogSink, Webhook, verify_webhook
 from .journal.decision import Decision
 from .journal.llm import Completion, LLMClient, ScriptedLLM
+from .journal.price import PriceTable
 from .journal.tool import (
     Absent,
     Confirmed,
@@ -114,6 +117,7 @@ __all__ = [
     "Context",
     "ContractViolation",
     "CorruptJournal",
+    "Cost",
     "Daybook",
     "DaybookError",
     "Decision",
@@ -147,6 +151,8 @@ __all__ = [
     "PayloadCodec",
     "Pending",
     "Policy",
+    "PriceTable",
+    "PriceTableError",
     "Queue",
     "ReconcileResult",
     "Recovery",
