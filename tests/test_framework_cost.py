@@ -5,6 +5,12 @@ pays nothing again (saved), and a LangGraph model call is charged in its own run
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +147,83 @@ def test_a_langgraph_model_call_is_charged_in_its_own_run(db_url: str) -> None:
         assert (ledger.calls, ledger.input_tokens, ledger.output_tokens) == (1, 30, 5)
         assert ledger.usd == pytest.approx(40.0) and [m.model for m in ledger.models] == ["scripted-lg"]
         assert book.budget(run.run_id)["spent"] == {"usd": pytest.approx(40.0), "tokens": 35.0}
+
+
+# The OpenAI Agents SDK runs in a child process (tests/agents.py shadows its package here), and so
+# does every agent a test kills.
+CHILD = Path(__file__).parent / "framework_cost_child.py"
+
+
+def child(db_url: str, calls: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MODEL_CALLS": str(calls)}
+    return subprocess.run(
+        [sys.executable, str(CHILD), db_url, *args], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def out_of(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def count(calls: Path) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+OA_CALL = {"usd": 40 * 1.0 + 8 * 2.0, "tokens": 48.0}  # what one scripted OpenAI Agents call reports
+
+
+@pytest.mark.slow
+def test_an_openai_agents_run_is_charged_stopped_at_a_fail_cap_and_replays_free(
+    db_url: str, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls"
+    done = out_of(child(db_url, calls, "oa-charged", "openai_agents", '{"usd": 1000}', "fail"))
+    assert done["output"] == "done" and count(calls) == 2
+    assert done["spent"] == {"usd": pytest.approx(2 * OA_CALL["usd"]), "tokens": 2 * OA_CALL["tokens"]}
+    with Daybook(db_url) as book:
+        ledger = book.cost("oa-charged")
+        assert (ledger.calls, ledger.input_tokens, ledger.output_tokens) == (2, 80, 16)
+        assert ledger.usd == pytest.approx(2 * OA_CALL["usd"])
+        assert [m.model for m in ledger.models] == ["scripted-oa"]  # the model id is recorded
+        assert book.budget("oa-charged")["spent"]["usd"] == pytest.approx(2 * OA_CALL["usd"])
+
+    calls.unlink()
+    failed = out_of(child(db_url, calls, "oa-fail", "openai_agents", '{"tokens": 30}', "fail"))
+    assert failed["error"] == "RunFailed" and "BudgetExceeded" in failed["message"]
+    assert count(calls) == 1  # the second call was refused before the model was asked
+
+    calls.unlink()
+    paused = out_of(child(db_url, calls, "oa-pause", "openai_agents", '{"tokens": 30}', "pause"))
+    assert paused["error"] == "Suspended" and count(calls) == 1
+    with Daybook(db_url) as book:
+        book.raise_budget("oa-pause", tokens=1000)
+    resumed = out_of(child(db_url, calls, "oa-pause", "openai_agents", "{}", "pause", "--resume"))
+    assert resumed["output"] == "done" and count(calls) == 2  # the first call was replayed
+    with Daybook(db_url) as book:
+        ledger = book.cost("oa-pause")
+        assert (ledger.calls, ledger.saved_calls, ledger.saved_tokens) == (2, 1, 48)
+        assert ledger.usd == pytest.approx(2 * OA_CALL["usd"])  # not paid twice
+        assert book.budget("oa-pause")["spent"]["tokens"] == 2 * OA_CALL["tokens"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["pydantic_ai", "openai_agents"])
+def test_a_sigkill_inside_a_charged_framework_model_call_leaves_the_budget_a_clean_runs(
+    db_url: str, tmp_path: Path, framework: str
+) -> None:
+    caps = '{"usd": 100000}'
+    clean = out_of(child(db_url, tmp_path / "clean", "clean", framework, caps, "fail"))
+    calls = tmp_path / "calls"
+    killed = child(db_url, calls, "killed", framework, caps, "fail", "--die-at-call", "2")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert count(calls) == 2  # the model was asked; its completion was never journaled
+    resumed = out_of(child(db_url, calls, "killed", framework, caps, "fail", "--resume"))
+    assert resumed["output"] == "done" and count(calls) == 3  # call 2 made again (re-sampled)
+    # No double charge, no lost charge: the budget holds each recorded call once.
+    assert resumed["spent"] == clean["spent"]
+    with Daybook(db_url) as book:
+        assert book.budget("killed")["spent"] == book.budget("clean")["spent"]
+        ledger = book.cost("killed")
+        assert (ledger.saved_calls, ledger.respent_calls) == (1, 1)  # call 1 replayed, call 2 cut off
+        assert ledger.usd > book.cost("clean").usd  # the call cut off may have been billed
