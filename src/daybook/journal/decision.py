@@ -270,7 +270,8 @@ class Decisions(Facet):
         reserve: dict[str, float] | None = None,
         stream: str | None = None,
     ) -> tuple[Decision[dict[str, JSON]], Charge]:
-        """`llm`, with its cost: a `reserved` row (the reservation, `reserve`) before the call,
+        """`llm` with its cost (`Context.llm`; not `Context.model_call`, a framework's call, which
+        is `made`): a `reserved` row (the reservation, `reserve`) before the call,
         then the recorded completion with what it cost (`price(completion)`) in the same row.
         A reserved row with no completion after it is a call a crash cut off: the call is made
         again (re-sampled) under the next attempt. Replay reads the recorded cost and tallies
