@@ -113,6 +113,32 @@ def test_a_paused_pydantic_ai_run_goes_on_after_a_raise_and_replay_pays_nothing_
         assert book.budget("pa-pause")["spent"]["tokens"] == tokens
 
 
+@daybook.workflow(name="pa_then_wait")
+async def pa_then_wait(ctx: daybook.Context) -> str:
+    ctx.budget.cap(tokens=30.0, on_cap="fail")  # past it at once, had the calls been charged
+    result = await run_agent(ctx, build(), "look x up")
+    ctx.wait_for("go")
+    return str(result.output)
+
+
+def test_a_run_recorded_before_model_calls_were_charged_still_replays_uncharged(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ASKED.clear()
+    with Daybook(db_url, prices=PRICES) as book:
+        book.inline_wait = 0
+        # The integration as it was: each model request a plain decision of the same name.
+        with monkeypatch.context() as old:
+            old.setattr(daybook.Context, "model_call", lambda self, name, call, **kw: self.decide(name, call))
+            with pytest.raises(Suspended):
+                book.run(pa_then_wait, run_id="pa-old")
+        assert len(ASKED) == 2 and usages(book, "pa-old") == []
+        book.signal("pa-old", "go")
+        assert book.resume("pa-old") == "done"  # replayed under today's code: no NonDeterminism
+        assert len(ASKED) == 2  # nothing sampled again
+        assert book.budget("pa-old")["spent"] == {}  # neither admitted nor charged, as then
+
+
 def test_a_langgraph_model_call_is_charged_in_its_own_run(db_url: str) -> None:
     pytest.importorskip("langgraph.prebuilt", reason="needs daybook[langgraph]")
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
