@@ -26,6 +26,7 @@ import daybook
 from daybook import ConfigError, Daybook, Secret, Suspended
 from daybook.gates import outbox
 from daybook.gates.delivery import Deliverer
+from daybook.telemetry.cursor import Cursor, entity_name
 
 AMOUNT = 731_946_285_017  # a plain detail of the gated act, unique in the store's bytes
 
@@ -98,7 +99,11 @@ def test_gc_erases_a_finished_runs_approval_requests_and_keeps_their_key_and_sta
             assert not [p for p in _plants(plants[run]) if p in text], run
         assert all(p in text for p in _plants(plants["live"]))  # a live run's request is untouched
         # The audit keeps each key and where its delivery stands; the pending one was given up.
-        assert _states(book) == {keys["sent"]: "delivered", keys["pending"]: "undelivered", keys["live"]: "queued"}
+        assert _states(book) == {
+            keys["sent"]: "delivered",
+            keys["pending"]: "undelivered",
+            keys["live"]: "queued",
+        }
         [pending] = [e for e in outbox.entries(book.store) if e.key == keys["pending"]]
         assert pending.erased == done["gc_id"] and "erased by gc" in pending.gave_up["*"]
         assert pending.request is not None and pending.request["run_id"] == "pending"
@@ -117,7 +122,9 @@ def test_gc_erases_a_finished_runs_approval_requests_and_keeps_their_key_and_sta
     assert "undelivered" in line
     as_json = json.loads(cli_in_process("outbox", "list", "--json", db=db_url).stdout)
     assert {r["key"]: r["erased"] is not None for r in as_json} == {
-        keys["sent"]: True, keys["pending"]: True, keys["live"]: False
+        keys["sent"]: True,
+        keys["pending"]: True,
+        keys["live"]: False,
     }
 
 
@@ -195,9 +202,10 @@ def test_the_entity_log_stays_append_only_outside_gc(db_url: str, receiver: Rece
     raw = _Raw(db_url)
     try:
         name = {run: outbox.PREFIX + p["key"] for run, p in plants.items()}
-        [(req,)] = raw.run("SELECT id FROM daybook_entity_log WHERE name = ? AND action = 'request'", name["pending"])
+        request = "SELECT id FROM daybook_entity_log WHERE name = ? AND action = 'request'"
+        [(req,)] = raw.run(request, name["pending"])
         [(claim,)] = raw.run("SELECT MIN(id) FROM daybook_entity_log WHERE name = ?", name["pending"])
-        [(live,)] = raw.run("SELECT id FROM daybook_entity_log WHERE name = ? AND action = 'request'", name["live"])
+        [(live,)] = raw.run(request, name["live"])
 
         def mark(run: str | None) -> str:
             return json.dumps({"$erased": "forged"} | ({} if run is None else {"run_id": run}))
@@ -205,13 +213,19 @@ def test_the_entity_log_stays_append_only_outside_gc(db_url: str, receiver: Rece
         cast = "" if raw.sqlite else "::json"
         update = f"UPDATE daybook_entity_log SET data = ?{cast} WHERE id = ?"
         raw.refused(update, mark("pending"), req)  # gc never erased the run
-        raw.run("INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) VALUES ('g', 'live', 'x', 0, 0, 1, 1)")
-        raw.run("INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) VALUES ('g', 'pending', 'x', 0, 0, 1, 1)")
+        forged = (
+            "INSERT INTO daybook_gc (gc_id, run_id, who, at, cutoff, runs, rows) "
+            "VALUES ('g', ?, 'x', 0, 0, 1, 1)"
+        )
+        raw.run(forged, "live")
+        raw.run(forged, "pending")
         raw.refused(update, mark("live"), live)  # the run is not finished
         raw.refused(update, mark("pending"), live)  # the mark's run does not own the entry
         raw.refused(update, mark(None), req)  # a mark that names no run
         raw.refused(update, mark("pending"), claim)  # only the request row, never the delivery record
-        raw.refused(f"UPDATE daybook_entity_log SET data = ?{cast}, agent = 'x' WHERE id = ?", mark("pending"), req)
+        raw.refused(
+            f"UPDATE daybook_entity_log SET data = ?{cast}, agent = 'x' WHERE id = ?", mark("pending"), req
+        )
         raw.refused(f"UPDATE daybook_entity_log SET data = '{{\"value\": 1}}'{cast} WHERE id = ?", req)
         raw.refused("DELETE FROM daybook_entity_log WHERE id = ?", req)
         raw.run(update, mark("pending"), req)  # what gc does: allowed, so the refusals above are the rules'
@@ -219,3 +233,25 @@ def test_the_entity_log_stays_append_only_outside_gc(db_url: str, receiver: Rece
         assert plants["pending"]["note"] not in str(data)
     finally:
         raw.conn.close()
+
+
+def test_gc_keeps_a_runs_otel_export_cursor_which_holds_no_payload(db_url: str, receiver: Receiver) -> None:
+    plants = _three_runs(db_url, receiver)
+    with Daybook(db_url) as book:
+        cursor = Cursor(book.store, exporter="exporter-test")
+        assert cursor.claim("sent") == 0
+        assert cursor.advance("sent", 4, 3)
+        book.gc(0)
+        # Kept where it was: a later exporter does not send the erased run's steps again.
+        assert Cursor(book.store).read("sent") == 4
+        view = book.store.entity_view(entity_name("sent"))
+        assert view is not None
+        fields = {k for _id, _at, _agent, _action, data in view[2] for k in json.loads(data) or {}}
+        assert fields <= {
+            "ttl",
+            "deadline",
+            "upto",
+            "spans",
+        }  # seqs and counts (a release: null): nothing to erase
+    text = store_text(db_url)
+    assert not [p for p in _plants(plants["sent"]) if p in text]

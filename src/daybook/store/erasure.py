@@ -42,6 +42,7 @@ _REQUESTS = (
     "SELECT name, id, data FROM daybook_entity_log WHERE action = 'request' "
     "AND name LIKE %s AND data::text NOT LIKE %s ORDER BY id"
 )
+_ACTIONS = "SELECT action FROM daybook_entity_log WHERE name = %s"
 _BATCH = 500
 
 
@@ -69,7 +70,7 @@ def erase_requests(
         if run_id is None or run_id not in due:
             continue
         erased += 1
-        actions = {str(a) for (a,) in execute("SELECT action FROM daybook_entity_log WHERE name = %s", (name,))}
+        actions = {str(a) for (a,) in execute(_ACTIONS, (name,))}
         pending = not actions & {"delivered", "gave_up"}
         given_up += pending
         if dry_run:
@@ -119,11 +120,7 @@ def _owners(names: list[str], execute: Exec) -> dict[str, str]:
         cuts = [i for i, c in enumerate(rest) if c == "/"]
         candidates[name] = [rest[:i] for i in reversed(cuts)]  # longest first
     wanted = sorted({c for cs in candidates.values() for c in cs})
-    known: set[str] = set()
-    for i in range(0, len(wanted), _BATCH):
-        part = wanted[i : i + _BATCH]
-        marks = ", ".join(["%s"] * len(part))
-        known.update(str(r[0]) for r in execute(f"SELECT run_id FROM daybook_runs WHERE run_id IN ({marks})", part))
+    known = _among(execute, "daybook_runs", wanted)
     owners: dict[str, str] = {}
     for name, cs in candidates.items():
         owner = next((c for c in cs if c in known), None)
@@ -134,10 +131,16 @@ def _owners(names: list[str], execute: Exec) -> dict[str, str]:
 
 def _erased_before(execute: Exec, run_ids: set[str]) -> set[str]:
     """The runs of `run_ids` an earlier gc pass erased."""
-    wanted = sorted(run_ids)
-    done: set[str] = set()
-    for i in range(0, len(wanted), _BATCH):
-        part = wanted[i : i + _BATCH]
+    return _among(execute, "daybook_gc", sorted(run_ids))
+
+
+def _among(execute: Exec, table: str, run_ids: list[str]) -> set[str]:
+    """The run ids of `run_ids` that `table` holds (a few hundred a statement)."""
+    found: set[str] = set()
+    for i in range(0, len(run_ids), _BATCH):
+        part = run_ids[i : i + _BATCH]
         marks = ", ".join(["%s"] * len(part))
-        done.update(str(r[0]) for r in execute(f"SELECT run_id FROM daybook_gc WHERE run_id IN ({marks})", part))
-    return done
+        found.update(
+            str(r[0]) for r in execute(f"SELECT run_id FROM {table} WHERE run_id IN ({marks})", part)
+        )
+    return found
