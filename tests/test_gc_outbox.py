@@ -26,6 +26,7 @@ import daybook
 from daybook import ConfigError, Daybook, Secret, Suspended
 from daybook.gates import outbox
 from daybook.gates.delivery import Deliverer
+from daybook.store import retention
 from daybook.telemetry.cursor import Cursor, entity_name
 
 AMOUNT = 731_946_285_017  # a plain detail of the gated act, unique in the store's bytes
@@ -255,3 +256,33 @@ def test_gc_keeps_a_runs_otel_export_cursor_which_holds_no_payload(db_url: str, 
         }  # seqs and counts (a release: null): nothing to erase
     text = store_text(db_url)
     assert not [p for p in _plants(plants["sent"]) if p in text]
+
+
+def test_a_request_of_a_run_an_earlier_gc_erased_is_erased_by_the_next_pass(
+    db_url: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plants = _three_runs(db_url, receiver)
+    with Daybook(db_url) as book:
+        # A pass by a daybook that did not know the outbox: the runs erased, their requests not.
+        monkeypatch.setattr(retention, "erase_requests", lambda *args, **kwargs: {})
+        assert book.gc(0)["runs"] == 2
+        assert all(p in store_text(db_url) for p in _plants(plants["pending"]))
+        monkeypatch.undo()
+        done = book.gc(0)
+        assert (done["runs"], done["requests"], done["given_up"]) == (0, 2, 1)
+    text = store_text(db_url)
+    assert not [p for run in ("sent", "pending") for p in _plants(plants[run]) if p in text]
+    assert all(p in text for p in _plants(plants["live"]))
+
+
+def test_gc_of_run_a_leaves_the_requests_of_a_live_run_named_a_slash_b(db_url: str) -> None:
+    with Daybook(db_url, inline_wait=0) as book:
+        finished, live = _open(book, "a", 0), _open(book, "a/b", 1)
+        book.cancel("a")
+        assert live["key"].startswith("a/b/") and book.gc(0)["requests"] == 1
+        assert {e.key: e.erased is not None for e in outbox.entries(book.store)} == {
+            finished["key"]: True,
+            live["key"]: False,
+        }
+    text = store_text(db_url)
+    assert all(p in text for p in _plants(live)) and not [p for p in _plants(finished) if p in text]
