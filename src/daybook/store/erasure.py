@@ -39,7 +39,7 @@ EVERY_SINK = "*"
 _SPINE = ("gate_id", "action", "reason", "n", "opened", "deadline")
 _AGENT = "daybook:gc"
 _REQUESTS = (
-    "SELECT name, id, data FROM daybook_entity_log WHERE action = 'request' "
+    "SELECT name, id FROM daybook_entity_log WHERE action = 'request' "
     "AND name LIKE %s AND data::text NOT LIKE %s ORDER BY id"
 )
 _ACTIONS = "SELECT action FROM daybook_entity_log WHERE name = %s"
@@ -65,7 +65,7 @@ def erase_requests(
     owners = _owners([str(r[0]) for r in found], execute)
     due = set(runs) | _erased_before(execute, set(owners.values()))
     erased = given_up = 0
-    for name, row_id, data in found:
+    for name, row_id in found:
         run_id = owners.get(str(name))
         if run_id is None or run_id not in due:
             continue
@@ -77,6 +77,8 @@ def erase_requests(
             continue
         if pending:
             _give_up(execute, str(name), gc_id, now, cast)
+        # Read only now: a live run's requests (most of them) are never read by gc.
+        [(data,)] = execute("SELECT data FROM daybook_entity_log WHERE id = %s", (row_id,)).fetchall()
         text = data if isinstance(data, str) else json.dumps(data)
         mark = json.dumps(_mark(gc_id, run_id, str(name), text, key))
         execute(f"UPDATE daybook_entity_log SET data = %s{cast} WHERE id = %s", (mark, row_id))
