@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable, RunErased
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 JSON = Any
 

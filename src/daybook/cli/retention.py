@@ -57,6 +57,9 @@ def gc(
         f"last updated before {render.when(done['cutoff'])}"
         + ("" if dry_run else f" (gc {done['gc_id']} by {done['who']})")
     )
+    if done.get("requests"):
+        pending = f", {done['given_up']} of them given up undelivered first" if done.get("given_up") else ""
+        say(f"{verb} the payloads of {done['requests']} approval request(s) in the outbox{pending}")
     if done.get("kept"):
         kept = ", ".join(done["kept"])
         say(f"kept {len(done['kept'])} finished run(s) an unfinished run still reads: {kept}")

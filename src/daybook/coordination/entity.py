@@ -25,9 +25,11 @@ from ..checks import checked
 from ..errors import ConfigError, CorruptJournal
 from ..records import JSON, check_json, check_text, dumps, shown
 from ..store import Entities, EntitiesReads
+from ..store.erasure import OUTBOX
 
-# The approval outbox's requests (`daybook.gates.outbox`, a layer beside this one).
-OUTBOX_PREFIX = "daybook.outbox/"
+# The approval outbox's requests (`daybook.gates.outbox`, a layer beside this one; gc erases
+# them with their run, `daybook.store.erasure`).
+OUTBOX_PREFIX = OUTBOX
 # Entities daybook keeps for itself (a run's span-export cursor, `daybook.telemetry.cursor`).
 INTERNAL_PREFIX = "daybook.otel:"
 # Neither is listed among the leases a person coordinates agents with.

@@ -7,7 +7,10 @@ and a delivery key `<gate id>/<n>`) is kept in the store as a coordination entit
 its lease is the claim a deliverer takes to send it, and its append-only log is the request
 (`request`, written once: `enqueue` is idempotent by key), then every try (`attempt`, with the
 sink and the error), each sink's `delivered` and each sink's `gave_up`. The log is the whole
-state: any process reads it, no row is ever updated.
+state: any process reads it, no row is ever updated but by gc (store/erasure.py), which, when it
+erases the run, gives a pending request up for every sink (`gave_up` of sink `*`) and replaces
+the request row with an erasure mark that keeps its spine (key, run, gate, action, times): an
+erased request is never sent again, and `daybook outbox list` still shows its key and state.
 
 The gate enqueues its request inside the step that records the gate (before the gate's row is
 written), so a crash never leaves an open gate without its request; a crash in between
@@ -27,9 +30,10 @@ from typing import Any
 from ..errors import ConfigError, CorruptJournal
 from ..records import JSON, dumps
 from ..store import Entities, EntitiesReads
+from ..store.erasure import EVERY_SINK, OUTBOX
 
 # The reserved entity-name prefix of outbox requests (`daybook entities` does not list them).
-PREFIX = "daybook.outbox/"
+PREFIX = OUTBOX
 # How long an enqueuer holds a request's entity while it writes the request (seconds).
 _ENQUEUE_TTL = 10.0
 _ENQUEUER = "daybook:enqueue"
@@ -122,7 +126,8 @@ def held(store: EntitiesReads, name: str) -> dict[str, Any] | None:
 class Entry:
     """Where one request stands, from its log: the request, every try per sink (`tries`, and
     when the last began), the last error of each sink not delivered yet, the sinks it was
-    `delivered` to and the ones given up (`gave_up`: sink -> last error)."""
+    `delivered` to and the ones given up (`gave_up`: sink -> last error; `*`: every sink, gc's).
+    `erased`: the gc pass that erased the request's payload (its `request` is then the mark)."""
 
     name: str
     request: dict[str, Any] | None
@@ -133,21 +138,27 @@ class Entry:
     errors: dict[str, str] = field(default_factory=dict)
     delivered: dict[str, float] = field(default_factory=dict)
     gave_up: dict[str, str] = field(default_factory=dict)
+    erased: str | None = None
 
     @property
     def key(self) -> str:
         return self.name.removeprefix(PREFIX)
 
     def finished(self, sink: str) -> bool:
-        return sink in self.delivered or sink in self.gave_up
+        # An erased request has nothing left to send.
+        return sink in self.delivered or sink in self.gave_up or self.erased is not None
 
     def state(self) -> str:
-        """`delivered` (to every sink that tried), `undelivered` (a sink gave up), `retrying` (a
-        try failed, another is due), `queued` (not tried yet)."""
-        if self.gave_up:
+        """`delivered` (to every sink that tried), `undelivered` (a sink gave up, or gc
+        erased it before it was delivered), `retrying` (a try failed, another is due), `queued`
+        (not tried yet). A send in flight while gc gave the request up that then succeeds:
+        `delivered`."""
+        if set(self.gave_up) - {EVERY_SINK}:
             return "undelivered"
         if self.delivered and set(self.tries) <= set(self.delivered):
             return "delivered"
+        if EVERY_SINK in self.gave_up or self.erased is not None:
+            return "undelivered"
         return "retrying" if self.tries else "queued"
 
     def as_dict(self) -> dict[str, JSON]:
@@ -162,7 +173,8 @@ class Entry:
             "tries": dict(self.tries),
             "delivered": sorted(self.delivered),
             "gave_up": dict(self.gave_up),
-            "last_error": next(reversed(self.errors.values()), None),
+            "last_error": next(reversed(self.errors.values()), None) or self.gave_up.get(EVERY_SINK),
+            "erased": self.erased,
         }
 
 
@@ -181,6 +193,8 @@ def entry(name: str, found: tuple[str | None, float | None, list[tuple[int, floa
         sink = str(data.get("sink", ""))
         if action == "request" and e.request is None:
             e.request = data
+            erased = data.get("$erased")
+            e.erased = erased if isinstance(erased, str) else None
         elif action == "attempt":  # written before the send: a crash after it is a try too
             e.tries[sink] = e.tries.get(sink, 0) + 1
             e.last_try[sink] = at

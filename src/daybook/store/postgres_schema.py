@@ -292,6 +292,30 @@ MIGRATIONS: list[list[str]] = [
     # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
     # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
     [],
+    # v15: gc erases approval requests (store/erasure.py): as in sqlite_schema. An entity log
+    # row may change only if it is an outbox entry's `request`, only to an erasure mark naming
+    # the run that owns the entry, once the gc log holds that run and the run is finished.
+    [
+        """CREATE OR REPLACE FUNCTION daybook_entity_log_erase_only() RETURNS trigger AS $$
+            BEGIN
+                IF TG_OP = 'UPDATE' AND NEW.data::text LIKE '{"$erased":%'
+                    AND NEW.id = OLD.id AND NEW.name = OLD.name AND NEW.at = OLD.at
+                    AND NEW.agent = OLD.agent AND NEW.action = OLD.action
+                    AND OLD.action = 'request'
+                    AND left(OLD.name, length(NEW.data->>'run_id') + 16)
+                        = 'daybook.outbox/' || (NEW.data->>'run_id') || '/'
+                    AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = NEW.data->>'run_id')
+                    AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = NEW.data->>'run_id'
+                        AND r.status IN ('completed', 'failed', 'cancelled', 'expired')) THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION 'daybook entity log is append-only: rows are never %',
+                    CASE TG_OP WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+            END $$ LANGUAGE plpgsql""",
+        "DROP TRIGGER IF EXISTS daybook_entity_log_append_only ON daybook_entity_log",
+        """CREATE TRIGGER daybook_entity_log_append_only BEFORE UPDATE OR DELETE ON daybook_entity_log
+            FOR EACH ROW EXECUTE FUNCTION daybook_entity_log_erase_only()""",
+    ],
 ]
 
 

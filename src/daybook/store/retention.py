@@ -6,6 +6,7 @@ updated before the cutoff, replaced by `{"$erased": "<gc id>", "digest": "hmac-s
 it was), the run header's input, result and error, and its stream chunks' values (each
 `{"$erased": "<gc id>"}`; their keys and cursors stay). What stays: run ids, kinds, step names,
 keys, statuses, attempts, fingerprints, times and the decision links, i.e. the audit spine.
+Its approval requests in the outbox are erased the same way (store/erasure.py).
 A finished run that a run which can still go on reads (`still_read`: a child, a fork's source,
 an earlier segment of a live chain) is kept until that run is over.
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..records import JSON, bounded, check_text
+from .erasure import erase_requests
 from .keys import digest
 
 Exec = Callable[[str, Sequence[Any]], Any]
@@ -99,10 +101,13 @@ def collect(
         execute(f"UPDATE daybook_chunks SET data = %s{cast} WHERE run_id = %s", (erased, run_id))
         # Search attributes are an index of journal payloads (`ctx.set_attributes`): erased too.
         execute("DELETE FROM daybook_attributes WHERE run_id = %s", (run_id,))
+    # The approval requests of these runs (store/erasure.py): after the gc log rows, which
+    # the entity log's trigger checks.
+    outbox = erase_requests(execute, runs, gc_id=gc_id, now=now, key=key, dry_run=dry_run, cast=cast)
     if not dry_run:
         execute(_LOG, (gc_id, None, who, now, cutoff, len(runs), rows))
     return {"gc_id": gc_id, "who": who, "at": now, "cutoff": cutoff, "runs": len(runs), "rows": rows,
-            "run_ids": runs, "kept": sorted(set(due) & read), "dry_run": dry_run}  # fmt: skip
+            "run_ids": runs, "kept": sorted(set(due) & read), "dry_run": dry_run, **outbox}  # fmt: skip
 
 
 def still_read(execute: Exec, due: list[str]) -> set[str]:

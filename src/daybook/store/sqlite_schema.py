@@ -237,6 +237,21 @@ MIGRATIONS: list[str] = [
     # v14: the `run_replayed` journal row kind (an execution's replayed model calls, for the
     # cost ledger). No DDL: the version tells an older daybook the journal may hold it.
     "",
+    # v15: gc erases approval requests (store/erasure.py). An entity log row may change only if
+    # it is an outbox entry's `request`, only to an erasure mark naming the run that owns the
+    # entry, once the gc log holds a row for that run and the run is finished. A mark without
+    # a run (NULL) is refused too: NOT COALESCE(NULL, 0).
+    """DROP TRIGGER IF EXISTS daybook_entity_log_no_update;
+    CREATE TRIGGER IF NOT EXISTS daybook_entity_log_no_update BEFORE UPDATE ON daybook_entity_log
+    WHEN NOT COALESCE((NEW.data LIKE '{"$erased":%' AND json_valid(NEW.data)
+        AND NEW.id = OLD.id AND NEW.name = OLD.name AND NEW.at = OLD.at AND NEW.agent = OLD.agent
+        AND NEW.action = OLD.action AND OLD.action = 'request'
+        AND substr(OLD.name, 1, length(json_extract(NEW.data, '$.run_id')) + 16)
+            = 'daybook.outbox/' || json_extract(NEW.data, '$.run_id') || '/'
+        AND EXISTS (SELECT 1 FROM daybook_gc g WHERE g.run_id = json_extract(NEW.data, '$.run_id'))
+        AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = json_extract(NEW.data, '$.run_id')
+            AND r.status IN ('completed', 'failed', 'cancelled', 'expired'))), 0)
+    BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never updated'); END;""",
 ]
 
 
