@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import agents
 import pytest
@@ -254,3 +255,64 @@ def test_the_run_page_shows_the_cost_escaped(book: Daybook) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
     priced = client.get("/runs/web-priced").text
     assert f"${2 * CALL_USD:.6f}" in priced and "saved by replay" in priced
+
+
+def framework_reply() -> dict[str, object]:
+    return {"text": "hi", "model": "gpt-4o", "usage": {"in": 2, "out": 1000}}
+
+
+def framework_usage(value: dict[str, Any]) -> dict[str, object]:
+    return {
+        "model": value["model"],
+        "input_tokens": value["usage"]["in"],
+        "output_tokens": value["usage"]["out"],
+    }
+
+
+def test_a_model_call_another_sdk_makes_is_charged_like_ctx_llm(book: Daybook) -> None:
+    asked: list[str] = []
+
+    def call() -> dict[str, object]:
+        asked.append("x")
+        return framework_reply()
+
+    @daybook.workflow
+    def sdk_calls(ctx: daybook.Context) -> dict[str, float]:
+        ctx.budget.cap(tokens=1002, on_cap="fail")
+        for _ in range(2):
+            ctx.model_call("my-sdk:model", call, model="gpt-4o", usage=framework_usage, prompt="hello")
+        return dict(ctx.budget.spent)
+
+    with pytest.raises(daybook.RunFailed, match="BudgetExceeded"):
+        book.run(sdk_calls, run_id="sdk-calls")
+    assert asked == ["x"]  # the second call was refused before it was made
+    ledger = book.cost("sdk-calls")
+    assert (ledger.calls, ledger.input_tokens, ledger.output_tokens) == (1, 2, 1000)
+    assert ledger.usd == pytest.approx(CALL_USD) and [m.model for m in ledger.models] == ["gpt-4o"]
+    assert book.budget("sdk-calls")["spent"] == {"usd": pytest.approx(CALL_USD), "tokens": 1002.0}
+
+
+def test_a_secret_in_a_framework_model_calls_value_is_never_in_clear_in_the_store(db_url: str) -> None:
+    planted = f"sk-live-{uuid.uuid4().hex}"
+
+    @daybook.workflow
+    def secret_sdk(ctx: daybook.Context) -> str:
+        def call() -> dict[str, object]:
+            return {**framework_reply(), "token": daybook.Secret(planted)}
+
+        got = ctx.model_call("my-sdk:model", call, model="gpt-4o", usage=framework_usage)
+        return "ok" if got.value["token"].reveal() == planted else "no"
+
+    with Daybook(db_url) as book:
+        assert book.run(secret_sdk, run_id="secret-sdk") == "ok"
+        assert book.cost("secret-sdk").calls == 1
+        assert planted not in store_text(db_url)
+
+
+def test_a_usage_function_that_returns_no_dict_is_refused_with_what_to_return(book: Daybook) -> None:
+    @daybook.workflow
+    def bad_usage(ctx: daybook.Context) -> None:
+        ctx.model_call("my-sdk:model", framework_reply, model="gpt-4o", usage=lambda v: 42)  # type: ignore[arg-type,return-value]
+
+    with pytest.raises(DaybookError, match="input_tokens"):
+        book.run(bad_usage, run_id="bad-usage")

@@ -26,7 +26,7 @@ from .coordination.entity import Entity
 from .dispatch.attributes import Attributes
 from .gates import identity
 from .gates.gate import REASKS, Gates, Verdict
-from .journal.decision import Decision, Decisions
+from .journal.decision import Decision, Decisions, ModelCall, usage_of
 from .journal.effect import Effects
 from .journal.execution import Execution
 from .journal.llm import LLMClient
@@ -162,6 +162,25 @@ class Context:
         client's `stream()` yields it (docs/streams.md); replay returns the completion and
         writes no chunk."""
         return self.budget.model_call(client, prompt, params, why=why, cost=cost, stream=stream)
+
+    def model_call(
+        self,
+        name: str,
+        call: Callable[[], Any],
+        *,
+        model: str,
+        usage: Callable[[Any], Mapping[str, JSON]],
+        prompt: str = "",
+        why: Why | None = None,
+    ) -> Any:
+        """A model call another SDK makes (a framework integration's): recorded at step `name`,
+        admitted and charged as `ctx.llm`'s (reserved at `prompt`'s estimate and `model`'s price,
+        charged at `usage(value)`: `{"model", "input_tokens", "output_tokens"}` as the SDK
+        reported them). `call()` returns JSON (or an awaitable of it: then so does this); replay
+        returns the recorded value, never calls again, charges nothing and counts as saved."""
+        return self.budget.framework_call(
+            ModelCall(name, {"args": [], "kwargs": {}}, call, usage_of(usage)), model, prompt, why
+        )
 
     def stream(self, name: str) -> Stream:
         """The run's durable stream `name`: `ctx.stream("answer").write(text)` writes a chunk

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..journal.decision import RESERVED
+from ..journal.decision import RESERVED, is_model_call
 from ..journal.price import PriceTable
 from ..records import Event, Kind
 from ..runtime.tree import descendants
@@ -123,7 +123,7 @@ def _lines(run_id: str, events: list[Event], prices: PriceTable) -> list[CostLin
     calls: dict[int, _Call] = {}
     other: list[CostLine] = []
     for ev in events:
-        if ev.kind == Kind.DECISION and ev.name == "llm" and ev.step is not None:
+        if ev.kind == Kind.DECISION and ev.step is not None and (is_model_call(ev) or ev.step in calls):
             _note_call(calls.setdefault(ev.step, _Call(ev.step)), ev)
         elif ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
             for step in ev.data["supersede"]:
@@ -157,7 +157,8 @@ def _note_call(call: _Call, ev: Event) -> None:
 
 def _usage(row: Event, prices: PriceTable) -> tuple[str, int, int, float, bool]:
     """(model, input tokens, output tokens, usd, priced) of a recorded model call."""
-    raw = row.data.get("value")
+    # A framework's call records what its SDK reported beside its value (`ctx.model_call`).
+    raw = row.data.get("usage") if isinstance(row.data.get("usage"), dict) else row.data.get("value")
     value: dict[str, Any] = raw if isinstance(raw, dict) else {}
     model = str(value.get("model") or "")
     inp, out = _int(value.get("input_tokens")), _int(value.get("output_tokens"))

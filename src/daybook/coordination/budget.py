@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..errors import BudgetExceeded, ConfigError
-from ..journal.decision import Decision, Decisions, Pricer
+from ..journal.decision import RESERVED, Decision, Decisions, ModelCall, Pricer, is_model_call
 from ..journal.execution import Execution
 from ..journal.llm import LLMClient
 from ..journal.price import PriceTable, defaults
@@ -27,7 +27,7 @@ from ..journal.stop import Suspend
 from ..journal.stream import check_name
 from ..journal.tool import Tool, cost_of
 from ..journal.wait import Signal, Waits
-from ..records import JSON, Why
+from ..records import JSON, Kind, Why
 from ..runtime.tree import ancestors, descendants
 from ..store import Store
 from .pool import BudgetPool
@@ -125,8 +125,7 @@ class Budget:
         """`ctx.llm`: admitted against the caps at its reservation (the prompt's input tokens,
         estimated, at the model's input price), charged in its recorded row at what the model
         reported (tokens, and USD from the price table; `cost(completion)` instead if given)."""
-        reserve = self._reservation(client, prompt)
-        self.admit(**reserve)
+        reserve = self._admitted("llm", str(getattr(client, "model", "") or ""), prompt)
         if stream is not None:
             check_name(stream)  # refused before anything is admitted or written
         decision, charge = self._decisions.model_call(
@@ -135,13 +134,41 @@ class Budget:
         self._settle(charge.amounts)
         return decision
 
-    def _reservation(self, client: LLMClient, prompt: str) -> dict[str, float]:
-        # Replaying, the reservation the journal holds (the price table may have changed since).
+    def framework_call(self, spec: ModelCall, model: str, prompt: str, why: Why | None = None) -> Any:
+        """`ctx.model_call`: a model call a framework makes (`spec.call()`), admitted and charged
+        as `ctx.llm`'s, from the usage its SDK reports; an awaitable when the call is async."""
+        reserve = self._admitted(spec.name, model, prompt)
+        if inspect.iscoroutinefunction(spec.call):
+            return self._framework_async(spec, reserve, why)
+        decision, charge = self._decisions.made(spec, self._pricer(None), reserve, why)
+        self._settle(charge.amounts)
+        return decision
+
+    async def _framework_async(
+        self, spec: ModelCall, reserve: dict[str, float] | None, why: Why | None
+    ) -> Decision[Any]:
+        decision, charge = await self._decisions.made_async(spec, self._pricer(None), reserve, why)
+        self._settle(charge.amounts)
+        return decision
+
+    def _admitted(self, name: str, model: str, prompt: str) -> dict[str, float] | None:
+        """The reservation of the model call `name` about to be made, admitted under the caps."""
+        reserve = self._reservation(name, model, prompt)
+        if reserve is not None:
+            self.admit(**reserve)
+        return reserve
+
+    def _reservation(self, name: str, model: str, prompt: str) -> dict[str, float] | None:
         ahead = self._exe.steps.get(self._exe.next_step)
-        if ahead and ahead[0].name == "llm" and isinstance(ahead[0].data.get("reserve"), dict):
-            return {str(k): float(v) for k, v in ahead[0].data["reserve"].items()}
+        if ahead and ahead[0].kind == Kind.DECISION and ahead[0].name == name:
+            # Replaying, the reservation the journal holds (the price table may have changed
+            # since); a call recorded with none was made before calls were admitted: none now.
+            if ahead[0].status != RESERVED:
+                return None
+            if isinstance(ahead[0].data.get("reserve"), dict):
+                return {str(k): float(v) for k, v in ahead[0].data["reserve"].items()}
         tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
-        price = self.prices.price(str(getattr(client, "model", "") or ""))
+        price = self.prices.price(model)
         usd = 0.0 if price is None else price.usd(tokens, 0)
         return {"tokens": float(tokens), "usd": usd}
 
@@ -274,7 +301,7 @@ def charged(ev: Any) -> dict[str, float]:
         return {}
     if ev.name == "budget:charge":
         return _amounts(value)
-    if ev.name == "llm" and ev.step is not None:
+    if is_model_call(ev) and ev.step is not None:
         return _amounts(ev.data.get("cost"))
     if ev.name.startswith("budget:draw:") and isinstance(value, dict) and value.get("ok"):
         return _amounts(value.get("amounts"))

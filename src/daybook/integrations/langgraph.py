@@ -51,6 +51,8 @@ class _Live:
     status: Status | None = None
     idempotent: bool = False
     irreversible: bool | None = None
+    model: str = ""  # a model call's model id and prompt text: its reservation (`ctx.model_call`)
+    prompt: str = ""
 
 
 # Handed from the graph's wrapper to the run it starts, in the same thread (`book.run`).
@@ -84,8 +86,25 @@ def tool_call(ctx: Context, thread: str, name: str, args: Any) -> Any:
 
 @daybook.workflow(name="langgraph.model_call")
 def model_call(ctx: Context, thread: str, digest: str) -> Any:
-    """One model call as a daybook run: a recorded decision (replayed without the live call)."""
-    return ctx.decide("langgraph:model", lambda: _live(ctx.run_id).call()).value
+    """One model call as a daybook run: a recorded decision (replayed without the live call),
+    admitted against the run's caps and charged the usage the message reports (as `ctx.llm`)."""
+    live = _LIVE.get()
+    here = live if live is not None and live.run_id == ctx.run_id else _Live(ctx.run_id, lambda: None)
+    call = lambda: _live(ctx.run_id).call()  # noqa: E731  (the live call: never on replay)
+    return ctx.model_call("langgraph:model", call, model=here.model, usage=_usage, prompt=here.prompt).value
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """The model id and tokens a recorded LangChain message reports (`usage_metadata`,
+    `response_metadata`)."""
+    data: dict[str, Any] = (value.get("data") if isinstance(value, dict) else None) or {}
+    usage = data.get("usage_metadata") or {}
+    meta = data.get("response_metadata") or {}
+    return {
+        "model": meta.get("model_name") or meta.get("model") or "",
+        "input_tokens": usage.get("input_tokens") or 0,
+        "output_tokens": usage.get("output_tokens") or 0,
+    }
 
 
 def _live(run_id: str) -> _Live:
@@ -216,7 +235,10 @@ class DurableChatModel(BaseChatModel):
         dumped = [message_to_dict(m) for m in messages]
         digest = hashlib.sha256(json.dumps(dumped, sort_keys=True, default=str).encode()).hexdigest()[:16]
         key = f"{thread}/model/{len(messages)}-{digest}"
-        live = _Live(key, lambda: message_to_dict(self.inner.invoke(messages, stop=stop, **kwargs)))
+        call = lambda: message_to_dict(self.inner.invoke(messages, stop=stop, **kwargs))  # noqa: E731
+        model = getattr(self.inner, "model_name", None) or getattr(self.inner, "model", None) or ""
+        text = json.dumps([m.get("data", {}).get("content") for m in dumped], default=str)
+        live = _Live(key, call, model=str(model), prompt=text)
         with _handing(live):
             recorded = self.book.run(model_call, thread, digest, run_id=key)
         reply = messages_from_dict([recorded])[0]

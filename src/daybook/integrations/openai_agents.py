@@ -8,8 +8,9 @@ points: a `Model` wrapper and `FunctionTool` wrappers, no monkeypatching.
         result = await run_agent(ctx, agent, f"refund order {order}")
         return str(result.final_output)
 
-Agent run = daybook run. Each model response is a recorded decision (`agents:model`): a resumed
-run never samples the model again, so it sees the same tool calls with the same call ids. Each
+Agent run = daybook run. Each model response is a recorded decision (`agents:model`), admitted
+against the run's budget and charged the usage it reports (as `ctx.llm`): a resumed run never
+samples the model again, so it sees the same tool calls with the same call ids. Each
 tool call is an effect keyed `<run id>/<call id>` (intent before it, outcome after): a kill after
 the tool acted and before the SDK recorded it leaves the call in flight; the resumed run asks
 the tool's `status(key, args)` (or re-sends an `idempotent` tool under the same key, or stops for
@@ -100,17 +101,26 @@ def idempotency_key() -> str | None:
 class DurableModel(Model):
     """A `Model` whose responses are recorded in the run: replay returns them, never samples."""
 
-    def __init__(self, inner: Model) -> None:
+    def __init__(self, inner: Model, *, model: str | None = None) -> None:
         self.inner = inner
+        # The model id the ledger prices (the SDK's response does not carry it): `model=`, or
+        # the wrapped model's own `model` (OpenAIResponsesModel, OpenAIChatCompletionsModel).
+        self.model = str(model if model is not None else getattr(inner, "model", "") or "")
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         if not daybook.in_run():
             return await self.inner.get_response(*args, **kwargs)
 
         async def sample() -> dict[str, Any]:
-            return _dump(await self.inner.get_response(*args, **kwargs))
+            return _dump(await self.inner.get_response(*args, **kwargs), self.model)
 
-        decision = await daybook.current().decide("agents:model", sample)
+        # Admitted against the run's caps (the instructions and input, estimated), charged the
+        # usage the response reports; the step keeps its name (runs recorded before replay).
+        prompt = json.dumps([kwargs.get("system_instructions"), kwargs.get("input"), *args[:2]], default=str)
+        made = daybook.current().model_call(
+            "agents:model", sample, model=self.model, usage=_usage, prompt=prompt
+        )
+        decision = await made
         return _load(decision.value)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -161,9 +171,18 @@ def durable_tool(
     return dataclasses.replace(tool, on_invoke_tool=journaled)
 
 
-def _dump(response: ModelResponse) -> dict[str, Any]:
+def _usage(value: Any) -> dict[str, Any]:
+    usage = value.get("usage") or {}
+    return {
+        "model": value.get("model") or "",
+        **{k: usage.get(k) or 0 for k in ("input_tokens", "output_tokens")},
+    }
+
+
+def _dump(response: ModelResponse, model: str) -> dict[str, Any]:
     usage = response.usage
     return {
+        "model": model,
         "output": [item.model_dump(mode="json", exclude_none=True) for item in response.output],
         "usage": {
             "requests": usage.requests,

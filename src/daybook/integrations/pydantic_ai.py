@@ -10,7 +10,8 @@ of Pydantic AI's own (`TemporalDurability`, `DBOSDurability`), built on its publ
         return str(result.output)
 
 Agent run = daybook run. Inside `run_agent`, every durable unit the agent's run asks for goes
-through the journal: a model request, tool discovery or argument validation is a recorded
+through the journal: a model request (admitted against the run's budget and charged the usage
+it reports, as `ctx.llm`), tool discovery or argument validation is a recorded
 decision (replay reads it back, never samples again), and a tool call is an effect (intent
 before it, outcome after): a kill after the tool acted leaves it in flight, and the resumed run
 resolves it (the tool's `status`, a re-send under the same key for an `idempotent` tool, else
@@ -36,6 +37,7 @@ from pydantic_ai.durable_exec import (
     DurableOperationBackend,
     DurableOperationId,
     JournalCallableOperationBackend,
+    ModelRequestId,
     RoleBasedOperationConfig,
     ToolsetCallToolId,
     conversation_id_from_run_id,
@@ -104,8 +106,30 @@ class _Backend(JournalCallableOperationBackend[Any]):
                 idempotent=profile.idempotent,
                 irreversible=profile.irreversible,
             )
+        if isinstance(operation_id, ModelRequestId):
+            # Admitted against the run's caps and charged the usage the response reports; the
+            # step keeps its name, so runs recorded before model calls were charged still replay.
+            # The backend does not see the messages: the reservation is the minimum (1 token).
+            made = ctx.model_call(
+                f"pydantic_ai:{name}",
+                unit,
+                model=operation_id.model_name,
+                usage=_usage,
+            )
+            return (await made).value
         decision = await ctx.decide(f"pydantic_ai:{name}", unit)
         return decision.value
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """The model id and tokens of a recorded `ModelResponse` (as the JSON codec dumps it)."""
+    response: dict[str, Any] = value if isinstance(value, dict) else {}
+    usage: dict[str, Any] = response.get("usage") or {}
+    return {
+        "model": response.get("model_name") or "",
+        "input_tokens": usage.get("input_tokens") or 0,
+        "output_tokens": usage.get("output_tokens") or 0,
+    }
 
 
 @dataclass(init=False, kw_only=True)

@@ -14,11 +14,11 @@ import inspect
 import random as _random
 import time
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import BudgetExceeded, StepFailed, TimedOut, WorkflowFailed
+from ..errors import BudgetExceeded, ConfigError, StepFailed, TimedOut, WorkflowFailed
 from ..records import JSON, Event, Kind, Status, Why
 from ..store.secrets import SEALED, withheld
 from . import current, keys, strict
@@ -270,43 +270,135 @@ class Decisions(Facet):
         reserve: dict[str, float] | None = None,
         stream: str | None = None,
     ) -> tuple[Decision[dict[str, JSON]], Charge]:
-        """`llm`, with its cost: a `reserved` row (the reservation, `reserve`) before the call,
+        """`llm` with its cost (`Context.llm`; not `Context.model_call`, a framework's call, which
+        is `made`): a `reserved` row (the reservation, `reserve`) before the call,
         then the recorded completion with what it cost (`price(completion)`) in the same row.
         A reserved row with no completion after it is a call a crash cut off: the call is made
         again (re-sampled) under the next attempt. Replay reads the recorded cost and tallies
         it as saved (`Execution.replayed`)."""
         exe = self._exe
-        step = exe.alloc()
-        fp = step_fingerprint(exe.cover().conceal({"args": [prompt], "kwargs": params})[0], step, "llm")
-        recs = exe.expect(step, Kind.DECISION, "llm", fp) or []
-        done = [r for r in recs if r.status != RESERVED]
-        if done:
-            decision = self._replayed(step, "llm", done[0])
-            charge = charge_of(done[0], replayed=True)
-            tally = exe.replayed
-            for name, amount in {"calls": 1.0, **charge.amounts}.items():
-                tally[name] = tally.get(name, 0.0) + amount
-            return decision, charge
-        if exe.read_only:
-            exe.append(Kind.DECISION, step, "llm")  # raises: a pure replay never runs the model
-        attempt = len(recs) + 1
-        data: dict[str, Any] = {"reserve": dict(reserve or {}), "attempt": attempt}
-        exe.append(Kind.DECISION, step, "llm", status=RESERVED, fp=fp, data=data)
 
         def call() -> dict[str, Any]:
             if stream is not None:
                 return streamed_call(exe, client, stream, prompt, params)  # type: ignore[no-any-return]
             return client.complete(prompt, **params).as_dict()
 
+        spec = ModelCall("llm", {"args": [prompt], "kwargs": params}, call)
+        return self.made(spec, price, reserve, why)
+
+    def made(
+        self, spec: ModelCall, price: Pricer | None, reserve: dict[str, float] | None, why: Why | None
+    ) -> tuple[Decision[Any], Charge]:
+        """One model call (`spec.call()` returns its value) as its two rows, charged from the
+        second: the one mechanism behind `llm` and a framework's model call (`made_async`)."""
+        begun = self._begin(spec, reserve)
+        if isinstance(begun, tuple):
+            return begun
         try:
             # The call is the act a stream's chunks belong to (`journal.stream`), as in `decide`.
-            value = self._attempts(current.deciding(exe.id_of(step), call), None, None)
+            value = self._attempts(current.deciding(self._exe.id_of(begun.step), spec.call), None, None)
         except Exception as exc:
-            raise self._decision_failed(step, "llm", fp, exc) from exc
-        amounts, priced = price(value) if price is not None else ({"tokens": float(tokens_of(value))}, False)
-        cost = {"cost": amounts, "priced": priced, "attempt": attempt}
-        reasons = dataclasses.replace(why or Why(), model=str(value.get("model")), tokens=tokens_of(value))
-        return self._record(step, "llm", fp, value, reasons, cost), Charge(amounts, priced, False)
+            raise self._decision_failed(begun.step, spec.name, begun.fp, exc) from exc
+        return self._settled(spec, begun, value, price, why)
+
+    async def made_async(
+        self, spec: ModelCall, price: Pricer | None, reserve: dict[str, float] | None, why: Why | None
+    ) -> tuple[Decision[Any], Charge]:
+        """`made` for a call whose `spec.call()` returns an awaitable (an async SDK's model)."""
+        begun = self._begin(spec, reserve)
+        if isinstance(begun, tuple):
+            return begun
+        try:
+            with strict.step():
+                value = await current.deciding_async(self._exe.id_of(begun.step), spec.call)()
+        except Exception as exc:
+            raise self._decision_failed(begun.step, spec.name, begun.fp, exc) from exc
+        return self._settled(spec, begun, value, price, why)
+
+    def _begin(
+        self, spec: ModelCall, reserve: dict[str, float] | None
+    ) -> _Begun | tuple[Decision[Any], Charge]:
+        """The step of a model call: its recorded outcome when replaying (tallied as saved),
+        else its `reserved` row, written before the call is made."""
+        exe = self._exe
+        step = exe.alloc()
+        fp = step_fingerprint(exe.cover().conceal(spec.inputs)[0], step, spec.name)
+        recs = exe.expect(step, Kind.DECISION, spec.name, fp) or []
+        done = [r for r in recs if r.status != RESERVED]
+        if done:
+            decision = self._replayed(step, spec.name, done[0])
+            charge = charge_of(done[0], replayed=True)
+            tally = exe.replayed
+            for name, amount in {"calls": 1.0, **charge.amounts}.items():
+                tally[name] = tally.get(name, 0.0) + amount
+            return decision, charge
+        if exe.read_only:
+            exe.append(Kind.DECISION, step, spec.name)  # raises: a pure replay never runs the model
+        attempt = len(recs) + 1
+        data: dict[str, Any] = {"reserve": dict(reserve or {}), "attempt": attempt}
+        exe.append(Kind.DECISION, step, spec.name, status=RESERVED, fp=fp, data=data)
+        return _Begun(step, fp, attempt)
+
+    def _settled(
+        self, spec: ModelCall, begun: _Begun, value: Any, price: Pricer | None, why: Why | None
+    ) -> tuple[Decision[Any], Charge]:
+        # The model id and tokens: the completion's own (`llm`), or what the SDK reported.
+        facts = spec.usage(value) if spec.usage is not None else value
+        amounts, priced = price(facts) if price is not None else ({"tokens": float(tokens_of(facts))}, False)
+        cost: dict[str, Any] = {"cost": amounts, "priced": priced, "attempt": begun.attempt}
+        if spec.usage is not None:
+            cost["usage"] = facts  # where the ledger reads a framework call's model and tokens
+        reasons = dataclasses.replace(why or Why(), model=str(facts.get("model")), tokens=tokens_of(facts))
+        decision = self._record(begun.step, spec.name, begun.fp, value, reasons, cost)
+        return decision, Charge(amounts, priced, False)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call to journal: the step's `name` (`llm`; a framework integration keeps its
+    own), the `inputs` its fingerprint is made of, `call()` (its value, or an awaitable of it),
+    and `usage(value)`: the model id and tokens the SDK reported (`{"model", "input_tokens",
+    "output_tokens"}`; None when the value is a completion that holds them itself)."""
+
+    name: str
+    inputs: dict[str, Any]
+    call: Callable[[], Any]
+    usage: Callable[[Any], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class _Begun:
+    step: int
+    fp: str
+    attempt: int
+
+
+def usage_of(usage: Callable[[Any], Mapping[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """`usage`, its answer kept to what the ledger reads: the model id and token counts."""
+
+    def read(value: Any) -> dict[str, Any]:
+        got = usage(value)
+        if not isinstance(got, Mapping):
+            raise ConfigError(
+                f"a model call's usage(value) returned {type(got).__name__}; return a dict "
+                '{"model": ..., "input_tokens": ..., "output_tokens": ...}'
+            )
+        return {
+            "model": str(got.get("model") or ""),
+            "input_tokens": _count(got.get("input_tokens")),
+            "output_tokens": _count(got.get("output_tokens")),
+        }
+
+    return read
+
+
+def _count(raw: Any) -> int:
+    return int(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) and raw >= 0 else 0
+
+
+def is_model_call(ev: Event) -> bool:
+    """A model call's row: `llm`'s, a reservation, or a framework call's recorded usage."""
+    return ev.name == "llm" or ev.status == RESERVED or isinstance(ev.data.get("usage"), dict)
 
 
 # The row written before a model call (its reservation): a call that ran is recorded after it.
