@@ -147,7 +147,7 @@ def test_a_decision_that_is_not_a_model_call_keeps_its_decision_span() -> None:
     info = RunInfo("plain", "w", "app:w", "running", {}, None, None, 1.0, 2.0, None, None, 1)
     rows = [
         Event("plain", 1, Kind.RUN_STARTED, at=1.0),
-        Event("plain", 2, Kind.DECISION, 1, "pick", status="recorded", data={"value": {"model": "x"}}, at=2.0),
+        Event("plain", 2, Kind.DECISION, 1, "pick", status="recorded", data={"value": {"model": "x"}}),
     ]
     [span] = plan(info, rows, 0)
     assert span.name == "daybook.decision pick" and not span.client
