@@ -6,11 +6,15 @@ effect's first confirmed or failed outcome, a wait's fired or received row), so 
 every process plans the same span for it, with the same id. Model calls and tools follow the
 OpenTelemetry GenAI semantic conventions:
 
-- a model call (`ctx.llm`, the decision named `llm`): span `chat {model}`, kind client, with
-  `gen_ai.operation.name` = `chat`, `gen_ai.provider.name` (the recorded `provider`, else guessed
-  from the model's name, else left out), `gen_ai.request.model`, `gen_ai.response.model`,
-  `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, and `daybook.cost.usd` when the
-  call's cost was recorded;
+- a model call (`ctx.llm`, `ctx.model_call`, a framework integration's model step), known by
+  what its rows record (a `reserved` row before the call, the `usage` an SDK reported, or a
+  completion recorded under `llm` before calls were reserved), not by its step's name: span
+  `chat {model}`, kind client, with `gen_ai.operation.name` = `chat`, `gen_ai.provider.name` (the
+  recorded `provider`, else guessed from the model's name, else left out),
+  `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens`,
+  `gen_ai.usage.output_tokens` (a framework call's from its recorded `usage`, `ctx.llm`'s from its
+  completion), and `daybook.cost.usd` when the call's cost was recorded; a call that failed is
+  span `chat` with `error.type`;
 - a tool (`ctx.effect`, and an undo under `comp/<key>` with `daybook.compensation`): span
   `execute_tool {tool}`, with `gen_ai.operation.name` = `execute_tool`, `gen_ai.tool.name`,
   `gen_ai.tool.type` = `function`, `gen_ai.tool.call.id` (the act's idempotency key);
@@ -32,15 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..journal import keys
+from ..journal.decision import RESERVED, is_model_call
 from ..records import Event, Kind, RunInfo
 
 AttrValue = str | int | float | bool
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _SETTLED = {"confirmed", "failed"}
 _FIRED = {"fired", "received", "timeout"}
-# A decision row written before the call it reserves for (the cost ledger's model calls): the
-# step settles at the recorded row after it.
-_RESERVED = {"reserved"}
 ENDS = frozenset({Kind.RUN_COMPLETED, Kind.RUN_FAILED, Kind.RUN_CANCELLED, Kind.RUN_EXPIRED})
 # Model names' prefixes and the GenAI registry's provider names they belong to.
 _PROVIDERS = (
@@ -106,7 +108,9 @@ def settling(rows: list[Event]) -> int | None:
         elif first.kind in (Kind.TIMER, Kind.SIGNAL):
             if row.status in _FIRED:
                 return i
-        elif row.status not in _RESERVED:
+        elif row.status != RESERVED:
+            # A model call's reservation, written before the call, settles nothing: the step
+            # settles at the recorded (or failed) row after it.
             return i
     return None
 
@@ -171,7 +175,7 @@ def _what(first: Event, last: Event, content: bool) -> tuple[str, bool, dict[str
         return f"daybook.wait {first.name}", False, {}
     if first.name.startswith("gate:"):
         return f"daybook.gate {first.name}", False, {}
-    if first.name == "llm" and isinstance(last.data.get("value"), dict):
+    if is_model_call(first) or is_model_call(last):
         attrs = model_call(last.data, content)  # the recorded row (after any reservation)
         attempt = last.data.get("attempt")
         if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1:
@@ -208,25 +212,35 @@ def _tool(first: Event, last: Event, content: bool) -> dict[str, AttrValue]:
 
 
 def model_call(data: dict[str, Any], content: bool = False) -> dict[str, AttrValue]:
-    """The GenAI semantic conventions' attributes of a recorded model call (a decision row's data)."""
+    """The GenAI semantic conventions' attributes of a recorded model call (a decision row's data):
+    the model and tokens of the `usage` a framework's SDK reported (`ctx.model_call`), else of
+    the completion (`ctx.llm`'s value); a failed call's `error.type`."""
+    attrs: dict[str, AttrValue] = {"gen_ai.operation.name": "chat"}
+    error = data.get("error")
+    if isinstance(error, dict) and error.get("type"):
+        attrs["error.type"] = str(error["type"])
     value = data.get("value")
-    if not isinstance(value, dict):
-        return {}
-    model = str(value.get("model") or "")
-    attrs: dict[str, AttrValue] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": str(value.get("request_model") or model),
-        "gen_ai.response.model": model,
-        "gen_ai.usage.input_tokens": _count(value.get("input_tokens")),
-        "gen_ai.usage.output_tokens": _count(value.get("output_tokens")),
-    }
-    provider = value.get("provider") or _provider(model)
+    usage = data.get("usage")
+    facts = usage if isinstance(usage, dict) else value
+    if not isinstance(facts, dict):
+        return attrs  # failed, or a completion that is not a dict: no model to name
+    model = str(facts.get("model") or "")
+    attrs.update(
+        {
+            "gen_ai.request.model": str(facts.get("request_model") or model),
+            "gen_ai.response.model": model,
+            "gen_ai.usage.input_tokens": _count(facts.get("input_tokens")),
+            "gen_ai.usage.output_tokens": _count(facts.get("output_tokens")),
+        }
+    )
+    provider = facts.get("provider") or _provider(model)
     if provider:
         attrs["gen_ai.provider.name"] = str(provider)
-    cost = _cost(data) or _cost(value)
+    cost = _cost(data) if usage is not None else _cost(data) or _cost(value)
     if cost is not None:
         attrs["daybook.cost.usd"] = cost
-    if content and isinstance(value.get("text"), str):
+    # Only `ctx.llm`'s completion has a text to show; a framework's value is its SDK's own shape.
+    if content and isinstance(value, dict) and usage is None and isinstance(value.get("text"), str):
         message = {"role": "assistant", "parts": [{"type": "text", "content": value["text"]}]}
         attrs["gen_ai.output.messages"] = _json([message])
     return attrs
