@@ -57,6 +57,12 @@ def _escaped_errors() -> Iterator[None]:
     except click.ClickException as exc:
         vars(exc)["message"] = render.safe(exc.message, lines=True)  # Final in the stubs, not at runtime
         raise
+    except ValueError as exc:
+        # click's Path type stats what it is given: a NUL byte (possible from a program calling
+        # the CLI in-process, never from a shell) is a usage error, not a traceback.
+        if "null byte" not in str(exc):
+            raise
+        raise click.UsageError("an argument holds a NUL byte (\\x00): no path or value can") from exc
 
 
 class SafeGroup(click.Group):

@@ -276,7 +276,9 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
     state = book.budget(run_id)
     paused = paused_at_cap(book.journal(run_id)) if book.get_run(run_id).status == "suspended" else None
     if as_json:
-        json_out({**state, "paused": paused})
+        # `paused` only when the run waits at a cap: the document for a run that does not is
+        # the one it always was.
+        json_out({**state, "paused": paused} if paused else state)
         return
     names = sorted(set(state["caps"]) | set(state["spent"]))
     if not names:
