@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
 from ..gates.approval import is_approver
-from . import actions, approvals, guard, live, pages
+from . import actions, approvals, guard, live, pages, views
 from .auth import COOKIE, Inspector, Session, csrf_ok
 from .html import Markup, field, page, tag
 
@@ -111,12 +111,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
         Route(
             "/runs/{rest:path}",
             _run_or_stream(
-                view(
-                    lambda r, c: (
-                        "Run " + r.path_params["run_id"],
-                        pages.run_page(book, r.path_params["run_id"], c, dict(r.query_params)),
-                    )
-                ),
+                view(lambda r, c: _run_view(book, r, c)),
                 live.stream(book, readers),
                 live.chunk_stream(book),
             ),
@@ -129,6 +124,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
         Route("/login", _login(ins), methods=["POST"]),
         Route("/logout", act(actions.logout), methods=["POST"]),
         Route("/api/runs", _api_runs(book)),
+        Route("/api/views/{name}", _api_view(book)),
         Route("/api/runs/{run_id:path}", _api_run(book)),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
@@ -140,6 +136,16 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
 
 
 Viewer = Callable[[Request, str | None], tuple[str, Markup]]
+
+
+def _run_view(book: Daybook, request: Request, csrf: str | None) -> tuple[str, Markup]:
+    """A run's page, or one of its pictures when the query names a view (`?view=timeline`)."""
+    run_id = request.path_params["run_id"]
+    query = dict(request.query_params)
+    name = query.pop("view", "")
+    if name:
+        return f"{views.find(name).title}: run {run_id}", views.view_page(book, run_id, name, query)
+    return "Run " + run_id, pages.run_page(book, run_id, csrf, query)
 
 
 def _viewer(ins: Inspector) -> Callable[[Viewer], Callable[[Request], Any]]:
@@ -292,6 +298,24 @@ def _api_runs(book: Daybook) -> Callable[[Request], Response]:
         except (ValueError, DaybookError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse([r.as_dict() for r in found])
+
+    return endpoint
+
+
+def _api_view(book: Daybook) -> Callable[[Request], Response]:
+    """GET /api/views/NAME?run=RUN: the JSON a view's script draws (`views.view_data`)."""
+
+    def endpoint(request: Request) -> Response:
+        query = dict(request.query_params)
+        run_id = query.pop("run", "")
+        try:
+            if not run_id:
+                raise ValueError("name the run: /api/views/NAME?run=RUN")
+            return JSONResponse(views.view_data(book, run_id, request.path_params["name"], query))
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except DaybookError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
 
     return endpoint
 

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlencode
 from ..book import MAX_LIMIT, Daybook
 from ..records import Event, Kind, RunInfo, RunStatus
 from ..runtime.chain import next_id
+from . import views
 from .approvals import gate_section
 from .cost import cost_section
 from .html import Markup, field, form, join, link, payload, status, table, tag, when
@@ -112,6 +113,7 @@ def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str]
     shown, pager = _window(run_id, events, (query or {}).get("start", ""))
     sections = [
         _header(info),
+        views.tabs(run_id),
         _chain(book, info),
         _acts(info, csrf),
         tag(
