@@ -281,15 +281,15 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
         json_out({**state, "paused": paused} if paused else state)
         return
     names = sorted(set(state["caps"]) | set(state["spent"]))
-    if not names:
+    if names:
+        rows = [
+            [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
+            for n in names
+        ]
+        say(render.table(["quantity", "spent", "cap"], rows))
+    elif not paused:
         say(f"run {run_id} has no budget")
-        return
-    rows = [
-        [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
-        for n in names
-    ]
-    say(render.table(["quantity", "spent", "cap"], rows))
-    if paused:
+    if paused:  # a child paused at an ancestor's cap may have no budget of its own
         say(paused)
 
 

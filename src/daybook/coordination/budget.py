@@ -36,6 +36,9 @@ SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow 
 ON_CAP = ("pause", "fail")  # what an admission past a cap does (`cap(on_cap=...)`)
 RAISE = "budget:raise"  # the signal a raise sends (`steering.acts.BUDGET_RAISE`)
 CHARS_PER_TOKEN = 4  # a model call's reservation: its prompt's input tokens, estimated
+TREE = "budget:tree"  # a child run's check against its ancestors' caps (recorded)
+OVER = "budget:over"  # a cap passed by a call below the run (`admit_below`; recorded when passed)
+TREE_RAISE = "budget:tree-raise"  # a raise a run below took for an ancestor's cap
 
 
 class Budget:
@@ -96,15 +99,24 @@ class Budget:
             for key, value in dict(raised.payload or {}).items():
                 self.caps[key] = self.caps.get(key, 0.0) + float(value)
 
-    def _paused(self, name: str, cap: float, after: float, said: str) -> Signal:
+    def _paused(self, name: str, cap: float, after: float, said: str, owner: str | None = None) -> Signal:
         """The run at a cap: a recorded step saying so, then a durable wait for a raise (the run
-        suspends, holding no process, until `daybook budget RUN --raise` or a stop)."""
+        suspends, holding no process, until `daybook budget RUN --raise` or a stop). `owner`:
+        the run above this one whose tree cap it is (recorded; a raise then raises that cap)."""
         run_id = self._exe.run_id
+        whose = "" if owner in (None, run_id) else f" (it raises {owner!r}'s cap for its whole tree)"
         todo = (
-            f"`daybook budget {run_id} --raise {name}=AMOUNT` to go on, or `daybook budget "
+            f"`daybook budget {run_id} --raise {name}=AMOUNT` to go on{whose}, or `daybook budget "
             f"{run_id} --stop` to cancel the run"
         )
-        info = {"name": name, "cap": cap, "after": after, "message": f"{said}; paused: {todo}"}
+        info: dict[str, JSON] = {
+            "name": name,
+            "cap": cap,
+            "after": after,
+            "message": f"{said}; paused: {todo}",
+        }
+        if owner not in (None, run_id):
+            info["run"] = owner
         self._decisions.decide("budget:paused", lambda: info)
         try:
             raised = self._waits.wait_for(RAISE)
@@ -167,10 +179,7 @@ class Budget:
                 return None
             if isinstance(ahead[0].data.get("reserve"), dict):
                 return {str(k): float(v) for k, v in ahead[0].data["reserve"].items()}
-        tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
-        price = self.prices.price(model)
-        usd = 0.0 if price is None else price.usd(tokens, 0)
-        return {"tokens": float(tokens), "usd": usd}
+        return self._estimate(model, prompt)
 
     def _pricer(self, cost: Callable[[dict[str, Any]], Mapping[str, float]] | None) -> Pricer:
         if cost is not None:
@@ -217,20 +226,97 @@ class Budget:
     def _admit_in_tree(self, estimate: dict[str, float]) -> None:
         """A child run's spend counts against every ancestor's caps (H8): the tree's spent so
         far plus this estimate must fit under each; the check is a recorded step, so replay
-        takes the same path whatever the tree spent since."""
+        takes the same path whatever the tree spent since. Past an ancestor's cap, the child
+        pauses or fails as that cap says (its `on_cap`)."""
         exe = self._exe
         if exe.settings.parent_run is None:
             return
         store, run_id = exe.store, exe.run_id
-        found = self._decisions.decide("budget:tree", lambda: tree_over(store, run_id, estimate)).value
-        if found:
-            raise BudgetExceeded(
-                f"run {run_id!r}: {found['name']} would reach {found['after']:g} across the run "
-                f"tree of {found['run']!r}, past that run's cap of {found['cap']:g}; raise it with "
-                f"`daybook budget {found['run']} --raise {found['name']}=AMOUNT` or narrow the work",
-                str(found["name"]),
-                float(found["cap"]),
+        while True:
+            found = self._decisions.decide(TREE, lambda: tree_over(store, run_id, estimate)).value
+            if not found:
+                return
+            self._at_tree_cap(found)
+
+    def admit_below(self, model: str, prompt: str) -> None:
+        """Admit a model call a run started below this one is about to make (a LangGraph model
+        call's run, `integrations.langgraph`): its reservation must fit under this run's caps
+        counting everything its tree spent, and under every ancestor's. Past one, this run
+        pauses at it (or fails, as the cap says), as a spend of its own would.
+
+        The calls below are keyed runs, not steps of this run, and a graph resumed from its own
+        checkpoint makes fewer of them: so only a check that found a cap passed is a step
+        (`budget:over`), and replay follows the journal: a recorded `budget:over` ahead is
+        taken again, any other recorded step ahead means the call fitted then."""
+        exe = self._exe
+        estimate = self._estimate(model, prompt)
+        while True:
+            ahead = exe.steps.get(exe.next_step)
+            if ahead:
+                if not (ahead[0].kind == Kind.DECISION and ahead[0].name == OVER):
+                    return
+                found = self._decisions.decide(OVER, lambda: None).value
+            else:
+                passed = self._over_below(estimate)
+                if passed is None:
+                    return
+                found = self._decisions.decide(OVER, lambda: passed).value
+            self._at_tree_cap(found)
+
+    def _over_below(self, estimate: dict[str, float]) -> dict[str, Any] | None:
+        """This run's cap (counting its tree's spend) or an ancestor's that `estimate`, spent
+        below this run, would pass."""
+        store, run_id = self._exe.store, self._exe.run_id
+        spent = dict(self.spent)  # this run's own, as this execution knows it
+        for below in descendants(store, run_id):
+            for name, value in summary(store.load(below.run_id))["spent"].items():
+                spent[name] = spent.get(name, 0.0) + value
+        caps = dict(self.caps)
+        for name, value in tree_raises(store, run_id).items():
+            caps[name] = caps.get(name, 0.0) + value
+        for name, value in estimate.items():
+            cap = caps.get(name)
+            after = spent.get(name, 0.0) + float(value)
+            if cap is not None and after > cap + 1e-12:
+                return {"run": run_id, "name": name, "cap": cap, "after": after, "on_cap": self.on_cap}
+        return tree_over(store, run_id, estimate)
+
+    def _at_tree_cap(self, found: Mapping[str, Any]) -> None:
+        """A spend in this run's tree past the cap of `found["run"]` (this run or an ancestor):
+        take a pending raise, else fail (`on_cap="fail"` on that cap) or pause for one. A raise
+        this run takes for an ancestor's cap is recorded here (`budget:tree-raise`) and counts
+        toward that cap across its tree (`tree_raises`); for its own cap, it is its own."""
+        owner, name = str(found["run"]), str(found["name"])
+        cap, after = float(found["cap"]), float(found["after"])
+        run_id = self._exe.run_id
+        raised = self._waits.wait_for(RAISE, timeout=0)
+        if raised is None:
+            said = (
+                f"run {run_id!r}: {name} would reach {after:g} across the run tree of {owner!r}, "
+                f"past that run's cap of {cap:g}"
             )
+            if str(found.get("on_cap") or "pause") == "fail":
+                raise BudgetExceeded(
+                    f"{said}; raise it with `daybook budget {owner} --raise {name}=AMOUNT` or "
+                    "narrow the work",
+                    name,
+                    cap,
+                )
+            raised = self._paused(name, cap, after, said, owner)
+        amounts = {str(k): float(v) for k, v in dict(raised.payload or {}).items()}
+        if owner == run_id:
+            for key, value in amounts.items():
+                self.caps[key] = self.caps.get(key, 0.0) + value
+        else:
+            self._decisions.decide(TREE_RAISE, lambda: {"run": owner, "amounts": dict(amounts)})
+
+    def _estimate(self, model: str, prompt: str) -> dict[str, float]:
+        """A model call's reservation: its prompt's input tokens, estimated, at the model's
+        input price."""
+        tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
+        price = self.prices.price(model)
+        usd = 0.0 if price is None else price.usd(tokens, 0)
+        return {"tokens": float(tokens), "usd": usd}
 
     def charge(self, **actual: float) -> None:
         """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
@@ -336,16 +422,52 @@ def _amount(value: Any) -> bool:
 
 def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str, Any] | None:
     """The first ancestor cap that `estimate` would pass, counting what the ancestor and every
-    run below it spent; None when it fits under all."""
+    run below it spent (and the raises runs below it took for that cap), with that cap's
+    `on_cap`; None when it fits under all."""
     for ancestor in ancestors(store, run_id):
-        books = summary(store.load(ancestor))
+        events = store.load(ancestor)
+        books = summary(events)
         spent = dict(books["spent"])
         for below in descendants(store, ancestor):
             for name, value in summary(store.load(below.run_id))["spent"].items():
                 spent[name] = spent.get(name, 0.0) + value
+        caps = dict(books["caps"])
+        for name, value in tree_raises(store, ancestor).items():
+            caps[name] = caps.get(name, 0.0) + value
         for name, value in estimate.items():
-            cap = books["caps"].get(name)
+            cap = caps.get(name)
             after = spent.get(name, 0.0) + float(value)
             if cap is not None and after > cap + 1e-12:
-                return {"run": ancestor, "name": name, "cap": cap, "after": after}
+                return {
+                    "run": ancestor,
+                    "name": name,
+                    "cap": cap,
+                    "after": after,
+                    "on_cap": on_cap_of(events),
+                }
     return None
+
+
+def tree_raises(store: Store, run_id: str) -> dict[str, float]:
+    """What runs below `run_id` raised its cap by, each while paused at it (`budget:tree-raise`
+    rows: a raise is recorded by the run that took it, never written into another's journal)."""
+    raised: dict[str, float] = {}
+    for below in descendants(store, run_id):
+        for ev in store.load(below.run_id):
+            if ev.kind == "decision" and ev.status == "recorded" and ev.name == TREE_RAISE:
+                value = ev.data.get("value") or {}
+                if value.get("run") == run_id:
+                    for name, amount in _amounts(value.get("amounts")).items():
+                        raised[name] = raised.get(name, 0.0) + amount
+    return raised
+
+
+def on_cap_of(events: list[Any]) -> str:
+    """What a run's caps do when passed, as its journal last set it ("pause" unless set)."""
+    chosen = "pause"
+    for ev in events:
+        if ev.kind == "decision" and ev.status == "recorded" and ev.name == "budget:cap":
+            value = ev.data.get("value") or {}
+            if isinstance(value, dict) and value.get("on_cap") in ON_CAP:
+                chosen = str(value["on_cap"])
+    return chosen

@@ -36,7 +36,7 @@ from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 import daybook
-from daybook import ConfigError, Context, Daybook, NotInRun, ReconcileResult
+from daybook import ConfigError, Context, Daybook, NotInRun, ReconcileResult, RunStatus
 
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 Execute = Callable[[ToolCallRequest], Any]
@@ -239,10 +239,28 @@ class DurableChatModel(BaseChatModel):
         model = getattr(self.inner, "model_name", None) or getattr(self.inner, "model", None) or ""
         text = json.dumps([m.get("data", {}).get("content") for m in dumped], default=str)
         live = _Live(key, call, model=str(model), prompt=text)
+        driving = self._driving()
         with _handing(live):
-            recorded = self.book.run(model_call, thread, digest, run_id=key)
+            if driving is None:
+                recorded = self.book.run(model_call, thread, digest, run_id=key)
+            else:
+                # Inside a run (a workflow invoked the graph): the call's run is created below
+                # it, so that run's caps hold across the graph. It is admitted here first, where
+                # a cap passed pauses (or fails) the driving run, which a person can raise; the
+                # call's own run, keyed by the messages, could not be resumed on its own.
+                done = self.book.store.get_run(key)
+                if done is None or done.status != RunStatus.COMPLETED:
+                    driving.budget.admit_below(str(model), text)
+                recorded = self.book.run_below(driving.run_id, model_call, thread, digest, run_id=key)
         reply = messages_from_dict([recorded])[0]
         return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
+
+    def _driving(self) -> Context | None:
+        """The run whose workflow invoked the graph, when it is a run of this model's book."""
+        if not daybook.in_run():
+            return None
+        ctx = daybook.current()
+        return ctx if self.book.store.get_run(ctx.run_id) is not None else None
 
 
 def _config() -> Any:
