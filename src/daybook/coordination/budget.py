@@ -13,6 +13,7 @@ durable wait for a raise (the run is suspended, holding no process); `on_cap="fa
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -260,7 +261,7 @@ class Budget:
                 passed = self._over_below(estimate)
                 if passed is None:
                     return
-                found = self._decisions.decide(OVER, lambda: passed).value
+                found = self._decisions.decide(OVER, functools.partial(dict, passed)).value
             self._at_tree_cap(found)
 
     def _over_below(self, estimate: dict[str, float]) -> dict[str, Any] | None:
