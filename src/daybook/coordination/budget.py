@@ -252,11 +252,12 @@ class Budget:
         exe = self._exe
         estimate = self._estimate(model, prompt)
         while True:
+            found: Mapping[str, Any]
             ahead = exe.steps.get(exe.next_step)
             if ahead:
                 if not (ahead[0].kind == Kind.DECISION and ahead[0].name == OVER):
                     return
-                found = self._decisions.decide(OVER, lambda: None).value
+                found = self._decisions.decide(OVER, dict).value  # replayed: the recorded cap
             else:
                 passed = self._over_below(estimate)
                 if passed is None:
