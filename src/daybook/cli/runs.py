@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -76,16 +77,42 @@ def runs(book: Daybook, status: str | None, limit: int, as_json: bool, **search:
     """List runs, newest first; filter them, and page with --cursor."""
     attributes = dict(_attribute(a) for a in search.pop("attrs"))
     page = book.runs(status, limit, attributes=attributes or None, **search)
+    capped = _at_cap(book, page)
+
+    def row(r: RunInfo) -> list[str]:
+        cells = _run_row(r)
+        if r.run_id in capped:
+            cells[2] = f"{r.status} (budget cap)"  # what it waits for: `daybook budget RUN`
+        return cells
+
+    def data(r: RunInfo) -> dict[str, Any]:
+        # Added for a run waiting at a cap (what `daybook budget RUN` prints); the document of
+        # any other run is the one it always was.
+        out = r.as_dict()
+        return {**out, "budget_paused": capped[r.run_id]} if r.run_id in capped else out
+
     listing(
         page,
         as_json,
         empty=f"no runs{' with status ' + status if status else ''} in {book.url}",
         headers=["run", "workflow", "status", "created", "updated", "lease"],
-        row=_run_row,
-        data=RunInfo.as_dict,
+        row=row,
+        data=data,
     )
     if page.cursor:
         say(f"more: daybook runs ... --cursor {page.cursor}", err=True)
+
+
+def _at_cap(book: Daybook, found: Sequence[RunInfo]) -> dict[str, str]:
+    """The suspended runs listed that wait at a budget cap (theirs, or an ancestor's for the
+    tree), each with what it was told to do; only suspended runs' journals are read."""
+    capped: dict[str, str] = {}
+    for r in found:
+        if r.status == RunStatus.SUSPENDED:
+            said = paused_at_cap(book.journal(r.run_id))
+            if said:
+                capped[r.run_id] = said
+    return capped
 
 
 def _attribute(text: str) -> tuple[str, Any]:
