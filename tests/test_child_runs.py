@@ -159,6 +159,8 @@ def test_a_child_past_its_parents_cap_pauses_and_a_raise_through_it_lets_the_tre
     assert "daybook budget hp~child6 --raise usd=AMOUNT" in shown.stdout and "--stop" in shown.stdout
     listed = json.loads(cli("budget", "hp~child6", "--json", db=db_url).stdout)
     assert "across the run tree of 'hp'" in listed["paused"]
+    parent = cli("budget", "hp", db=db_url).stdout  # the parent says what spent against its cap
+    assert "with runs below" in parent and "run hp~child6 waits at this run's cap" in parent
     raised = cli("budget", "hp~child6", "--raise", "usd=5", db=db_url)
     assert raised.returncode == 0, raised.stderr
     assert run_worker(db_url).returncode == 0

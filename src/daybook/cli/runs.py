@@ -11,7 +11,7 @@ import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
 from ..book import MAX_LIMIT, MAX_SECONDS
-from ..coordination.budget import paused_at_cap
+from ..coordination.budget import paused_at_cap, paused_below
 from ..records import bounded
 from ..runtime.tree import descendants
 from . import render
@@ -294,6 +294,12 @@ def budget(
             json_out({"signal": signal_id, "raised": amounts})
         else:
             say(f"raise #{signal_id} sent to {run_id}: {amounts}")
+        for below in paused_below(book.store, run_id):
+            say(
+                f"note: run {below} waits at this cap for its tree and is not woken by this raise; "
+                f"raise it through that run: `daybook budget {below} --raise NAME=AMOUNT`",
+                err=True,
+            )
         return
     _show_budget(book, run_id, as_json)
 
@@ -307,17 +313,26 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
         # the one it always was.
         json_out({**state, "paused": paused} if paused else state)
         return
-    names = sorted(set(state["caps"]) | set(state["spent"]))
+    below = descendants(book.store, run_id)
+    tree = dict(state["spent"])  # a cap holds across the runs below too: show what they spent
+    for run in below:
+        for n, v in book.budget(run.run_id)["spent"].items():
+            tree[n] = tree.get(n, 0.0) + v
+    names = sorted(set(state["caps"]) | set(state["spent"]) | set(tree))
     if names:
         rows = [
-            [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
+            [n, f"{state['spent'].get(n, 0.0):g}"]
+            + ([f"{tree.get(n, 0.0):g}"] if below else [])
+            + [f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
             for n in names
         ]
-        say(render.table(["quantity", "spent", "cap"], rows))
+        say(render.table(["quantity", "spent", *(["with runs below"] if below else []), "cap"], rows))
     elif not paused:
         say(f"run {run_id} has no budget")
     if paused:  # a child paused at an ancestor's cap may have no budget of its own
         say(paused)
+    for waiting in paused_below(book.store, run_id):
+        say(f"run {waiting} waits at this run's cap for its tree: `daybook budget {waiting}` says what to do")
 
 
 def _amounts(text: str) -> dict[str, float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -55,6 +56,7 @@ class Budget:
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
         self.on_cap = "pause"
+        self._below = threading.Lock()  # `admit_below`, called from a graph's worker threads
 
     def cap(self, *, on_cap: str | None = None, **caps: float) -> None:
         """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets).
@@ -249,8 +251,11 @@ class Budget:
         checkpoint makes fewer of them: so only a check that found a cap passed is a step
         (`budget:over`), and replay follows the journal: a recorded `budget:over` ahead is
         taken again, any other recorded step ahead means the call fitted then."""
+        with self._below:  # a graph's parallel branches share this run's journal
+            self._admit_below(self._estimate(model, prompt))
+
+    def _admit_below(self, estimate: dict[str, float]) -> None:
         exe = self._exe
-        estimate = self._estimate(model, prompt)
         while True:
             found: Mapping[str, Any]
             ahead = exe.steps.get(exe.next_step)
@@ -406,6 +411,24 @@ def paused_at_cap(events: list[Any]) -> str | None:
         elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
             message = None
     return message
+
+
+def paused_below(store: Store, run_id: str) -> list[str]:
+    """The runs below `run_id` that wait, suspended, at its cap for its tree (a raise sent to
+    `run_id` itself does not wake them: each is raised through itself)."""
+    waiting: list[str] = []
+    for below in descendants(store, run_id):
+        if below.status != "suspended":
+            continue
+        owner: Any = None
+        for ev in store.load(below.run_id):
+            if ev.kind == "decision" and ev.name == "budget:paused" and ev.status == "recorded":
+                owner = (ev.data.get("value") or {}).get("run")
+            elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+                owner = None
+        if owner == run_id:
+            waiting.append(below.run_id)
+    return waiting
 
 
 def _amounts(raw: Any) -> dict[str, float]:
