@@ -172,6 +172,21 @@ def test_a_child_past_its_parents_cap_pauses_and_a_raise_through_it_lets_the_tre
         assert book.replay("hp") == [4.0, 5.0, 3.0]
 
 
+def test_raising_the_parents_cap_wakes_its_child_paused_at_it_and_the_tree_finishes_on_a_worker(
+    db_url: str,
+) -> None:
+    with Daybook(db_url) as book:
+        book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hr")
+    assert run_worker(db_url).returncode == 0
+    raised = cli("budget", "hr", "--raise", "usd=2", db=db_url)  # the cap's own run, not the child
+    assert raised.returncode == 0, raised.stderr
+    assert run_worker(db_url).returncode == 0
+    with Daybook(db_url) as book:
+        assert book.get_run("hr").status == RunStatus.COMPLETED
+        assert book.get_run("hr").result == [4.0, 5.0, 3.0]
+        assert book.get_run("hr~child6").status == RunStatus.COMPLETED
+
+
 def test_stopping_a_child_paused_at_its_parents_cap_cancels_it_and_the_parent_goes_on(db_url: str) -> None:
     with Daybook(db_url) as book:
         book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hs")

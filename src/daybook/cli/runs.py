@@ -109,10 +109,20 @@ def _at_cap(book: Daybook, found: Sequence[RunInfo]) -> dict[str, str]:
     capped: dict[str, str] = {}
     for r in found:
         if r.status == RunStatus.SUSPENDED:
-            said = paused_at_cap(book.journal(r.run_id))
+            said = paused_at_cap(book.journal(r.run_id)) or _waiting_below(book, r.run_id)
             if said:
                 capped[r.run_id] = said
     return capped
+
+
+def _waiting_below(book: Daybook, run_id: str) -> str | None:
+    """What the first run below `run_id` waiting at its cap was told (a run that drives a
+    LangGraph graph waits with its model call's run, which holds the pause)."""
+    for below in paused_below(book.store, run_id):
+        said = paused_at_cap(book.journal(below))
+        if said:
+            return said
+    return None
 
 
 def _attribute(text: str) -> tuple[str, Any]:
@@ -294,12 +304,6 @@ def budget(
             json_out({"signal": signal_id, "raised": amounts})
         else:
             say(f"raise #{signal_id} sent to {run_id}: {amounts}")
-        for below in paused_below(book.store, run_id):
-            say(
-                f"note: run {below} waits at this cap for its tree and is not woken by this raise; "
-                f"raise it through that run: `daybook budget {below} --raise NAME=AMOUNT`",
-                err=True,
-            )
         return
     _show_budget(book, run_id, as_json)
 
@@ -332,7 +336,8 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
     if paused:  # a child paused at an ancestor's cap may have no budget of its own
         say(paused)
     for waiting in paused_below(book.store, run_id):
-        say(f"run {waiting} waits at this run's cap for its tree: `daybook budget {waiting}` says what to do")
+        said = paused_at_cap(book.journal(waiting)) or ""
+        say(f"run {waiting} waits at this run's cap for its tree: {said}")
 
 
 def _amounts(text: str) -> dict[str, float]:

@@ -13,10 +13,8 @@ durable wait for a raise (the run is suspended, holding no process); `on_cap="fa
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -28,7 +26,7 @@ from ..journal.price import PriceTable, defaults
 from ..journal.stop import Suspend
 from ..journal.stream import check_name
 from ..journal.tool import Tool, cost_of
-from ..journal.wait import Signal, Waits
+from ..journal.wait import Signal, Waits, opened
 from ..records import JSON, Kind, Why
 from ..runtime.tree import ancestors, descendants
 from ..store import Store
@@ -39,7 +37,7 @@ ON_CAP = ("pause", "fail")  # what an admission past a cap does (`cap(on_cap=...
 RAISE = "budget:raise"  # the signal a raise sends (`steering.acts.BUDGET_RAISE`)
 CHARS_PER_TOKEN = 4  # a model call's reservation: its prompt's input tokens, estimated
 TREE = "budget:tree"  # a child run's check against its ancestors' caps (recorded)
-OVER = "budget:over"  # a cap passed by a call below the run (`admit_below`; recorded when passed)
+PAUSED = "budget:paused"  # the step a run at a cap records before it waits (or stops)
 TREE_RAISE = "budget:tree-raise"  # a raise a run below took for an ancestor's cap
 
 
@@ -56,7 +54,7 @@ class Budget:
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
         self.on_cap = "pause"
-        self._below = threading.Lock()  # `admit_below`, called from a graph's worker threads
+        self._by_parent = False
 
     def cap(self, *, on_cap: str | None = None, **caps: float) -> None:
         """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets).
@@ -120,7 +118,7 @@ class Budget:
         }
         if owner not in (None, run_id):
             info["run"] = owner
-        self._decisions.decide("budget:paused", lambda: info)
+        self._decisions.decide(PAUSED, lambda: info)
         try:
             raised = self._waits.wait_for(RAISE)
         except Suspend as wait:
@@ -241,52 +239,26 @@ class Budget:
                 return
             self._at_tree_cap(found)
 
-    def admit_below(self, model: str, prompt: str) -> None:
-        """Admit a model call a run started below this one is about to make (a LangGraph model
-        call's run, `integrations.langgraph`): its reservation must fit under this run's caps
-        counting everything its tree spent, and under every ancestor's. Past one, this run
-        pauses at it (or fails, as the cap says), as a spend of its own would.
+    def continued_by_parent(self) -> None:
+        """Only the run that started this one continues it (a LangGraph model call's run, whose
+        live call only its graph holds): at an ancestor's cap it records the pause and stops,
+        waiting for no signal (nothing must wake it where its call is unknown); its parent
+        stops with it (`wait_below`), a raise sent to the ancestor wakes the parent, and the
+        next execution of this run looks at the caps again."""
+        self._by_parent = True
 
-        The calls below are keyed runs, not steps of this run, and a graph resumed from its own
-        checkpoint makes fewer of them: so only a check that found a cap passed is a step
-        (`budget:over`), and replay follows the journal: a recorded `budget:over` ahead is
-        taken again, any other recorded step ahead means the call fitted then."""
-        with self._below:  # a graph's parallel branches share this run's journal
-            self._admit_below(self._estimate(model, prompt))
-
-    def _admit_below(self, estimate: dict[str, float]) -> None:
-        exe = self._exe
-        while True:
-            found: Mapping[str, Any]
-            ahead = exe.steps.get(exe.next_step)
-            if ahead:
-                if not (ahead[0].kind == Kind.DECISION and ahead[0].name == OVER):
-                    return
-                found = self._decisions.decide(OVER, dict).value  # replayed: the recorded cap
-            else:
-                passed = self._over_below(estimate)
-                if passed is None:
-                    return
-                found = self._decisions.decide(OVER, functools.partial(dict, passed)).value
-            self._at_tree_cap(found)
-
-    def _over_below(self, estimate: dict[str, float]) -> dict[str, Any] | None:
-        """This run's cap (counting its tree's spend) or an ancestor's that `estimate`, spent
-        below this run, would pass."""
-        store, run_id = self._exe.store, self._exe.run_id
-        spent = dict(self.spent)  # this run's own, as this execution knows it
-        for below in descendants(store, run_id):
-            for name, value in summary(store.load(below.run_id))["spent"].items():
-                spent[name] = spent.get(name, 0.0) + value
-        caps = dict(self.caps)
-        for name, value in tree_raises(store, run_id).items():
-            caps[name] = caps.get(name, 0.0) + value
-        for name, value in estimate.items():
-            cap = caps.get(name)
-            after = spent.get(name, 0.0) + float(value)
-            if cap is not None and after > cap + 1e-12:
-                return {"run": run_id, "name": name, "cap": cap, "after": after, "on_cap": self.on_cap}
-        return tree_over(store, run_id, estimate)
+    def wait_below(self, run_id: str) -> None:
+        """If run `run_id`, below this one, stopped at a budget cap, this run suspends with it
+        (no step taken: it goes on when a raise sent to it, or to the cap's run, wakes it);
+        otherwise nothing."""
+        events = self._exe.store.load(run_id)
+        said = paused_at_cap(events)
+        if said is None:
+            return
+        owner = paused_at(events) or run_id
+        raise Suspend(
+            self._exe.run_id, None, f"run {run_id!r} below it, at the budget cap of {owner!r}: {said}"
+        )
 
     def _at_tree_cap(self, found: Mapping[str, Any]) -> None:
         """A spend in this run's tree past the cap of `found["run"]` (this run or an ancestor):
@@ -296,13 +268,18 @@ class Budget:
         owner, name = str(found["run"]), str(found["name"])
         cap, after = float(found["cap"]), float(found["after"])
         run_id = self._exe.run_id
+        said = (
+            f"run {run_id!r}: {name} would reach {after:g} across the run tree of {owner!r}, "
+            f"past that run's cap of {cap:g}"
+        )
+        # A check recorded before caps across a tree paused names no on_cap: it failed then.
+        fail = str(found.get("on_cap") or "fail") == "fail"
+        if self._by_parent:
+            self._stopped(name, cap, after, said, owner, fail)
+            return
         raised = self._waits.wait_for(RAISE, timeout=0)
         if raised is None:
-            said = (
-                f"run {run_id!r}: {name} would reach {after:g} across the run tree of {owner!r}, "
-                f"past that run's cap of {cap:g}"
-            )
-            if str(found.get("on_cap") or "pause") == "fail":
+            if fail:
                 raise BudgetExceeded(
                     f"{said}; raise it with `daybook budget {owner} --raise {name}=AMOUNT` or "
                     "narrow the work",
@@ -316,6 +293,22 @@ class Budget:
                 self.caps[key] = self.caps.get(key, 0.0) + value
         else:
             self._decisions.decide(TREE_RAISE, lambda: {"run": owner, "amounts": dict(amounts)})
+
+    def _stopped(self, name: str, cap: float, after: float, said: str, owner: str, fail: bool) -> None:
+        """At an ancestor's cap, a run its parent continues (`continued_by_parent`): fail, or
+        record the pause and suspend (no wait: no signal wakes it). Replayed, a pause a later
+        execution went past returns, and the caller looks at the caps again (a new step)."""
+        todo = f"`daybook budget {owner} --raise {name}=AMOUNT`"
+        if fail:
+            raise BudgetExceeded(f"{said}; raise it with {todo} or narrow the work", name, cap)
+        exe = self._exe
+        replayed = exe.next_step in exe.steps
+        message = f"{said}; paused: {todo} to go on, or `daybook budget {owner} --stop` to cancel the run"
+        info: dict[str, JSON] = {"name": name, "cap": cap, "after": after, "run": owner}
+        info.update(message=message, continued_by="parent")
+        self._decisions.decide(PAUSED, lambda: info)
+        if not replayed:
+            raise Suspend(exe.run_id, None, f"a budget raise ({name} at the cap of {owner!r}): {todo}")
 
     def _estimate(self, model: str, prompt: str) -> dict[str, float]:
         """A model call's reservation: its prompt's input tokens, estimated, at the model's
@@ -403,32 +396,44 @@ def charged(ev: Any) -> dict[str, float]:
 
 def paused_at_cap(events: list[Any]) -> str | None:
     """What a run waiting at a budget cap was told (`budget:paused`), if it still waits: the
-    last such step with no raise received after it."""
+    last such step with no raise received after it (nor, for a run its parent continues, any
+    step after it: it went on)."""
     message: str | None = None
+    by_parent = False
     for ev in events:
-        if ev.kind == "decision" and ev.name == "budget:paused" and ev.status == "recorded":
-            message = str((ev.data.get("value") or {}).get("message") or "")
-        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+        if ev.kind == "decision" and ev.name == PAUSED and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            message = str(value.get("message") or "")
+            by_parent = value.get("continued_by") == "parent"
+            continue
+        raised = ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received"
+        if raised or (by_parent and ev.step is not None):
             message = None
     return message
 
 
-def paused_below(store: Store, run_id: str) -> list[str]:
-    """The runs below `run_id` that wait, suspended, at its cap for its tree (a raise sent to
-    `run_id` itself does not wake them: each is raised through itself)."""
-    waiting: list[str] = []
-    for below in descendants(store, run_id):
-        if below.status != "suspended":
-            continue
-        owner: Any = None
-        for ev in store.load(below.run_id):
-            if ev.kind == "decision" and ev.name == "budget:paused" and ev.status == "recorded":
-                owner = (ev.data.get("value") or {}).get("run")
-            elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
-                owner = None
-        if owner == run_id:
-            waiting.append(below.run_id)
-    return waiting
+def paused_at(events: list[Any], *, woken: bool = False) -> str | None:
+    """The run whose cap a run paused at a cap waits at (None: its own, or not paused).
+    `woken`: only a pause that a signal ends (not one its parent continues)."""
+    owner: Any = None
+    for ev in events:
+        if ev.kind == "decision" and ev.name == PAUSED and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            owner = None if woken and value.get("continued_by") == "parent" else value.get("run")
+        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+            owner = None
+    return None if owner is None else str(owner)
+
+
+def paused_below(store: Store, run_id: str, *, woken: bool = False) -> list[str]:
+    """The runs below `run_id` that wait, suspended, at its cap for its tree. `woken`: those a
+    raise sent to `run_id` wakes (`steering.acts.raise_budget`): the ones waiting for a
+    signal, not those their parent continues (the parent is woken instead)."""
+    return [
+        below.run_id
+        for below in descendants(store, run_id)
+        if below.status == "suspended" and paused_at(store.load(below.run_id), woken=woken) == run_id
+    ]
 
 
 def _amounts(raw: Any) -> dict[str, float]:
@@ -457,8 +462,10 @@ def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str
             for name, value in summary(store.load(below.run_id))["spent"].items():
                 spent[name] = spent.get(name, 0.0) + value
         caps = dict(books["caps"])
-        for name, value in tree_raises(store, ancestor).items():
-            caps[name] = caps.get(name, 0.0) + value
+        taken = {int(ev.data["inbox_id"]) for ev in events if _received_raise(ev)}
+        for extra in (tree_raises(store, ancestor), pending_raises(store, ancestor, taken)):
+            for name, value in extra.items():
+                caps[name] = caps.get(name, 0.0) + value
         for name, value in estimate.items():
             cap = caps.get(name)
             after = spent.get(name, 0.0) + float(value)
@@ -471,6 +478,29 @@ def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str
                     "on_cap": on_cap_of(events),
                 }
     return None
+
+
+def pending_raises(store: Store, run_id: str, taken: set[int]) -> dict[str, float]:
+    """The raises sent to `run_id` that it has not taken yet (not in `taken`, the inbox ids its
+    journal consumed): a cap counts them for the runs below it from when they are sent (the
+    run itself takes one when a spend of its own needs it; then its journal counts it)."""
+    raised: dict[str, float] = {}
+    for inbox_id, name, text, _sender, _at in store.inbox(run_id):
+        if name != RAISE or inbox_id in taken:
+            continue
+        payload, _who = opened(text)
+        for key, amount in _amounts(payload).items():
+            raised[key] = raised.get(key, 0.0) + amount
+    return raised
+
+
+def _received_raise(ev: Any) -> bool:
+    return (
+        ev.kind == "signal"
+        and ev.name == "signal:budget:raise"
+        and ev.status == "received"
+        and isinstance(ev.data.get("inbox_id"), int)
+    )
 
 
 def tree_raises(store: Store, run_id: str) -> dict[str, float]:
