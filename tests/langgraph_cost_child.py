@@ -70,10 +70,14 @@ def lg_capped(ctx: daybook.Context, caps: dict[str, float], on_cap: str) -> list
     ctx.budget.cap(on_cap=on_cap, **caps)
     agent = graph()
     config: Any = {"configurable": {"thread_id": ctx.run_id}}
-    # A thread stopped mid-graph (a pause, a crash) goes on from its last checkpoint.
-    pending = agent.get_state(config).next
-    state = agent.invoke(None if pending else {"messages": [HumanMessage(content="hello")]}, config)
-    return [str(m.content) for m in state["messages"]]
+    state = agent.get_state(config)
+    if state.next:  # stopped mid-graph (a pause, a crash): go on from the last checkpoint
+        values = agent.invoke(None, config)
+    elif state.values:  # finished in an earlier execution of this body
+        values = state.values
+    else:
+        values = agent.invoke({"messages": [HumanMessage(content="hello")]}, config)
+    return [str(m.content) for m in values["messages"]]
 
 
 def main() -> None:
