@@ -87,8 +87,14 @@ def test_a_graph_paused_at_its_driving_runs_cap_goes_on_after_a_raise_and_pays_e
     assert "daybook budget lg-pause --raise tokens=AMOUNT" in shown.stdout
     listed = cli("runs", db=db_url).stdout
     assert any(ln.startswith("lg-pause ") and "suspended (budget cap)" in ln for ln in listed.splitlines())
-    raised = cli("budget", "lg-pause", "--raise", "tokens=100", db=db_url)  # another process
+    with Daybook(db_url) as book:
+        (waiting,) = [k.run_id for k in book.runs(parent="lg-pause") if k.status == "suspended"]
+    # Raised through the call's run (which only its graph continues): the raise goes to the cap's
+    # run, the driving run, and wakes it.
+    raised = cli("budget", waiting, "--raise", "tokens=100", db=db_url)  # another process
     assert raised.returncode == 0, raised.stderr
+    assert "sent to lg-pause (the run whose cap" in raised.stdout
+    assert "75 (+100 sent)" in cli("budget", "lg-pause", db=db_url).stdout
     done = graph_run(db_url, tmp_path, "lg-pause", "{}", "pause", "--resume")
     assert done == REPLIES
     assert asked(tmp_path) == 3  # the graph went on from its checkpoint: calls 1 and 2 not again

@@ -11,7 +11,7 @@ import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
 from ..book import MAX_LIMIT, MAX_SECONDS
-from ..coordination.budget import paused_at_cap, paused_below
+from ..coordination.budget import paused_at, paused_at_cap, paused_below, pending_raises
 from ..records import bounded
 from ..runtime.tree import descendants
 from . import render
@@ -299,11 +299,15 @@ def budget(
         return
     if raise_:
         amounts = _amounts(raise_)
+        events = book.journal(run_id)
+        # A run only its parent continues, at an ancestor's cap: the raise goes to the cap's run.
+        owner = paused_at(events) if paused_at(events, woken=True) is None else None
         signal_id = book.raise_budget(run_id, by=by, token=token, **amounts)
         if as_json:
             json_out({"signal": signal_id, "raised": amounts})
         else:
-            say(f"raise #{signal_id} sent to {run_id}: {amounts}")
+            to = f"{owner} (the run whose cap {run_id} waits at)" if owner else run_id
+            say(f"raise #{signal_id} sent to {to}: {amounts}")
         return
     _show_budget(book, run_id, as_json)
 
@@ -323,11 +327,17 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
         for n, v in book.budget(run.run_id)["spent"].items():
             tree[n] = tree.get(n, 0.0) + v
     names = sorted(set(state["caps"]) | set(state["spent"]) | set(tree))
+    journal = book.journal(run_id)
+    taken = {int(e.data["inbox_id"]) for e in journal if e.kind == "signal" and "inbox_id" in e.data}
+    sent = pending_raises(book.store, run_id, taken)  # raises the run has not taken yet
+
+    def cap(n: str) -> str:
+        shown = f"{state['caps'][n]:g}" if n in state["caps"] else "-"
+        return f"{shown} (+{sent[n]:g} sent)" if n in sent else shown
+
     if names:
         rows = [
-            [n, f"{state['spent'].get(n, 0.0):g}"]
-            + ([f"{tree.get(n, 0.0):g}"] if below else [])
-            + [f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
+            [n, f"{state['spent'].get(n, 0.0):g}"] + ([f"{tree.get(n, 0.0):g}"] if below else []) + [cap(n)]
             for n in names
         ]
         say(render.table(["quantity", "spent", *(["with runs below"] if below else []), "cap"], rows))

@@ -10,7 +10,7 @@ when it reads the message, with `authenticated` as the approvers file checks it 
 
 from __future__ import annotations
 
-from ..coordination.budget import paused_below
+from ..coordination.budget import paused_at, paused_below
 from ..errors import ConfigError
 from ..gates import identity
 from ..records import JSON
@@ -47,6 +47,12 @@ def raise_budget(
     if not amounts or any(not _positive(v) for v in amounts.values()):
         raise ConfigError("raise_budget needs positive amounts, e.g. usd=10")
     who = identify(claims, by, token, identity.ROLE)
+    events = claims.store.load(run_id)
+    owner = paused_at(events)
+    if owner is not None and paused_at(events, woken=True) is None:
+        # A run only its parent continues (a LangGraph model call's) waits at an ancestor's cap
+        # for no signal: the raise goes to the cap's run, which wakes the one driving it.
+        run_id = owner
     sent = send(claims, run_id, BUDGET_RAISE, dict(amounts), by, internal=True, identify=who)
     # The runs below waiting at this run's cap for its tree count the raise from now on
     # (`budget.pending_raises`); each is woken by an empty raise of its own, to look again.
