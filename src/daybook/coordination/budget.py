@@ -9,6 +9,14 @@ recorded, only when an admission would otherwise be refused, so replay takes the
 cap the run pauses (`on_cap="pause"`, the default): a recorded `budget:paused` step, then a
 durable wait for a raise (the run is suspended, holding no process); `on_cap="fail"` raises
 `BudgetExceeded` instead.
+
+A cap holds across the tree of runs below its run: a child's admission (a recorded
+`budget:tree` step) counts what the cap's run and every run below it spent, and the raises sent
+to it (taken or not: `pending_raises`) or taken for it below (`budget:tree-raise`). Past it the
+child pauses (or fails) as that cap's `on_cap` says; a raise sent to the cap's run wakes the
+runs below waiting at it. A run only its parent continues (a LangGraph model call's,
+`continued_by_parent`) stops at such a cap without waiting for a signal, and its parent
+suspends with it (`wait_below`).
 """
 
 from __future__ import annotations
