@@ -7,6 +7,7 @@ a run with a step on every lane, and a 10,000-step run."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -77,6 +78,29 @@ def test_a_crashed_and_resumed_run_shows_the_wire_unknown_then_resolved_and_wher
     assert crashed[1] < resumed[1]
 
 
+@pytest.mark.slow
+def test_a_process_killed_inside_a_model_call_is_marked_crashed_there_and_resumed_where_it_called_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    from test_framework_cost import child, out_of
+
+    killed = child(
+        db_url, tmp_path / "calls", "killed", "pydantic_ai", '{"usd": 100000}', "fail", "--die-at-call", "2"
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    out_of(child(db_url, tmp_path / "calls", "killed", "pydantic_ai", '{"usd": 100000}', "fail", "--resume"))
+    with Daybook(db_url) as book:
+        found = _timeline(book, "killed")
+        events = book.journal("killed")
+    calls = [(name, status) for lane, name, status in _bars(found) if "model.request" in name]
+    # Named with the model that answered; the one cut off answered when it was called again.
+    assert calls == [("pydantic_ai:pa__model.request (scripted-pa)", "confirmed")] * 2
+    crashed, resumed = (m for m in found["marks"] if m[0] in ("crashed", "resumed"))
+    reserved = [ev.seq for ev in events if ev.status == "reserved"]
+    assert crashed[2] == reserved[1]  # the reservation whose completion never came
+    assert resumed[2] > crashed[2] and resumed[2] <= reserved[2]
+
+
 def test_each_kind_of_step_is_a_bar_on_its_lane_with_its_status(
     db_url: str, bank: Any, tmp_path: Path
 ) -> None:
@@ -118,6 +142,24 @@ def test_a_step_a_retry_ran_again_after_a_fix_shows_its_first_run_superseded(
         ("read_flag", "confirmed"),
     ]
     assert [m[0] for m in found["marks"]] == ["started", "needs attention", "retried", "completed"]
+
+
+def test_a_run_waiting_at_an_approval_gate_shows_the_gate_open_on_the_waits_lane(
+    db_url: str, bank: Any
+) -> None:
+    from agents import restart
+
+    with Daybook(db_url, inline_wait=0.1) as book:
+        book.add_approver("oncall")
+        with pytest.raises(daybook.Suspended):
+            book.run(restart, bank.url, 3600.0, run_id="sre")
+        found = _timeline(book, "sre")
+        rows = _timeline(book, "sre", bar="1")
+    assert _bars(found) == [
+        ("decisions and model calls", "plan", "confirmed"),
+        ("waits and gates", "gate:restart_service", "open"),  # its request and the wait for its verdict
+    ]
+    assert [r[2] for r in rows["rows"]] == ["decision", "signal"]
 
 
 def test_an_unwound_saga_shows_each_leg_compensated_by_its_undo(db_url: str, bank: Any) -> None:

@@ -67,6 +67,7 @@ _WAITING: dict[str, dict[str, int]] = {
     Kind.SIGNAL.value: {"received": CONFIRMED, "timeout": FAILED},
     Kind.OBLIGATION.value: {"fulfilled": CONFIRMED, "cancelled": CANCELLED},
 }
+_STOPS = frozenset({*_ENDS.values(), "retried", "recovered"})
 _IN_FLIGHT = "in flight when the process that sent it stopped"  # journal/lifecycle.py
 
 
@@ -250,7 +251,7 @@ class _Builder:
     def _decision(self, bar: Bar, ev: Event) -> None:
         value = ev.data.get("value")
         if ev.status == RESERVED:
-            if len(bar.rows) >= 2 and bar.rows[-2].status == RESERVED:
+            if len(bar.rows) >= 2 and bar.rows[-2].status == RESERVED and not self._stopped(bar.rows[-2]):
                 self._crashed(bar, ev)  # reserved again: the call before never completed
             bar.status = OPEN
         elif bar.rows[0].name == "tx:begin":  # a transaction attempt: open until its end
@@ -263,6 +264,16 @@ class _Builder:
             if is_model_call(ev) and ev.status == Status.RECORDED:
                 bar.name = _name(ev)  # the model is named in the completion's row
             bar.status = FAILED if ev.status == Status.FAILED else CONFIRMED
+
+    def _stopped(self, since: Event) -> bool:
+        """Whether the run stopped on purpose after row `since` (parked, paused, retried...):
+        then a step begun again is not the mark of a crash."""
+        for mark in reversed(self.marks):
+            if mark.seq <= since.seq:
+                return False
+            if mark.kind in _STOPS:
+                return True
+        return False
 
     def _effect_of(self, key: str) -> Bar | None:
         for bar in reversed(self.bars):
@@ -309,9 +320,12 @@ def _tx_status(ev: Event, before: int) -> int:
 
 
 def _name(ev: Event) -> str:
+    """A bar's name: the step's, with the model that answered for a model call."""
     if ev.kind == Kind.DECISION and is_model_call(ev):
-        model = ev.data.get("value", {}).get("model") if isinstance(ev.data.get("value"), dict) else None
-        return f"{ev.name} ({model})" if model else ev.name
+        for part in ("why", "usage", "value"):
+            found = ev.data.get(part)
+            if isinstance(found, dict) and found.get("model"):
+                return f"{ev.name} ({found['model']})"
     return ev.name
 
 

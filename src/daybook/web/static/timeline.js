@@ -105,7 +105,7 @@
     series.push({
       type: "custom", name: "executions", renderItem: renderMark, animation: false, silent: false,
       data: d.marks.map(function (m) { return { name: m[0], value: [timeAxis ? m[1] : m[2], 0] }; }),
-      encode: { x: 0, y: 1 }, z: 1, tooltip: { show: true }
+      encode: { x: 0, y: 1 }, z: 1, tooltip: { show: true }, itemStyle: { color: "#666" }
     });
     var last = timeAxis ? d.end : d.last_seq;
     return {
