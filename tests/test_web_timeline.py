@@ -339,4 +339,13 @@ def test_in_a_browser_a_10000_step_run_is_drawn_and_zooms_to_journal_order(
             "var box = document.getElementById('timeline-chart');"
             "return echarts.getInstanceByDom(box).getOption().xAxis[0].max;"
         )
-        assert xmax == 10_002  # run_started, 10,000 decisions, run_completed
+        assert xmax == 10_002.5  # run_started, 10,000 decisions, run_completed: one slot each
+        # Zoomed in to ten rows in the middle, a click on row 5,005 shows that row's step.
+        browser.execute_script(
+            "echarts.getInstanceByDom(document.getElementById('timeline-chart'))"
+            ".dispatchAction({type: 'dataZoom', startValue: 5000, endValue: 5010});"
+        )
+        _click_bar(browser, 0, 5005)
+        wait_until(lambda: browser.find_element(By.ID, "timeline-rows").get_attribute("data-loaded") == "1")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#bar-rows tbody tr td")
+        assert [td.text for td in rows[:3]] == ["5005", "5004", "decision"]

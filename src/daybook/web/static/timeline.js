@@ -4,6 +4,10 @@
 // on a bar fetches its rows (&bar=N) and shows them under the chart, built with textContent
 // (never innerHTML: the rows hold whatever tools and models returned). Sets data-ready="1" on
 // #view once the chart is drawn (the browser tests and benchmarks/web.py wait for it).
+//
+// Each status's bars are drawn as one canvas path (a shape of many rectangles), not one element
+// per bar: 10,000 elements took most of a second to lay out, one path a few milliseconds. So the
+// pointer is matched to a bar here (`barAt`), for the click and for the tip.
 (function () {
   "use strict";
   var view = document.getElementById("view");
@@ -15,11 +19,24 @@
     compensated: "#8a5cc2", superseded: "#a3a3a3", open: "#8ecae6", cancelled: "#5b5b5b"
   };
   var MARK_COLORS = { crashed: "#d2413a", resumed: "#2b7bbd", started: "#555", replayed: "#7a9" };
-  var STYLES = [];
+  var MIN_WIDTH = 2; // pixels: a step of one row (a decision) is still a visible bar
   var src = view.getAttribute("data-src");
   var chart = null;
-  var got = null;
+  var got = null; // the JSON drawn
+  var cols = {}; // bar column name -> index
+  var perStatus = []; // per status, its bars: [x0, x1, lane, bar index, track, first seq, step]
+  var hidden = {}; // statuses the legend turned off
   var axis = "time";
+  var tip = null;
+
+  echarts.graphic.registerShape("daybookBars", echarts.graphic.extendShape({
+    type: "daybookBars",
+    shape: { rects: [] },
+    buildPath: function (ctx, shape) {
+      var r = shape.rects;
+      for (var i = 0; i < r.length; i += 4) { ctx.rect(r[i], r[i + 1], r[i + 2], r[i + 3]); }
+    }
+  }));
 
   function text(tag, value) {
     var el = document.createElement(tag);
@@ -33,38 +50,59 @@
     view.setAttribute("data-error", message);
   }
 
-  // Bars by status: [x0, x1, lane, bar index, track in its lane, first seq, step].
   function seriesData(d) {
-    var cols = {};
-    d.bar_columns.forEach(function (c, i) { cols[c] = i; });
     var out = d.statuses.map(function () { return []; });
     var timeAxis = axis === "time";
     for (var i = 0; i < d.bars.length; i++) {
       var b = d.bars[i];
-      var x0 = timeAxis ? b[cols.start] : b[cols.first_seq];
-      var x1 = timeAxis ? b[cols.end] : b[cols.last_seq];
+      // In journal order a row is a slot one wide, centred on its seq.
+      var x0 = timeAxis ? b[cols.start] : b[cols.first_seq] - 0.4;
+      var x1 = timeAxis ? b[cols.end] : b[cols.last_seq] + 0.4;
       out[b[cols.status]].push([x0, x1, b[cols.lane], i, b[cols.track], b[cols.first_seq], b[cols.step]]);
     }
     return out;
   }
 
-  function renderBar(params, api) {
-    var lane = api.value(2);
-    var a = api.coord([api.value(0), lane]);
-    var b = api.coord([api.value(1), lane]);
-    var band = api.size([0, 1])[1] * 0.8;
-    var h = band / got.tracks[lane];
-    var top = a[1] - band / 2 + api.value(4) * h;
-    var rect = { x: a[0], y: top + h * 0.1, width: Math.max(b[0] - a[0], 2), height: h * 0.8 };
-    var shape = echarts.graphic.clipRectByRect(rect, params.coordSys);
-    // One style object per status, not api.style() per bar: that call dominated the drawing.
-    return shape && { type: "rect", shape: shape, style: STYLES[params.seriesIndex], transition: [] };
+  // Where things are in pixels now: x = ax + kx * value; lane i's band is centred on laneY[i].
+  function frame(toPixel) {
+    var p0 = toPixel([0, 0]);
+    var p1 = toPixel([1, 1]);
+    return { ax: p0[0], kx: p1[0] - p0[0], y0: p0[1], ky: p1[1] - p0[1], band: Math.abs(p1[1] - p0[1]) * 0.8 };
+  }
+
+  // The rectangle of one bar item in pixels: [x, y, width, height].
+  function rectOf(f, item) {
+    var x0 = f.ax + f.kx * item[0];
+    var x1 = f.ax + f.kx * item[1];
+    var h = f.band / got.tracks[item[2]];
+    var top = f.y0 + f.ky * item[2] - f.band / 2 + item[4] * h;
+    return [x0, top + h * 0.1, Math.max(x1 - x0, MIN_WIDTH), h * 0.8];
+  }
+
+  // All of a status's bars, drawn once (on its first item; the other items draw nothing).
+  function renderBars(params, api) {
+    if (params.dataIndex !== 0) { return null; }
+    var items = perStatus[params.seriesIndex];
+    var sys = params.coordSys;
+    var f = frame(function (v) { return api.coord(v); });
+    var left = sys.x;
+    var right = sys.x + sys.width;
+    var rects = [];
+    for (var i = 0; i < items.length; i++) {
+      var r = rectOf(f, items[i]);
+      if (r[0] > right || r[0] + r[2] < left) { continue; }
+      var x0 = Math.max(r[0], left);
+      var x1 = Math.min(r[0] + r[2], right);
+      rects.push(x0, r[1], Math.max(x1 - x0, Math.min(MIN_WIDTH, right - x0)), r[3]);
+    }
+    var color = COLORS[got.statuses[params.seriesIndex]] || "#999";
+    return { type: "daybookBars", shape: { rects: rects }, style: { fill: color }, silent: true };
   }
 
   function renderMark(params, api) {
     var x = api.coord([api.value(0), 0])[0];
     var sys = params.coordSys;
-    if (x < sys.x || x > sys.x + sys.width) { return null; }
+    if (x < sys.x - 1 || x > sys.x + sys.width + 1) { return null; }
     var kind = got.marks[params.dataIndex][0];
     var color = MARK_COLORS[kind] || "#888";
     var before = got.marks[params.dataIndex - 1];
@@ -81,40 +119,36 @@
       children: children.concat([
         { type: "line", shape: { x1: x, y1: sys.y, x2: x, y2: sys.y + sys.height },
           style: { stroke: color, lineWidth: 2, lineDash: [6, 3] }, silent: true },
-        { type: "text", x: left ? x - 3 : x + 3, y: sys.y + 2 + (params.dataIndex % 3) * 14,
+        { type: "text", x: left ? x - 3 : x + 3, y: sys.y + 2 + (params.dataIndex % 3) * 14, silent: true,
           style: { text: kind, fill: color, font: "bold 12px sans-serif", align: left ? "right" : "left" } }
       ])
     };
   }
 
   function option(d) {
-    var perStatus = seriesData(d);
-    var cols = {};
-    d.bar_columns.forEach(function (c, i) { cols[c] = i; });
+    perStatus = seriesData(d);
     var perLane = d.lanes.map(function () { return 0; });
     d.bars.forEach(function (b) { perLane[b[cols.lane]] += 1; });
-    STYLES = d.statuses.map(function (status) { return { fill: COLORS[status] || "#999" }; });
     var series = d.statuses.map(function (status, i) {
       return {
-        type: "custom", name: status, renderItem: renderBar, data: perStatus[i],
+        type: "custom", name: status, renderItem: renderBars, data: perStatus[i],
         encode: { x: [0, 1], y: 2 }, itemStyle: { color: COLORS[status] || "#999" },
-        progressive: 0, animation: false, clip: true, z: 2
+        progressive: 0, animation: false, silent: true, z: 2
       };
     });
     var timeAxis = axis === "time";
     series.push({
-      type: "custom", name: "executions", renderItem: renderMark, animation: false, silent: false,
+      type: "custom", name: "executions", renderItem: renderMark, animation: false, silent: true,
       data: d.marks.map(function (m) { return { name: m[0], value: [timeAxis ? m[1] : m[2], 0] }; }),
-      encode: { x: 0, y: 1 }, z: 1, tooltip: { show: true }, itemStyle: { color: "#666" }
+      encode: { x: 0, y: 1 }, z: 1, itemStyle: { color: "#666" }
     });
     var last = timeAxis ? d.end : d.last_seq;
     return {
       animation: false,
-      legend: { top: 0, data: d.statuses.concat(["executions"]) },
+      legend: { top: 0, data: d.statuses.concat(["executions"]), selected: hiddenMap() },
       grid: { left: 190, right: 30, top: 40, bottom: 70 },
-      tooltip: { trigger: "item", renderMode: "richText", formatter: tip },
       xAxis: {
-        type: "value", min: timeAxis ? 0 : 1, max: Math.max(last, timeAxis ? 0.001 : 2),
+        type: "value", min: timeAxis ? 0 : 0.5, max: timeAxis ? Math.max(last, 0.001) : last + 0.5,
         name: timeAxis ? "seconds since the run started" : "journal row (seq)", nameLocation: "middle",
         nameGap: 25, axisLabel: { hideOverlap: true }
       },
@@ -122,26 +156,82 @@
         type: "category", inverse: true,
         data: d.lanes.map(function (l, i) { return l + " (" + perLane[i] + ")"; })
       },
+      // filterMode "none": every bar stays in its series; renderBars draws the ones in view.
       dataZoom: [
-        { type: "slider", xAxisIndex: 0, filterMode: "weakFilter", bottom: 10 },
-        { type: "inside", xAxisIndex: 0, filterMode: "weakFilter" }
+        { type: "slider", xAxisIndex: 0, filterMode: "none", bottom: 10 },
+        { type: "inside", xAxisIndex: 0, filterMode: "none" }
       ],
       series: series
     };
   }
 
-  // Plain text (the tooltip is drawn on the canvas: nothing in it is parsed as markup).
-  function tip(p) {
-    if (p.seriesName === "executions") {
-      var m = got.marks[p.dataIndex];
-      return m[0] + " at +" + m[1] + "s (row " + m[2] + "): " + m[3];
+  function hiddenMap() {
+    var out = {};
+    Object.keys(hidden).forEach(function (k) { if (hidden[k]) { out[k] = false; } });
+    return out;
+  }
+
+  // The bar under pixel (px, py) of the chart, or -1: the narrowest one there (with a margin of
+  // a few pixels around a thin bar).
+  function barAt(px, py) {
+    if (!chart.containPixel({ gridIndex: 0 }, [px, py])) { return -1; }
+    var f = frame(function (v) { return chart.convertToPixel({ gridIndex: 0 }, v); });
+    var best = -1;
+    var bestWidth = Infinity;
+    for (var s = 0; s < perStatus.length; s++) {
+      if (hidden[got.statuses[s]]) { continue; }
+      var items = perStatus[s];
+      for (var i = 0; i < items.length; i++) {
+        var r = rectOf(f, items[i]);
+        if (py < r[1] || py > r[1] + r[3]) { continue; }
+        var slack = r[2] < 6 ? 3 : 0;
+        if (px >= r[0] - slack && px <= r[0] + r[2] + slack && r[2] < bestWidth) {
+          best = items[i][3];
+          bestWidth = r[2];
+        }
+      }
     }
-    var b = got.bars[p.value[3]];
-    var cols = {};
-    got.bar_columns.forEach(function (c, i) { cols[c] = i; });
-    return got.names[b[cols.name]] + " (step " + b[cols.step] + ", " + p.seriesName + ")\n" +
+    return best;
+  }
+
+  function markAt(px) {
+    var f = frame(function (v) { return chart.convertToPixel({ gridIndex: 0 }, v); });
+    for (var i = got.marks.length - 1; i >= 0; i--) {
+      var x = f.ax + f.kx * (axis === "time" ? got.marks[i][1] : got.marks[i][2]);
+      if (Math.abs(x - px) <= 3) { return i; }
+    }
+    return -1;
+  }
+
+  function describe(n) {
+    var b = got.bars[n];
+    return got.names[b[cols.name]] + " (step " + b[cols.step] + ", " + got.statuses[b[cols.status]] + ")\n" +
       "rows " + b[cols.first_seq] + " to " + b[cols.last_seq] + ", +" + b[cols.start] + "s to +" +
       b[cols.end] + "s\nclick for its rows";
+  }
+
+  // The tip follows the pointer: plain text in a div of its own (textContent, no markup).
+  function showTip(e) {
+    var n = barAt(e.offsetX, e.offsetY);
+    var m = n < 0 ? markAt(e.offsetX) : -1;
+    if (n < 0 && m < 0) { tip.style.display = "none"; chart.getZr().setCursorStyle("default"); return; }
+    tip.textContent = n >= 0 ? describe(n) :
+      got.marks[m][0] + " at +" + got.marks[m][1] + "s (row " + got.marks[m][2] + "): " + got.marks[m][3];
+    tip.style.display = "block";
+    tip.style.left = Math.min(e.offsetX + 14, box.clientWidth - 320) + "px";
+    tip.style.top = (e.offsetY + 14) + "px";
+    chart.getZr().setCursorStyle(n >= 0 ? "pointer" : "default");
+  }
+
+  function makeTip() {
+    var el = document.createElement("div");
+    el.id = "timeline-tip";
+    var s = el.style;
+    s.position = "absolute"; s.display = "none"; s.pointerEvents = "none"; s.zIndex = "10";
+    s.background = "#fff"; s.border = "1px solid #889"; s.borderRadius = "4px"; s.padding = "4px 8px";
+    s.font = "12px system-ui, sans-serif"; s.whiteSpace = "pre"; s.maxWidth = "320px";
+    s.boxShadow = "0 1px 4px rgba(0,0,0,.2)";
+    return el;
   }
 
   function showRows(n) {
@@ -183,19 +273,30 @@
 
   function draw(d) {
     got = d;
+    d.bar_columns.forEach(function (c, i) { cols[c] = i; });
     if (window.performance && performance.mark) { performance.mark("timeline-data"); }
     box.style.height = (160 + 48 * d.lanes.length) + "px";
     box.style.width = "100%";
+    box.style.position = "relative";
     chart = echarts.init(box, null, { renderer: "canvas" });
+    tip = makeTip();
+    box.appendChild(tip);
     chart.on("finished", function ready() {
       chart.off("finished", ready);
       box.setAttribute("data-bars", String(d.bars.length));
       view.setAttribute("data-ready", "1");
       if (window.performance && performance.mark) { performance.mark("timeline-ready"); }
     });
-    chart.on("click", function (p) {
-      if (p.seriesName !== "executions" && p.value) { showRows(p.value[3]); }
+    chart.on("legendselectchanged", function (e) {
+      Object.keys(e.selected).forEach(function (k) { hidden[k] = !e.selected[k]; });
     });
+    var zr = chart.getZr();
+    zr.on("click", function (e) {
+      var n = barAt(e.offsetX, e.offsetY);
+      if (n >= 0) { showRows(n); }
+    });
+    zr.on("mousemove", showTip);
+    zr.on("globalout", function () { tip.style.display = "none"; });
     chart.setOption(option(d));
     window.addEventListener("resize", function () { chart.resize(); });
   }
