@@ -162,6 +162,33 @@ def test_a_run_waiting_at_an_approval_gate_shows_the_gate_open_on_the_waits_lane
     assert [r[2] for r in rows["rows"]] == ["decision", "signal"]
 
 
+def test_a_recovered_run_shows_the_steps_its_branch_ran_again_superseded_then_run_again(
+    book: Daybook, tmp_path: Path
+) -> None:
+    import dart_schedule as ds
+
+    cal = str(tmp_path / "calendar.db")
+    ds.calendar(cal)
+    ds.arm(cal, "confirm")  # the producer's confirmation fails once, after its consumers committed
+    sink = ds.Sink().start()
+    try:
+        with pytest.raises(daybook.RunFailed):
+            book.run(ds.schedule, cal, "127.0.0.1", sink.port, run_id="sched", hold=True)
+        rec = book.recover("sched")
+    finally:
+        sink.stop()
+    found = _timeline(book, "sched")
+    cols = found["bar_columns"]
+    by_step: dict[int, list[str]] = {}
+    for b in found["bars"]:
+        by_step.setdefault(b[cols.index("step")], []).append(STATUSES[b[cols.index("status")]])
+    for step in rec.superseded:
+        assert by_step[step] == ["superseded", "confirmed"], step
+    assert all(statuses == ["confirmed"] for step, statuses in by_step.items() if step not in rec.superseded)
+    recovered = [m for m in found["marks"] if m[0] == "recovered"]
+    assert len(recovered) == 1 and str(rec.superseded[0]) in recovered[0][3]
+
+
 def test_an_unwound_saga_shows_each_leg_compensated_by_its_undo(db_url: str, bank: Any) -> None:
     from agents import saga
 
