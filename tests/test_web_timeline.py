@@ -376,3 +376,33 @@ def test_in_a_browser_a_10000_step_run_is_drawn_and_zooms_to_journal_order(
         wait_until(lambda: browser.find_element(By.ID, "timeline-rows").get_attribute("data-loaded") == "1")
         rows = browser.find_elements(By.CSS_SELECTOR, "#bar-rows tbody tr td")
         assert [td.text for td in rows[:3]] == ["5005", "5004", "decision"]
+
+
+def test_in_a_browser_an_open_timeline_of_a_waiting_run_follows_it_to_its_end(
+    browser: Any, tmp_path: Path, bank: Any
+) -> None:
+    from agents import approval
+
+    db_url = f"sqlite:///{tmp_path / 'live.db'}"
+    with Daybook(db_url, inline_wait=0.1) as book, pytest.raises(daybook.Suspended):
+        book.run(approval, bank.url, run_id="waits")
+    with web_server(db_url) as base:
+        option = _open(browser, base, "waits")
+        found = httpx.get(f"{base}/api/views/timeline", params={"run": "waits"}).json()
+        assert _drawn(option, found["names"], found["bars"]) == [
+            ("waits and gates", "signal:approve", "open")
+        ]
+        with Daybook(db_url) as book:
+            book.signal("waits", "approve", {"ok": True}, sender="cfo")
+            book.resume("waits", app="agents")
+        ended = httpx.get(f"{base}/api/views/timeline", params={"run": "waits"}).json()
+        wait_until(
+            lambda: (
+                browser.find_element(By.ID, "view").get_attribute("data-last-seq") == str(ended["last_seq"])
+            )
+        )
+        option = browser.execute_script(_OPTION)
+        assert sorted(_drawn(option, ended["names"], ended["bars"])) == [
+            ("effects", "pay", "confirmed"),
+            ("waits and gates", "signal:approve", "confirmed"),
+        ]

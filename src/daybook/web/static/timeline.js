@@ -298,7 +298,31 @@
     zr.on("mousemove", showTip);
     zr.on("globalout", function () { tip.style.display = "none"; });
     chart.setOption(option(d));
+    view.setAttribute("data-last-seq", String(d.last_seq));
     window.addEventListener("resize", function () { chart.resize(); });
+    follow();
+  }
+
+  // A run still going (or waiting for a person) is fetched again every few seconds and redrawn
+  // when its journal grew; the zoom stays where the person put it.
+  var LIVE = { pending: 1, running: 1, suspended: 1, paused: 1, needs_attention: 1 };
+  var EVERY = 3000;
+
+  function follow() {
+    if (!LIVE[got.status]) { return; }
+    setTimeout(function () {
+      fetch(src, { credentials: "same-origin", cache: "no-store" })
+        .then(function (r) { return r.json(); })
+        .then(function (d) {
+          if (!d.error && (d.last_seq !== got.last_seq || d.status !== got.status)) {
+            got = d;
+            chart.setOption(option(d));
+            view.setAttribute("data-last-seq", String(d.last_seq));
+          }
+          follow();
+        })
+        .catch(follow);
+    }, EVERY);
   }
 
   function setAxis(name) {
