@@ -146,64 +146,84 @@ def diff(book: Daybook, run_id: str, key: str | None) -> dict[str, Any]:
     out["kind"] = chosen.kind
     out["at"] = row.at
     if chosen.kind == "fork":
-        origin, at = str(row.data[FORK_OF]), int(row.data.get("at") or 0)
-        before_rows = current_branch(store, origin)
-        before: dict[int, list[Event]] = {}
-        for ev in before_rows:
-            if ev.step is not None:
-                before.setdefault(ev.step, []).append(ev)
-        took = SUPERSEDE in row.data
-        soft = {int(s) for s in row.data.get("soft") or ()}
-        marks = {
-            s: "shared" if s <= at else ("soft" if s in soft else "superseded") if took else "left standing"
-            for s in before
-        }
-        later_keys = _effect_keys(before, [s for s in before if s > at])
-        undone = _undos(store, later_keys)
-        out["origin"] = origin
-        how = "took over its later steps" if took else "left its later steps standing"
-        out["summary"] = (
-            f"Fork of {origin} at step {at} by {row.data.get('by')}: it shares steps up to {at} "
-            f"(replayed, never re-fired) and {how}."
-        )
-        out["undo_run"] = undo_run_id(origin, at)
-        old_mark = "replayed"
+        side = _fork_side(store, row, out)
+    elif chosen.kind == "revision":
+        side = _revision_side(store, run_id, own, chosen, out)
     else:
-        before = _steps(store, run_id, own[: chosen.index])
-        if chosen.kind == "revision":
-            marks = dict.fromkeys(before, "kept")
-            comps = {
-                keys.compensated(str(ev.key)): ev
-                for ev in own[chosen.index :]
-                if ev.kind == Kind.INTENT and keys.is_compensation(ev.key)
-            }
-            undone = _undos(store, [k for k in _effect_keys(before, list(before)) if k in comps])
-            revs = [r for r in row.data.get("revisions") or [] if isinstance(r, dict)]
-            said = "; ".join(f"{r.get('kind')} {r.get('text')!r} by {r.get('author')}" for r in revs)
-            conflicts = row.data.get("conflicts") or []
-            out["summary"] = f"Revision read at step {row.step}: {said}." + (
-                f" Conflicts: {conflicts}." if conflicts else ""
-            )
-            old_mark = "kept"
-        else:
-            sup = {int(s) for s in row.data.get("supersede") or ()}
-            soft = {int(s) for s in row.data.get("soft") or ()}
-            marks = {s: ("soft" if s in soft else "superseded") if s in sup else "kept" for s in before}
-            undone = _undos(store, _effect_keys(before, sorted(sup - soft)))
-            rec = row.data.get("recovery")
-            n = int(row.data.get("branch") or 1)
-            if isinstance(rec, dict):
-                out.update(_recovery(rec, row, n))
-                out["undo_run"] = run_id_of(run_id, n)
-            else:
-                out["summary"] = (
-                    f"Retry {n} by {row.data.get('by')} (the run was {row.data.get('from')}): "
-                    f"step(s) {sorted(sup)} run again, every other step replays."
-                )
-            old_mark = "replayed"
+        side = _branch_side(store, run_id, own, chosen, out)
+    before, marks, undone, old_mark = side
     out["rows"] = _rows(run_id, before, marks, after, row, chosen, undone, old_mark, info.status)
     out["undone"] = list(undone.values())
     return out
+
+
+# What a branch's diff is made of: the steps before it by step, each step's mark before, the
+# undos of its acts found by key, and the mark of an unchanged step after it.
+Side = tuple[dict[int, list[Event]], dict[int, str], dict[str, dict[str, Any]], str]
+
+
+def _fork_side(store: Store, row: Event, out: dict[str, Any]) -> Side:
+    """A fork: before is the original's current branch, shared up to the fork point."""
+    origin, at = str(row.data[FORK_OF]), int(row.data.get("at") or 0)
+    before: dict[int, list[Event]] = {}
+    for ev in current_branch(store, origin):
+        if ev.step is not None:
+            before.setdefault(ev.step, []).append(ev)
+    took = SUPERSEDE in row.data
+    soft = {int(s) for s in row.data.get("soft") or ()}
+    later = {
+        s: ("soft" if s in soft else "superseded") if took else "left standing" for s in before if s > at
+    }
+    marks = {s: later.get(s, "shared") for s in before}
+    undone = _undos(store, _effect_keys(before, list(later)))
+    how = "took over its later steps" if took else "left its later steps standing"
+    out["origin"] = origin
+    out["undo_run"] = undo_run_id(origin, at)
+    out["summary"] = (
+        f"Fork of {origin} at step {at} by {row.data.get('by')}: it shares steps up to {at} "
+        f"(replayed, never re-fired) and {how}."
+    )
+    return before, marks, undone, "replayed"
+
+
+def _revision_side(store: Store, run_id: str, own: list[Event], chosen: Branch, out: dict[str, Any]) -> Side:
+    """A steering revision: before is the run up to it; a retraction's undos come after it."""
+    row = chosen.row
+    before = _steps(store, run_id, own[: chosen.index])
+    comps = {
+        keys.compensated(str(ev.key))
+        for ev in own[chosen.index :]
+        if ev.kind == Kind.INTENT and keys.is_compensation(ev.key)
+    }
+    undone = _undos(store, [k for k in _effect_keys(before, list(before)) if k in comps])
+    revs = [r for r in row.data.get("revisions") or [] if isinstance(r, dict)]
+    said = "; ".join(f"{r.get('kind')} {r.get('text')!r} by {r.get('author')}" for r in revs)
+    conflicts = row.data.get("conflicts") or []
+    out["summary"] = f"Revision read at step {row.step}: {said}." + (
+        f" Conflicts: {conflicts}." if conflicts else ""
+    )
+    return before, dict.fromkeys(before, "kept"), undone, "kept"
+
+
+def _branch_side(store: Store, run_id: str, own: list[Event], chosen: Branch, out: dict[str, Any]) -> Side:
+    """A recovery's or a retry's journal branch: the steps it supersedes run again."""
+    row = chosen.row
+    before = _steps(store, run_id, own[: chosen.index])
+    sup = {int(s) for s in row.data.get("supersede") or ()}
+    soft = {int(s) for s in row.data.get("soft") or ()}
+    marks = {s: ("soft" if s in soft else "superseded") if s in sup else "kept" for s in before}
+    undone = _undos(store, _effect_keys(before, sorted(sup - soft)))
+    rec = row.data.get("recovery")
+    n = int(row.data.get("branch") or 1)
+    if isinstance(rec, dict):
+        out.update(_recovery(rec, row, n))
+        out["undo_run"] = run_id_of(run_id, n)
+    else:
+        out["summary"] = (
+            f"Retry {n} by {row.data.get('by')} (the run was {row.data.get('from')}): "
+            f"step(s) {sorted(sup)} run again, every other step replays."
+        )
+    return before, marks, undone, "replayed"
 
 
 def _effect_keys(steps: dict[int, list[Event]], which: list[int]) -> list[str]:
@@ -365,39 +385,75 @@ def _cell(side: dict[str, Any] | None) -> list[Any]:
     return [what, tag("span", mark, class_="mark m-" + mark.replace(" ", "-"))]
 
 
+def _picker(run_id: str, found: dict[str, Any]) -> Markup:
+    """Links to each journal branch of the run (the one shown in bold)."""
+    items: list[Any] = ["journal branches: "]
+    for i, b in enumerate(found["branches"]):
+        shown = b["key"] == found["branch"]
+        title = (
+            tag("strong", b["title"])
+            if shown
+            else link(views.href(run_id, "recovery", branch=b["key"]), b["title"])
+        )
+        items += [" | " if i else "", title]
+    return tag("p", *items, id="branches")
+
+
+def _no_branch(found: dict[str, Any]) -> list[Any]:
+    """A run with no branch: for a failed or parked one, what a recovery would do."""
+    parts: list[Any] = [
+        tag(
+            "p",
+            "No journal branch: this run was never recovered, retried, forked or steered.",
+            id="diff-summary",
+        )
+    ]
+    preview = found["preview"]
+    if preview and preview.get("error"):
+        parts.append(tag("p", "daybook recover --dry-run: ", preview["error"], id="preview"))
+    elif preview:
+        where = f" at {preview['checkpoint']}" if preview["checkpoint"] else ""
+        what = f"{preview['action']} {preview['instance'] or 'the whole task'}{where}"
+        parts.append(
+            tag(
+                "section",
+                tag("h2", "What a recovery would do (daybook recover --explain --dry-run)"),
+                tag("p", f"{what} ({preview['policy']}: {preview['reason']})", id="preview"),
+                verdict_table(preview["verdicts"]) if preview["verdicts"] else "",
+            )
+        )
+    return parts
+
+
+def _undone_table(undone: list[dict[str, Any]]) -> Markup:
+    rows = [
+        [
+            tag("code", u["key"]),
+            tag("code", u["undo"]),
+            link(run_href(u["run"]), u["run"]),
+            u["step"],
+            status(u["status"]),
+        ]
+        for u in undone
+    ]
+    return tag(
+        "section",
+        tag("h2", "Undone (compensations)"),
+        table(["act", "undo", "in run", "step", "status"], rows, id="undone"),
+    )
+
+
 def shell(book: Daybook, run_id: str, query: views.Query) -> Markup:
     found = diff(book, run_id, query.get("branch") or None)
-    picker = [
-        tag("strong", b["title"]) if b["key"] == found["branch"] else link(views.href(run_id, "recovery", branch=b["key"]), b["title"])
-        for b in found["branches"]
-    ]
-    parts: list[Any] = []
-    if picker:
-        items: list[Any] = ["journal branches: "]
-        for i, p in enumerate(picker):
-            items += [" | " if i else "", p]
-        parts.append(tag("p", *items, id="branches"))
+    parts: list[Any] = [_picker(run_id, found)] if found["branches"] else []
     if found["branch"] is None:
-        parts.append(tag("p", "No journal branch: this run was never recovered, retried, forked or steered.", id="diff-summary"))
-        preview = found["preview"]
-        if preview and preview.get("error"):
-            parts.append(tag("p", "daybook recover --dry-run: ", preview["error"], id="preview"))
-        elif preview:
-            where = f" at {preview['checkpoint']}" if preview["checkpoint"] else ""
-            parts.append(
-                tag(
-                    "section",
-                    tag("h2", "What a recovery would do (daybook recover --explain --dry-run)"),
-                    tag("p", f"{preview['action']} {preview['instance'] or 'the whole task'}{where} ({preview['policy']}: {preview['reason']})", id="preview"),
-                    verdict_table(preview["verdicts"]) if preview["verdicts"] else "",
-                )
-            )
-        return join(parts)
+        return join(parts + _no_branch(found))
     parts.append(tag("p", found["summary"], id="diff-summary"))
     if found.get("origin"):
         parts.append(tag("p", "original: ", link(run_href(found["origin"]), found["origin"])))
     if found["verdicts"]:
-        parts.append(tag("section", tag("h2", "Checkpoints (the --explain verdict of each)"), verdict_table(found["verdicts"])))
+        title = tag("h2", "Checkpoints (the --explain verdict of each)")
+        parts.append(tag("section", title, verdict_table(found["verdicts"])))
     rows: list[list[Any]] = []
     for r in found["rows"]:
         if "gap" in r:
@@ -405,25 +461,10 @@ def shell(book: Daybook, run_id: str, query: views.Query) -> Markup:
             rows.append(["", tag("em", f"steps {a} to {b}: {r['count']} unchanged"), "", "", ""])
         else:
             rows.append([r["step"], *_cell(r["before"]), *_cell(r["after"])])
-    parts.append(
-        tag(
-            "section",
-            tag("h2", "Steps, before and after"),
-            table(["step", "before", "", "after", ""], rows, id="diff", class_="diff"),
-        )
-    )
+    diff_table = table(["step", "before", "", "after", ""], rows, id="diff", class_="diff")
+    parts.append(tag("section", tag("h2", "Steps, before and after"), diff_table))
     if found["undone"]:
-        undo_rows = [
-            [tag("code", u["key"]), tag("code", u["undo"]), link(run_href(u["run"]), u["run"]), u["step"], status(u["status"])]
-            for u in found["undone"]
-        ]
-        parts.append(
-            tag(
-                "section",
-                tag("h2", "Undone (compensations)"),
-                table(["act", "undo", "in run", "step", "status"], undo_rows, id="undone"),
-            )
-        )
+        parts.append(_undone_table(found["undone"]))
     return join(parts)
 
 

@@ -82,7 +82,13 @@ def up(store: Store, info: RunInfo, first: Event | None) -> tuple[str, str, str]
         return "fork", origin, f"fork at step {data.get('at')}{took}"
     if info.workflow == RECOVER_WORKFLOW and info.parent_run:
         undo = _UNDO.match(info.run_id.removeprefix(info.parent_run))
-        why = f"a fork at step {undo.group(2)}" if undo and undo.group(2) else f"recovery {undo.group(1)}" if undo else "a recovery"
+        why = (
+            f"a fork at step {undo.group(2)}"
+            if undo and undo.group(2)
+            else f"recovery {undo.group(1)}"
+            if undo
+            else "a recovery"
+        )
         return "recovery", info.parent_run, f"undoes acts of {info.parent_run} for {why}"
     found = _SEGMENT.match(info.run_id)
     if found:
@@ -219,7 +225,11 @@ def _speculation(
     names = [str(n) for n in (ev.data.get("value") or {}).get("branches") or []]
     cut_step = step + (len(names) + 1) * BLOCK
     cut_row = decisions.get(cut_step)
-    cut = [str(n) for n in cut_row.data.get("value") or []] if cut_row is not None and cut_row.name == CUT else []
+    cut = (
+        [str(n) for n in cut_row.data.get("value") or []]
+        if cut_row is not None and cut_row.name == CUT
+        else []
+    )
     chose = decisions.get(cut_step + 1)
     winner = chose.data.get("value") if chose is not None and chose.name == "tx:choose" else None
     nid = f"{run_id}#spec{step}"
@@ -237,7 +247,11 @@ def _speculation(
     group = f"{run_id}/spec/{step}/"
     for i, name in enumerate(names):
         first, last = step + (i + 1) * BLOCK, step + (i + 2) * BLOCK
-        tx = [t for t in txs if str(t["tx_id"]).startswith(group) and _in_block(str(t["tx_id"]), group, first, last)]
+        tx = [
+            t
+            for t in txs
+            if str(t["tx_id"]).startswith(group) and _in_block(str(t["tx_id"]), group, first, last)
+        ]
         steps = len({ev.step for ev in events if ev.step is not None and first <= ev.step < last})
         if winner is None:
             state = "running"
