@@ -215,3 +215,15 @@ def test_in_a_browser_a_recovered_run_shows_its_restored_checkpoint_and_marked_s
         ]
         said = [e["message"] for e in browser.get_log("browser")]
         assert not [m for m in said if "Content Security Policy" in m], said
+
+
+def test_a_retry_after_a_fix_shows_the_step_that_raised_run_again_and_the_rest_replayed(
+    book: Daybook,
+) -> None:
+    wf.make_retried(book)
+    found = diff(book, "flaky", None)
+    assert (found["branch"], found["kind"]) == ("r1", "retry")
+    assert "step(s) [2] run again" in found["summary"]
+    assert _marks(found) == {1: ("kept", "replayed"), 2: ("superseded", "ran again"), 3: (None, "new")}
+    rows = {r["step"]: r for r in found["rows"]}
+    assert (rows[2]["before"]["status"], rows[2]["after"]["status"]) == ("failed", "recorded")

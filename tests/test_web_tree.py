@@ -187,3 +187,12 @@ def test_in_a_browser_the_tree_draws_each_node_with_its_status_and_a_click_opens
         ]
         heavy = browser.find_elements(By.CSS_SELECTOR, "#tree-nodes strong")
         assert [h.text for h in heavy] == ["(this run)"]
+
+
+def test_a_retry_after_a_fix_is_a_journal_branch_of_its_run_linking_to_its_diff(book: Daybook) -> None:
+    wf.make_retried(book)
+    root, _ = tree(book, "flaky")
+    [branch] = root.children
+    assert (branch.label, branch.status, branch.kind) == ("retry 1", "retried", "journal-branch")
+    assert branch.detail.endswith("steps 2 run again")
+    assert branch.href == "/runs/flaky?view=recovery&branch=r1"

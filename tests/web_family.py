@@ -90,3 +90,29 @@ def make_steered(book: Daybook) -> None:
     book.steer("steered", "revise", "shorter, please", author="bo", wait=0)
     book.signal("steered", "go")
     book.resume("steered")
+
+
+BROKEN = {"price": True}  # the bug the retried run hits once, then is fixed
+
+
+def _price() -> int:
+    if BROKEN["price"]:
+        raise KeyError("price")
+    return 2
+
+
+@daybook.workflow(name="web_flaky")
+def flaky(ctx: daybook.Context) -> int:
+    ctx.decide("plan", lambda: 1)
+    ctx.decide("price", _price)
+    return int(ctx.decide("total", lambda: 3).value)
+
+
+def make_retried(book: Daybook) -> None:
+    """`flaky`: parked on a decision's bug at step 2, fixed, retried (a journal branch)."""
+    BROKEN["price"] = True
+    with pytest.raises(daybook.RunParked):
+        book.run(flaky, run_id="flaky")
+    BROKEN["price"] = False
+    book.retry("flaky")
+    assert book.resume("flaky") == 3

@@ -159,16 +159,16 @@ def tree(book: Daybook, run_id: str) -> tuple[Node, int]:
     nodes = {root_id: root}
     todo = [info]
     scan = _Scan(store, info.created_at)
-    firsts: dict[str, Event | None] = {}
+    links: dict[str, tuple[str, str, str] | None] = {}  # each candidate's upward link, read once
     left_out = 0
     while todo:
         here = todo.pop(0)
         for cand in sorted(_below(store, here, scan), key=lambda r: (r.created_at, r.run_id)):
             if cand.run_id in nodes:
                 continue
-            if cand.run_id not in firsts:
-                firsts[cand.run_id] = _first(store, cand.run_id)
-            link_up = up(store, cand, firsts[cand.run_id])
+            if cand.run_id not in links:
+                links[cand.run_id] = up(store, cand, _first(store, cand.run_id))
+            link_up = links[cand.run_id]
             if link_up is None or link_up[1] != here.run_id:
                 continue
             if len(nodes) >= MAX_RUNS:
