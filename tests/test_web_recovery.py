@@ -227,3 +227,24 @@ def test_a_retry_after_a_fix_shows_the_step_that_raised_run_again_and_the_rest_r
     assert _marks(found) == {1: ("kept", "replayed"), 2: ("superseded", "ran again"), 3: (None, "new")}
     rows = {r["step"]: r for r in found["rows"]}
     assert (rows[2]["before"]["status"], rows[2]["after"]["status"]) == ("failed", "recorded")
+
+
+def test_a_retraction_read_at_a_step_shows_the_act_it_took_back_undone(book: Daybook) -> None:
+    wf.make_retracted(book)
+    found = diff(book, "retracted", None)
+    assert found["summary"] == "Revision read at step 4: retract 'not that one' by bo."
+    assert _marks(found) == {
+        1: ("kept", "kept"),
+        2: ("undone", "undone"),
+        3: ("kept", "kept"),
+        4: (None, "revision"),
+        5: (None, "undo"),
+        6: (None, "new"),
+    }
+    [undone] = found["undone"]
+    assert (undone["key"], undone["undo"], undone["run"], undone["step"]) == (
+        "retracted/2",
+        "comp/retracted/2",
+        "retracted",
+        5,
+    )

@@ -68,6 +68,18 @@ def steered(ctx: daybook.Context) -> list[str]:
     return heard
 
 
+@daybook.workflow(name="web_retracted")
+def retracted(ctx: daybook.Context) -> list[str]:
+    ctx.effect(web_step, i=0)
+    ctx.effect(web_step, i=1)
+    ctx.wait_for("go", timeout=3600)
+    for rev in ctx.revisions():
+        if rev.kind == "retract" and rev.target is not None and rev.binding:
+            ctx.compensate(keys=[rev.target], strict=False)
+    ctx.effect(web_step, i=2)
+    return list(WORLD)
+
+
 def make_family(book: Daybook) -> None:
     """`fam` (two children, a speculation) continued as `fam~2`."""
     assert book.run(family, 0, run_id="fam") == {"segment": 1, "kids": [2, 4], "best": {"price": 3}}
@@ -116,3 +128,14 @@ def make_retried(book: Daybook) -> None:
     BROKEN["price"] = False
     book.retry("flaky")
     assert book.resume("flaky") == 3
+
+
+def make_retracted(book: Daybook) -> None:
+    """`retracted`: two steps done, then a retraction of the second read at step 4 (undone)."""
+    WORLD.clear()
+    book.inline_wait = 0
+    with pytest.raises(daybook.Suspended):
+        book.run(retracted, run_id="retracted")
+    book.steer("retracted", "retract", "not that one", author="bo", target="retracted/2", wait=0)
+    book.signal("retracted", "go")
+    assert book.resume("retracted") == ["step0:retracted/1", "step2:retracted/6"]

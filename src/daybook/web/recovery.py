@@ -284,7 +284,8 @@ def _rows(
             if chosen.kind == "revision" and s == row.step:
                 mark = "revision"
             elif not new:
-                mark = old_mark
+                # The same rows; an act whose undo is confirmed stands in the journal, not the world.
+                mark = "undone" if left is not None and left["mark"] == "undone" else old_mark
             elif keys.is_compensation(next((ev.key for ev in rows if ev.kind == Kind.INTENT), None)):
                 mark = "undo"
             else:
