@@ -85,6 +85,9 @@ def test_a_dart_recovery_shows_the_checkpoint_restored_and_each_step_superseded_
     assert found["verdicts"][1]["consumers"] == ["FinalizeSchedule::final::0", "ResolveSlot::slot[1]::0"]
     marks = _marks(found)
     assert marks[3] == ("kept", "replayed")  # the checkpoint itself
+    rows = {r["step"]: r for r in found["rows"] if "step" in r}
+    assert rows[3]["before"]["note"] == "the checkpoint restored (commit@3); ResolveSlot::slot[0]::0"
+    assert rows[5]["before"]["note"] == "ResolveSlot::slot[1]::0"  # whose entry this is
     assert marks[22] == ("undone", "ran again")  # the hold: released first, then made again
     assert marks[23] == ("superseded", "ran again")  # the confirmation that failed
     assert all(after == "ran again" for before, after in marks.values() if before in ("superseded", "undone"))
@@ -191,6 +194,7 @@ def test_in_a_browser_a_recovered_run_shows_its_restored_checkpoint_and_marked_s
         assert "steps 7 to 18: 12 unchanged" in browser.find_element(By.ID, "diff").text
         if os.environ.get("DAYBOOK_SCREENSHOTS"):
             IMAGES.mkdir(exist_ok=True)
+            browser.set_window_size(1400, 1350)  # the whole diff in one picture
             browser.save_screenshot(str(IMAGES / "web-recovery.png"))
         # The run tree of the recovered run: its journal branch and its recovery run.
         browser.get(base + "/runs/sched~recover1?view=tree")

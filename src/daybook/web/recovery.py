@@ -29,6 +29,7 @@ from ..journal import keys
 from ..journal.execution import Execution
 from ..records import TERMINAL, Event, Kind, Status
 from ..recovery.forking import undo_run_id
+from ..recovery.subtask import PREFIX as SUBTASK
 from ..recovery.undo import run_id_of
 from ..runtime.fork import FORK_OF, SUPERSEDE, current_branch, expand
 from ..store import Store
@@ -81,6 +82,9 @@ def _side(rows: list[Event], mark: str, note: str = "") -> dict[str, Any]:
     outcomes = [ev for ev in rows if ev.kind == Kind.OUTCOME]
     first = rows[0]
     state = outcomes[-1].status if outcomes else (None if intent is not None else rows[-1].status)
+    value = first.data.get("value") if first.name.startswith(SUBTASK) else None
+    if not note and isinstance(value, dict) and isinstance(value.get("instance"), str):
+        note = value["instance"]  # which subtask instance the marker belongs to
     return {
         "kind": "effect" if intent is not None else first.kind,
         "name": first.name,
@@ -153,6 +157,10 @@ def diff(book: Daybook, run_id: str, key: str | None) -> dict[str, Any]:
         side = _branch_side(store, run_id, own, chosen, out)
     before, marks, undone, old_mark = side
     out["rows"] = _rows(run_id, before, marks, after, row, chosen, undone, old_mark, info.status)
+    restored = str(out.get("checkpoint") or "").rpartition("@")[2]
+    for r in out["rows"]:
+        if restored.isdigit() and r.get("step") == int(restored) and r["before"] is not None:
+            r["before"]["note"] = f"the checkpoint restored ({out['checkpoint']}); {r['before']['note']}"
     out["undone"] = list(undone.values())
     return out
 
