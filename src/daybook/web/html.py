@@ -102,6 +102,8 @@ font-size:12px;white-space:nowrap;background:#eee}.m-superseded,.m-undone{backgr
 .m-ran-again,.m-new,.m-revision,.m-undo{background:#cfc}.m-replayed,.m-shared{background:#def}
 .m-soft,.m-left-standing,.m-not-run-yet{background:#fe9}.m-restored{background:#9cf}
 .diff-note{color:#666;font-size:12px}.diff-kind{color:#667;font-size:12px}
+.s-won,.s-chosen,.s-read,.s-eligible{background:#cfc}.s-restored,.s-rerun,.s-retried{background:#cde6fa}
+.s-conflict{background:#fe9}
 """
 
 

@@ -15,8 +15,10 @@
   };
   var shapes = { run: "circle", speculation: "diamond", branch: "triangle", "journal-branch": "rect", revision: "pin" };
   var count = 0;
+  var widest = 0;  // the longest label, in characters: the margins leave room for it
   function item(node) {
     count += 1;
+    widest = Math.max(widest, node.label.length + node.status.length + 3);
     var current = node.current;
     return {
       name: node.label,
@@ -60,15 +62,17 @@
           type: "tree",
           data: [root],
           orient: "LR",
-          top: 20, bottom: 20, left: 160, right: 260,
+          top: 20, bottom: 20,
+          left: Math.min(240, 20 + 3.5 * (data.root.label.length + data.root.status.length + 3)),
+          right: Math.min(420, 30 + 7 * widest),
           initialTreeDepth: -1,
           expandAndCollapse: false,
           roam: true,
           label: {
-            position: "left", verticalAlign: "middle", align: "right", fontSize: 12,
+            position: "top", distance: 8, fontSize: 12,
             formatter: function (p) { return p.name + " [" + p.value + "]"; }
           },
-          leaves: { label: { position: "right", align: "left" } },
+          leaves: { label: { position: "right", verticalAlign: "middle", align: "left", distance: 8 } },
           lineStyle: { color: "#aab", width: 1.5, curveness: 0.4 }
         }]
       });
