@@ -143,6 +143,12 @@ def test_the_page_picks_a_branch_and_an_unknown_one_is_refused_naming_the_known(
     page = client.get("/runs/sched", params={"view": "recovery", "branch": "r1"})
     assert page.status_code == 200
     assert 'id="verdicts"' in page.text and 'id="diff"' in page.text and 'id="undone"' in page.text
+    got = client.get("/api/views/recovery", params={"run": "sched", "branch": "r1"}).json()
+    assert (got["checkpoint"], got["undo_run"], got["undone"][0]["key"]) == (
+        "commit@3",
+        "sched~recover1",
+        "sched/22",
+    )
     bad = client.get("/api/views/recovery", params={"run": "sched", "branch": "r9"})
     assert bad.status_code == 400 and "its branches are: r1" in bad.json()["error"]
     never = TestClient(build(book)).get("/runs/sched~recover1", params={"view": "recovery"})
