@@ -1,0 +1,79 @@
+// The transactions view: a waits-for graph from /api/views/transactions. A node is an open
+// transaction attempt (its id, epoch, run, how long it has been open); an arrow goes from a
+// waiting attempt to the earlier one on an overlapping scope that it waits for, labelled with
+// the scopes and how long it has waited. Holders on the right, waiters to their left.
+(function () {
+  "use strict";
+  var root = document.getElementById("view");
+  var el = document.getElementById("transactions-chart");
+  if (!root || !el || !window.echarts) { return; }
+  var enc = window.echarts.format.encodeHTML;
+
+  function secs(s) { return s < 60 ? s.toFixed(1) + "s" : (s / 60).toFixed(1) + "min"; }
+
+  function draw(found) {
+    el.style.height = found.nodes.length ? "340px" : "60px";
+    // Depth: 0 for a holder that waits for nobody, one more per wait.
+    var byId = {}, depth = {};
+    found.nodes.forEach(function (n) { byId[n.tx_id] = n; });
+    function depthOf(id, seen) {
+      if (depth[id] !== undefined) { return depth[id]; }
+      if (seen[id]) { return 0; }
+      seen[id] = 1;
+      var d = 0;
+      (byId[id] ? byId[id].waits_for : []).forEach(function (h) { d = Math.max(d, depthOf(h, seen) + 1); });
+      depth[id] = d;
+      return d;
+    }
+    var rows = {};
+    var nodes = found.nodes.map(function (n) {
+      var d = depthOf(n.tx_id, {});
+      rows[d] = (rows[d] || 0) + 1;
+      return {
+        id: n.tx_id,
+        name: n.tx_id + "\nepoch " + n.epoch + " \u00b7 run " + n.run_id + "\n" + n.role + " \u00b7 open " + secs(n.open_for),
+        category: n.role,
+        x: -d * 340, y: rows[d] * 90,
+        symbolSize: n.mine ? 26 : 18,
+        detail: n.tx_id + " (" + n.status + "), run " + n.run_id + " " + (n.run_status || "") +
+          (n.lease_owner ? ", lease " + n.lease_owner : "") + "; scopes " + n.scopes.join(", ")
+      };
+    });
+    var links = found.edges.map(function (e) {
+      return {
+        source: e.from, target: e.to,
+        label: { show: true, formatter: "waits " + secs(e.waited) + " on " + e.scopes.join(", ") },
+        detail: e.from + " waits for " + e.to + " on " + e.scopes.join(", ") + " for " + secs(e.waited)
+      };
+    });
+    var chart = window.echarts.init(el);
+    chart.setOption({
+      animation: false,
+      title: found.nodes.length ? undefined : { text: "no open transaction of this run, nobody waiting", textStyle: { fontSize: 13 } },
+      tooltip: { formatter: function (p) { return enc(String(p.data.detail || "")); } },
+      legend: { data: ["holding", "waiting"], top: 0 },
+      series: [{
+        type: "graph", layout: "none", roam: true, top: 40, bottom: 30, left: 60, right: 260,
+        edgeSymbol: ["none", "arrow"], edgeSymbolSize: 10,
+        categories: [{ name: "holding", itemStyle: { color: "#2f7d32" } }, { name: "waiting", itemStyle: { color: "#e6a23c" } }],
+        label: { show: true, position: "right", fontSize: 11 },
+        edgeLabel: { fontSize: 10 },
+        lineStyle: { width: 2, curveness: 0.1 },
+        data: nodes, links: links
+      }]
+    });
+    window.addEventListener("resize", function () { chart.resize(); });
+    root.setAttribute("data-ready", "1");
+  }
+
+  fetch(root.getAttribute("data-src"), { credentials: "same-origin" })
+    .then(function (r) { return r.json(); })
+    .then(draw)
+    .catch(function (err) {
+      var p = document.createElement("p");
+      p.className = "flash error";
+      p.textContent = "the picture could not be drawn: " + err;
+      root.insertBefore(p, root.firstChild);
+      root.setAttribute("data-ready", "error");
+    });
+}());
