@@ -12,7 +12,6 @@
   function secs(s) { return s < 60 ? s.toFixed(1) + "s" : (s / 60).toFixed(1) + "min"; }
 
   function draw(found) {
-    el.style.height = found.nodes.length ? "340px" : "60px";
     // Depth: 0 for a holder that waits for nobody, one more per wait.
     var byId = {}, depth = {};
     found.nodes.forEach(function (n) { byId[n.tx_id] = n; });
@@ -25,15 +24,18 @@
       depth[id] = d;
       return d;
     }
-    var rows = {};
+    var rows = {}, deepest = 0, most = 1;
+    found.nodes.forEach(function (n) { deepest = Math.max(deepest, depthOf(n.tx_id, {})); });
     var nodes = found.nodes.map(function (n) {
       var d = depthOf(n.tx_id, {});
       rows[d] = (rows[d] || 0) + 1;
+      most = Math.max(most, rows[d]);
       return {
         id: n.tx_id,
+        // [column, row] on hidden axes: holders on the right, each wait one column left.
+        value: [deepest - d, rows[d] - 1],
         name: n.tx_id + "\nepoch " + n.epoch + " \u00b7 run " + n.run_id + "\n" + n.role + " \u00b7 open " + secs(n.open_for),
         category: n.role,
-        x: -d * 340, y: rows[d] * 90,
         symbolSize: n.mine ? 26 : 18,
         detail: n.tx_id + " (" + n.status + "), run " + n.run_id + " " + (n.run_status || "") +
           (n.lease_owner ? ", lease " + n.lease_owner : "") + "; scopes " + n.scopes.join(", ")
@@ -46,17 +48,21 @@
         detail: e.from + " waits for " + e.to + " on " + e.scopes.join(", ") + " for " + secs(e.waited)
       };
     });
+    el.style.height = found.nodes.length ? (most * 90 + 80) + "px" : "60px";
     var chart = window.echarts.init(el);
     chart.setOption({
       animation: false,
       title: found.nodes.length ? undefined : { text: "no open transaction of this run, nobody waiting", textStyle: { fontSize: 13 } },
       tooltip: { formatter: function (p) { return enc(String(p.data.detail || "")); } },
       legend: { data: ["holding", "waiting"], top: 0 },
+      grid: { top: 40, bottom: 10, left: 40, right: 260 },
+      xAxis: { type: "value", show: false, min: -0.1, max: Math.max(deepest, 1) + 0.1 },
+      yAxis: { type: "value", show: false, inverse: true, min: -0.5, max: most - 0.5 },
       series: [{
-        type: "graph", layout: "none", roam: true, top: 40, bottom: 30, left: 60, right: 260,
+        type: "graph", layout: "none", coordinateSystem: "cartesian2d", symbolSize: 20,
         edgeSymbol: ["none", "arrow"], edgeSymbolSize: 10,
         categories: [{ name: "holding", itemStyle: { color: "#2f7d32" } }, { name: "waiting", itemStyle: { color: "#e6a23c" } }],
-        label: { show: true, position: "right", fontSize: 11 },
+        label: { show: true, position: "right", fontSize: 11, lineHeight: 15 },
         edgeLabel: { fontSize: 10 },
         lineStyle: { width: 2, curveness: 0.1 },
         data: nodes, links: links
