@@ -23,7 +23,7 @@ from typing import Any
 import agents
 import httpx
 import pytest
-from conftest import HERE, wait_until
+from conftest import HERE, killed, run_child, wait_until
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
 from webtools import chromium, web_server
@@ -74,6 +74,20 @@ def support(ctx: daybook.Context) -> str:
     return promise
 
 
+# Markup in every place a person's or a model's text reaches the decisions and cost views.
+XSS = '<img class="pwn" src="x" onerror="window.pwned=1">'
+
+
+@daybook.workflow(name="web_books_markup")
+def markup(ctx: daybook.Context, text: str) -> None:
+    reply = ctx.llm(
+        daybook.ScriptedLLM(lambda p: XSS, model=XSS), text, why=Why(policy=XSS, alternatives=[XSS, text])
+    )
+    ctx.obligation(XSS, owner=XSS, due_in=60.0, about=XSS, decision=reply)
+    ctx.effect(refund, decision=reply, amount=1)
+    ctx.decide("think", lambda: {"plan": XSS})  # a decision no act followed
+
+
 def _support_run(db_url: str) -> str:
     with Daybook(db_url) as book:
         book.run(support, run_id="ticket-9")
@@ -121,6 +135,18 @@ def test_the_decisions_view_puts_each_act_beside_its_decision_model_tokens_and_t
     assert digest in page
 
 
+def test_a_decision_no_act_followed_is_listed_apart_and_markup_stays_text(db_url: str) -> None:
+    with Daybook(db_url) as book:
+        book.run(markup, XSS, run_id="marked")
+        client = TestClient(build(book))
+        found = client.get("/api/views/decisions?run=marked").json()
+        page = client.get("/runs/marked?view=decisions").text
+    [idle] = found["idle"]
+    assert (idle["id"], idle["name"], idle["value"]) == ("marked/4", "think", {"plan": XSS})
+    assert [a["decision"] for a in found["acts"]] == ["marked/1"]
+    assert 'id="idle"' in page and XSS not in page and "&lt;img class=&quot;pwn&quot;" in page
+
+
 def test_the_cost_view_draws_spend_over_steps_against_a_cap_a_raise_moved_per_model_and_the_saved_calls(
     db_url: str,
 ) -> None:
@@ -151,6 +177,24 @@ def test_the_cost_view_draws_spend_over_steps_against_a_cap_a_raise_moved_per_mo
 
 def agents_call_usd() -> float:
     return (2 * 2.5 + 1000 * 10.0) / 1_000_000  # "question N" in (2 tokens), 1,000 out, gpt-4o
+
+
+def test_the_cost_view_marks_a_model_call_a_sigkill_cut_off_and_made_again(db_url: str) -> None:
+    # Killed once call 2's reservation is durable (decision rows: reserve 1, call 1, reserve 2).
+    proc = run_child(db_url, "start", "cut", "model_calls", json.dumps([3]), "--kill-after", "decision:3")
+    assert killed(proc), proc.stdout + proc.stderr
+    with Daybook(db_url) as book:
+        book.resume("cut")
+        client = TestClient(build(book))
+        found = client.get("/api/views/cost?run=cut").json()
+        page = client.get("/runs/cut?view=cost").text
+    [again] = found["respent"]
+    assert (again["step"], again["model"], again["attempts"]) == (2, "gpt-4o", 2)
+    assert again["usd"] == pytest.approx(agents_call_usd())  # estimated at the recorded call's cost
+    assert found["ledger"]["respent_calls"] == 1 and found["ledger"]["saved_calls"] == 1
+    # The budget was charged each recorded call once: the spend line ends at 3 calls.
+    assert found["series"]["usd"]["spent"][-1][1] == pytest.approx(3 * agents_call_usd())
+    assert 'id="cost-respent"' in page
 
 
 def test_the_cost_view_sums_a_trees_runs(db_url: str) -> None:
@@ -377,3 +421,29 @@ def test_in_a_browser_the_cost_view_draws_spend_against_the_cap_line_and_each_mo
         [usd] = [r for r in _rows(browser, "cost-caps") if r[0] == "usd"]
         assert usd[2] == "0.025" and usd[3] == f"{100 * 3 * agents_call_usd() / 0.025:.0f}%"
         _shot(browser, "web-cost.png")
+
+
+def test_in_a_browser_markup_in_a_model_name_a_decision_and_an_obligation_stays_text(
+    browser: Any, tmp_path: Path
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'xss.db'}"
+    with Daybook(db_url) as book:
+        book.run(markup, XSS, run_id="marked")
+    show_tip = (
+        "var chart = echarts.getInstanceByDom(document.getElementById(arguments[0]));"
+        "var n = chart.getOption().series[0].data.length;"
+        "for (var i = 0; i < n; i++) {"
+        "  chart.dispatchAction({type: 'showTip', seriesIndex: 0, dataIndex: i}); }"
+        "return n;"
+    )
+    with web_server(db_url) as base:
+        for view, chart in (("decisions", "decisions-chart"), ("cost", "cost-chart-tokens")):
+            _open_view(browser, base, "marked", view)
+            assert browser.execute_script(show_tip, chart) > 0  # every tooltip shown once
+            if view == "cost":  # the model's name, drawn as text on the canvas
+                assert XSS in [s["name"] for s in _option(browser, chart)["series"]]
+            found = browser.execute_script(
+                "return [document.querySelectorAll('img.pwn').length, window.pwned === undefined];"
+            )
+            assert found == [0, True], view
+            assert XSS in browser.find_element(By.ID, "view").text or view == "cost"

@@ -75,6 +75,19 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         "series": _series(events),
         "ledger": {k: getattr(ledger, k) for k in LEDGER_FIELDS},
         "models": [asdict(m) for m in ledger.models],
+        # Steps whose model call was made more than once: a crash cut one off after its
+        # reservation (estimated at the recorded call's cost), or a recovery ran it again.
+        "respent": [
+            {
+                "step": line.step,
+                "model": line.name,
+                "attempts": line.attempts,
+                "usd": line.respent_usd,
+                "state": line.state,
+            }
+            for line in ledger.lines
+            if line.kind == "model" and (line.attempts > 1 or line.respent_usd > 0)
+        ],
         "prices_as_of": ledger.prices_as_of,
         "unpriced": list(ledger.unpriced),
         "tree": {
@@ -205,6 +218,21 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         ),
         tag("h2", "Totals"),
         table(["", "usd", "tokens", "model calls"], totals, id="cost-totals"),
+        *(
+            [
+                tag("h2", "Calls made again (re-spent)"),
+                table(
+                    ["step", "model", "times made", "usd re-spent", "state"],
+                    (
+                        [r["step"], r["model"], r["attempts"], _money(r["usd"]), r["state"]]
+                        for r in found["respent"]
+                    ),
+                    id="cost-respent",
+                ),
+            ]
+            if found["respent"]
+            else []
+        ),
         tag("h2", "Per model"),
         table(
             ["model", "calls", "input tokens", "output tokens", "usd"],

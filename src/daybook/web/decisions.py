@@ -14,6 +14,7 @@ from typing import Any
 
 from ..book import Daybook
 from ..books.why import decisions as decisions_of
+from ..journal.decision import NOT_REASONS
 from ..records import JSON
 from .html import Markup, join, payload, status, table, tag, when
 from .views import Query, View, register
@@ -44,6 +45,12 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
     used = {str(a["decision"]) for a in acts if a["decision"]} | {
         str(o["decision"]) for o in owed if o.get("decision") in made
     }
+    # Decisions no act followed (a model that chose to do nothing), bookkeeping steps left out.
+    idle = [
+        d
+        for d_id, d in made.items()
+        if d_id not in used and str(d["name"]) not in NOT_REASONS and ":" not in str(d["name"])
+    ][-ROWS:]
     return {
         "run": run_id,
         "mandate": {"workflow": info.workflow, "input": info.input, "code_version": info.code_version},
@@ -52,6 +59,7 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         "total": len(effects),
         "decisions": [made[d] for d in sorted(used, key=lambda d: int(made[d]["seq"] or 0))],
         "obligations": [_obligation(o) for o in owed],
+        "idle": idle,
     }
 
 
@@ -118,6 +126,24 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     if loose:
         parts.append(tag("h2", "Obligations with no act"))
         parts.append(_obligations_table(loose, "obligations"))
+    if found["idle"]:
+        parts.append(tag("h2", "Decisions no act followed"))
+        parts.append(
+            table(
+                ["decision", "model", "tokens", "value", "reasons"],
+                (
+                    [
+                        join([tag("code", d["id"]), f" {d['name']}"]),
+                        d.get("model") or "",
+                        "" if d.get("tokens") is None else str(d["tokens"]),
+                        payload(d.get("value")),
+                        _reasons(d),
+                    ]
+                    for d in found["idle"]
+                ),
+                id="idle",
+            )
+        )
     return join(parts)
 
 
@@ -151,6 +177,15 @@ def _act_row(act: dict[str, Any], decision: dict[str, JSON] | None, owed: list[d
         reasons,
         _owed(owed),
     ]
+
+
+def _reasons(decision: dict[str, JSON]) -> Markup:
+    """A decision's reasons as `Why(...)` recorded them (policy, version, observation, ...)."""
+    return join(
+        tag("div", tag("em", f"{k}: "), payload(decision[k]))
+        for k in REASONS
+        if decision.get(k) not in (None, "", [])
+    )
 
 
 def _owed(owed: list[dict[str, JSON]]) -> Markup:

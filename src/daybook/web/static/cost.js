@@ -1,11 +1,13 @@
 // The cost view: per quantity (usd, tokens, ...) the run's spend accumulated over its steps,
 // the cap in force (a step line: a raise moves it) and each model's share, from
-// /api/views/cost. Labels are canvas text; tooltips escape what they show.
+// /api/views/cost. Labels and tooltips are canvas text.
 (function () {
   "use strict";
+  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
+  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
+  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
   var root = document.getElementById("view");
   if (!root || !window.echarts) { return; }
-  var enc = window.echarts.format.encodeHTML;
 
   function extend(points, last) {
     // A cap holds from where it was set to the run's last charged step.
@@ -35,6 +37,18 @@
           lineStyle: { type: "dashed", width: 2, color: "#c23531" }, itemStyle: { color: "#c23531" }
         });
       }
+      // A step whose model call was made again (re-spent): marked on the spend line.
+      var again = (found.respent || []).map(function (r) {
+        var at = 0;
+        s.spent.forEach(function (p) { if (p[0] <= r.step) { at = p[1]; } });
+        return [r.step, at];
+      });
+      if (again.length) {
+        series.push({
+          name: "made again", type: "scatter", data: again, symbol: "triangle", symbolSize: 14,
+          itemStyle: { color: "#e6a23c" }, z: 5
+        });
+      }
       Object.keys(s.models).sort().forEach(function (m) {
         series.push({ name: m, type: "line", step: "end", data: s.models[m], symbolSize: 4, lineStyle: { width: 1 } });
       });
@@ -43,11 +57,11 @@
         animation: false,
         title: { text: q + " spent over steps" + (s.cap.length ? " against its cap" : ""), textStyle: { fontSize: 13 } },
         tooltip: {
-          trigger: "axis",
+          trigger: "axis", renderMode: "richText",
           formatter: function (items) {
             return items.map(function (p) {
-              return enc(p.seriesName) + ": " + enc(String(p.value[1])) + " (step " + enc(String(p.value[0])) + ")";
-            }).join("<br>");
+              return plain(p.seriesName + ": " + p.value[1] + " (step " + p.value[0] + ")");
+            }).join("\n");
           }
         },
         legend: { top: 22, data: series.map(function (x) { return x.name; }) },

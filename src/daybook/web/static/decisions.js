@@ -1,12 +1,14 @@
 // The decisions view: a graph of each recorded decision (left), the acts that followed it
 // (middle) and the obligations it opened (right), from /api/views/decisions. Text is set by
-// ECharts as canvas text or by textContent: nothing from the journal becomes markup.
+// ECharts as canvas text (labels and tooltips alike): nothing from the journal becomes markup.
 (function () {
   "use strict";
+  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
+  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
+  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
   var root = document.getElementById("view");
   var el = document.getElementById("decisions-chart");
   if (!root || !el || !window.echarts) { return; }
-  var enc = window.echarts.format.encodeHTML;
 
   function short(value, n) {
     var text = typeof value === "string" ? value : JSON.stringify(value);
@@ -30,6 +32,10 @@
       var label = d.id + " " + d.name + (d.model ? "\n" + d.model + " \u00b7 " + (d.tokens || 0) + " tokens" : "");
       node("d:" + d.id, "decision", label, short(d.value, 120));
     });
+    (found.idle || []).forEach(function (d) {
+      var label = d.id + " " + d.name + (d.model ? "\n" + d.model + " \u00b7 " + (d.tokens || 0) + " tokens" : "") + "\n(no act)";
+      node("d:" + d.id, "decision", label, short(d.value, 120));
+    });
     found.acts.forEach(function (a) {
       var from = a.decision ? "d:" + a.decision : "mandate";
       if (!a.decision) { node("mandate", "mandate", "mandate: " + found.mandate.workflow, short(found.mandate.input, 120)); }
@@ -51,7 +57,7 @@
     var chart = window.echarts.init(el);
     chart.setOption({
       animation: false,
-      tooltip: { formatter: function (p) { return enc(String(p.data.detail || "")); } },
+      tooltip: { renderMode: "richText", formatter: function (p) { return plain(p.data.detail); } },
       legend: { data: ["decision", "mandate", "act", "obligation"], top: 0 },
       grid: { top: 40, bottom: 10, left: 40, right: 220 },
       xAxis: { type: "value", show: false, min: -0.1, max: 2.1 },

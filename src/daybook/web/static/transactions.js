@@ -4,10 +4,12 @@
 // the scopes and how long it has waited. Holders on the right, waiters to their left.
 (function () {
   "use strict";
+  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
+  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
+  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
   var root = document.getElementById("view");
   var el = document.getElementById("transactions-chart");
   if (!root || !el || !window.echarts) { return; }
-  var enc = window.echarts.format.encodeHTML;
 
   function secs(s) { return s < 60 ? s.toFixed(1) + "s" : (s / 60).toFixed(1) + "min"; }
 
@@ -53,7 +55,7 @@
     chart.setOption({
       animation: false,
       title: found.nodes.length ? undefined : { text: "no open transaction of this run, nobody waiting", textStyle: { fontSize: 13 } },
-      tooltip: { formatter: function (p) { return enc(String(p.data.detail || "")); } },
+      tooltip: { renderMode: "richText", formatter: function (p) { return plain(p.data.detail); } },
       legend: { data: ["holding", "waiting"], top: 0 },
       grid: { top: 40, bottom: 10, left: 40, right: 260 },
       xAxis: { type: "value", show: false, min: -0.1, max: Math.max(deepest, 1) + 0.1 },
