@@ -26,6 +26,7 @@ import pytest
 from conftest import HERE, killed, run_child, wait_until
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
+from tx_child import put_file
 from webtools import chromium, web_server
 
 import daybook
@@ -205,6 +206,13 @@ def test_the_cost_view_sums_a_trees_runs(db_url: str) -> None:
     assert len(found["tree"]["runs"]) == 3 and found["tree"]["calls"] == 5
     assert found["tree"]["usd"] == pytest.approx(whole.usd)
     assert sum(r["spent"]["usd"] for r in found["tree"]["runs"]) == pytest.approx(whole.usd)
+    assert found["tree"]["spent"]["usd"] == pytest.approx(whole.usd)
+    assert found["budget"]["spent"]["usd"] == pytest.approx(book_cost_alone(db_url))
+
+
+def book_cost_alone(db_url: str) -> float:
+    with Daybook(db_url) as book:
+        return book.cost("family").usd
 
 
 def _count(db_url: str, run_id: str, root: Path, mode: str) -> subprocess.Popen[str]:
@@ -282,6 +290,38 @@ def test_the_transactions_view_shows_who_holds_the_scope_and_who_waits_on_whom_f
     assert done["status"] == "committed"
     assert [r["stage"] for r in done["rows"]] == ["begin", "stage", "commit", "end"]  # the write staged
     assert [r.get("status") for r in done["rows"] if r["stage"] == "end"] == ["committed"]
+
+
+@daybook.workflow(name="web_books_retried")
+def retried(ctx: daybook.Context, root: str) -> int:
+    with ctx.transaction(scopes=[f"fs:{root}/**"], retries=1) as tx:
+        ctx.effect(put_file, root=root, name="a.txt", content="A")
+        if tx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+    return tx.attempt
+
+
+def test_the_transactions_view_shows_an_aborted_attempt_and_its_retry_under_a_fresh_epoch(
+    db_url: str, tmp_path: Path
+) -> None:
+    with Daybook(db_url) as book:
+        assert book.run(retried, str(tmp_path), run_id="retried") == 2
+        found = TestClient(build(book)).get("/api/views/transactions?run=retried").json()
+        page = TestClient(build(book)).get("/runs/retried?view=transactions").text
+    first, second = found["attempts"]
+    assert (first["status"], first["stage"], second["status"], second["stage"]) == (
+        "aborted",
+        "aborted",
+        "committed",
+        "committed",
+    )
+    assert (first["attempt"], second["attempt"]) == (1, 2) and second["epoch"] > first["epoch"]
+    stages = [(r["stage"], r.get("status")) for r in first["rows"]]
+    assert stages == [("begin", None), ("stage", None), ("abort", "aborting"), ("end", "aborted")]
+    assert first["rows"][0]["epoch"] == first["epoch"] and first["rows"][1]["tool"] == "put_file"
+    assert first["rows"][2]["error"] == "the first attempt fails" and first["rows"][3]["retry"] is True
+    assert found["nodes"] == [] and found["edges"] == []  # nothing open: it holds and waits for nothing
+    assert "the first attempt fails" in page and "This run holds no scope now." in page
 
 
 def book_tx(found: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
@@ -419,7 +459,8 @@ def test_in_a_browser_the_cost_view_draws_spend_against_the_cap_line_and_each_mo
         totals = {row[0]: row for row in _rows(browser, "cost-totals")}
         assert totals["saved by replay"][3] == "2 calls" and totals["spent"][3] == "3 calls"
         [usd] = [r for r in _rows(browser, "cost-caps") if r[0] == "usd"]
-        assert usd[2] == "0.025" and usd[3] == f"{100 * 3 * agents_call_usd() / 0.025:.0f}%"
+        share = f"{100 * 3 * agents_call_usd() / 0.025:.0f}%"
+        assert (usd[3], usd[4], usd[5]) == ("0.025", share, share)  # a run alone: its tree is itself
         _shot(browser, "web-cost.png")
 
 

@@ -68,6 +68,12 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
     events = [ev for ev in book.journal(run_id) if ev.run_id == info.run_id]  # a fork's own rows
     ledger = book.cost(run_id)
     tree = book.cost(run_id, tree=True)
+    runs = [{"run_id": rid, **book.budget(rid)} for rid in tree.runs]
+    # What the whole tree spent: a child's spend counts against this run's caps too (H8).
+    tree_spent: dict[str, float] = {}
+    for r in runs:
+        for q, v in r["spent"].items():
+            tree_spent[q] = tree_spent.get(q, 0.0) + v
     return {
         "run": run_id,
         "budget": book.budget(run_id),
@@ -91,7 +97,8 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         "prices_as_of": ledger.prices_as_of,
         "unpriced": list(ledger.unpriced),
         "tree": {
-            "runs": [{"run_id": rid, **book.budget(rid)} for rid in tree.runs],
+            "runs": runs,
+            "spent": tree_spent,
             **{k: getattr(tree, k) for k in LEDGER_FIELDS},
         },
     }
@@ -163,12 +170,15 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     found = data(book, run_id, query)
     budget = found["budget"]
     names = sorted(set(budget["caps"]) | set(budget["spent"]) | set(found["series"]))
+    tree_spent = found["tree"]["spent"]
     caps_rows = [
         [
             q,
             f"{budget['spent'].get(q, 0.0):g}",
+            f"{tree_spent.get(q, 0.0):g}",
             f"{budget['caps'][q]:g}" if q in budget["caps"] else "no cap",
             _share(budget["spent"].get(q, 0.0), budget["caps"].get(q)),
+            _share(tree_spent.get(q, 0.0), budget["caps"].get(q)),
         ]
         for q in names
     ]
@@ -202,7 +212,11 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         parts.append(tag("p", "paused at a cap: ", found["paused"], class_="flash error", id="cost-paused"))
     parts += [
         tag("h2", "Spent against caps"),
-        table(["quantity", "spent", "cap", "share of cap"], caps_rows, id="cost-caps")
+        table(
+            ["quantity", "spent by the run", "spent by its tree", "cap", "run's share", "tree's share"],
+            caps_rows,
+            id="cost-caps",
+        )
         if caps_rows
         else tag("p", "This run set no cap and charged nothing.", id="cost-caps"),
         *(
