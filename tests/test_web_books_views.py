@@ -173,7 +173,7 @@ def test_the_cost_view_draws_spend_over_steps_against_a_cap_a_raise_moved_per_mo
     assert found["ledger"]["saved_calls"] == 2 and found["ledger"]["calls"] == 3
     assert [r["run_id"] for r in found["tree"]["runs"]] == ["capped"]
     assert 'id="cost-chart-usd"' in page and "saved by replay" in page
-    assert f"{100 * spent / 0.025:.0f}%" in page  # the share of the raised cap
+    assert f"{100 * spent / 0.025:.0f}% (over the cap)" in page  # the share of the raised cap
 
 
 def agents_call_usd() -> float:
@@ -459,7 +459,7 @@ def test_in_a_browser_the_cost_view_draws_spend_against_the_cap_line_and_each_mo
         totals = {row[0]: row for row in _rows(browser, "cost-totals")}
         assert totals["saved by replay"][3] == "2 calls" and totals["spent"][3] == "3 calls"
         [usd] = [r for r in _rows(browser, "cost-caps") if r[0] == "usd"]
-        share = f"{100 * 3 * agents_call_usd() / 0.025:.0f}%"
+        share = f"{100 * 3 * agents_call_usd() / 0.025:.0f}% (over the cap)"  # the last reply passed it
         assert (usd[3], usd[4], usd[5]) == ("0.025", share, share)  # a run alone: its tree is itself
         _shot(browser, "web-cost.png")
 

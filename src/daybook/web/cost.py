@@ -228,7 +228,7 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
                 role="img",
                 aria_label=f"{q} spent over steps against its cap",
             )
-            for q in sorted(found["series"])
+            for q in sorted(found["series"], key=lambda q: (q not in budget["caps"], q))  # capped first
         ),
         tag("h2", "Totals"),
         table(["", "usd", "tokens", "model calls"], totals, id="cost-totals"),
@@ -282,7 +282,8 @@ def _share(spent: float, cap: float | None) -> str:
         return "-"
     if cap <= 0:
         return "over" if spent > 0 else "0%"
-    return f"{100 * spent / cap:.0f}%"
+    # Admission reserves a call's estimate (its prompt); the reply's tokens may carry it past.
+    return f"{100 * spent / cap:.0f}%" + (" (over the cap)" if spent > cap + 1e-12 else "")
 
 
 VIEW = register(View("cost", "Cost", shell, data, "cost.js"))
