@@ -148,6 +148,27 @@ def test_a_decision_no_act_followed_is_listed_apart_and_markup_stays_text(db_url
     assert 'id="idle"' in page and XSS not in page and "&lt;img class=&quot;pwn&quot;" in page
 
 
+@daybook.workflow(name="web_books_plain")
+def plain(ctx: daybook.Context) -> int:
+    return 1
+
+
+def test_a_run_with_no_act_no_transaction_and_no_spend_says_so_in_each_view(db_url: str) -> None:
+    with Daybook(db_url) as book:
+        book.run(plain, run_id="plain")
+        client = TestClient(build(book))
+        pages = {v: client.get(f"/runs/plain?view={v}") for v in ("decisions", "transactions", "cost")}
+        data = {v: client.get(f"/api/views/{v}?run=plain") for v in pages}
+        missing = client.get("/api/views/cost?run=no-such-run")
+    assert all(p.status_code == 200 for p in pages.values())
+    assert all(d.status_code == 200 for d in data.values())
+    assert "This run took no act" in pages["decisions"].text
+    assert "This run opened no transaction." in pages["transactions"].text
+    assert "This run set no cap and charged nothing." in pages["cost"].text
+    assert data["cost"].json()["series"] == {} and data["decisions"].json()["acts"] == []
+    assert missing.status_code == 404 and "no-such-run" in missing.json()["error"]
+
+
 def test_the_cost_view_draws_spend_over_steps_against_a_cap_a_raise_moved_per_model_and_the_saved_calls(
     db_url: str,
 ) -> None:

@@ -68,15 +68,16 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
     events = [ev for ev in book.journal(run_id) if ev.run_id == info.run_id]  # a fork's own rows
     ledger = book.cost(run_id)
     tree = book.cost(run_id, tree=True)
-    runs = [{"run_id": rid, **book.budget(rid)} for rid in tree.runs]
+    books = {rid: book.budget(rid) for rid in tree.runs}
+    runs = [{"run_id": rid, **got} for rid, got in books.items()]
     # What the whole tree spent: a child's spend counts against this run's caps too (H8).
     tree_spent: dict[str, float] = {}
-    for r in runs:
-        for q, v in r["spent"].items():
+    for got in books.values():
+        for q, v in got["spent"].items():
             tree_spent[q] = tree_spent.get(q, 0.0) + v
     return {
         "run": run_id,
-        "budget": book.budget(run_id),
+        "budget": books[run_id],
         "paused": paused_at_cap(events),
         "series": _series(events),
         "ledger": {k: getattr(ledger, k) for k in LEDGER_FIELDS},

@@ -20,6 +20,7 @@ from ..tx.frontier import frontiers
 from .html import Markup, join, payload, status, table, tag, when
 from .views import Query, View, register
 
+ROWS = 500  # attempts a page shows (the latest); `daybook tx RUN` lists every one
 STAGES = {
     "tx:begin": "begin",
     "tx:stage": "stage",
@@ -33,7 +34,8 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
     """The run's attempts with their journal rows, and the waits-for graph around them."""
     book.get_run(run_id)
     now = time.time()
-    attempts = book.transactions(run_id)
+    every = book.transactions(run_id)
+    attempts = every[-ROWS:]
     rows = _rows_by_tx(book.journal(run_id))
     held = frontiers(book.store)
     # Every open header once (its run, epoch, since when), and the waits among them.
@@ -98,6 +100,7 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         "nodes": nodes,
         "edges": edges,
         "scopes": scopes,
+        "total": len(every),
     }
 
 
@@ -228,6 +231,9 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
             if held
             else tag("p", "This run holds no scope now.", id="tx-scopes"),
             tag("h2", "Attempts"),
+            tag("p", f"the latest {ROWS} of {found['total']} attempts; `daybook tx {run_id}` lists all")
+            if found["total"] > ROWS
+            else "",
             table(
                 [
                     "transaction",
