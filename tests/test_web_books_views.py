@@ -121,6 +121,7 @@ def test_the_decisions_view_puts_each_act_beside_its_decision_model_tokens_and_t
     assert llm["alternatives"] == ["apologise", "escalate"] and llm["observation"] == {"order": "A-17"}
     assert llm["tokens"] == 7 + 8  # the prompt's words in, the reply's words out (ScriptedLLM)
     assert "Refund $50" in llm["value"]["text"]
+    assert llm["charged"] == {"usd": 0.0, "tokens": 15.0}  # what the call was charged (unpriced: 0 USD)
     [owed] = found["obligations"]
     assert (owed["kind"], owed["owner"], owed["state"], owed["decision"]) == (
         "refund",
@@ -412,9 +413,10 @@ def test_in_a_browser_the_decisions_view_draws_the_decision_its_act_and_its_obli
         [refund_row, unlock_row] = _rows(browser, "acts")
         assert refund_row[1].startswith("refund") and refund_row[2] == "confirmed"
         assert (refund_row[4], refund_row[5]) == ("scripted-1", "15")
-        assert "refunds" in refund_row[7] and "escalate" in refund_row[7]
-        assert "refund owed by support-bot" in refund_row[8] and "open" in refund_row[8]
-        assert "$secret" in unlock_row[6]
+        assert refund_row[6] == "0.000000"  # scripted-1 is not in the price table: 0 USD
+        assert "refunds" in refund_row[8] and "escalate" in refund_row[8]
+        assert "refund owed by support-bot" in refund_row[9] and "open" in refund_row[9]
+        assert "$secret" in unlock_row[7]
         assert "pin-8362-never-shown" not in browser.page_source
         _shot(browser, "web-decisions.png")
 

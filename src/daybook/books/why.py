@@ -54,6 +54,8 @@ def decisions(events: list[Event]) -> dict[str, dict[str, JSON]]:
         if ev.kind == Kind.DECISION and ev.step is not None and ev.status == Status.RECORDED:
             decision_id = f"{ev.run_id}/{ev.step}"  # a fork's shared rows keep their own run's id
             found[decision_id] = _reasons(decision_id, ev)
+            if isinstance(ev.data.get("cost"), dict):  # a model call: what it was charged
+                found[decision_id]["charged"] = ev.data["cost"]
     return found
 
 

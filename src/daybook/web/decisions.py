@@ -113,6 +113,7 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
                 "decision",
                 "model",
                 "tokens",
+                "usd",
                 "value",
                 "reasons",
                 "obligations opened",
@@ -130,12 +131,13 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         parts.append(tag("h2", "Decisions no act followed"))
         parts.append(
             table(
-                ["decision", "model", "tokens", "value", "reasons"],
+                ["decision", "model", "tokens", "usd", "value", "reasons"],
                 (
                     [
                         join([tag("code", d["id"]), f" {d['name']}"]),
                         d.get("model") or "",
                         "" if d.get("tokens") is None else str(d["tokens"]),
+                        _usd(d),
                         payload(d.get("value")),
                         _reasons(d),
                     ]
@@ -159,13 +161,9 @@ def _act_row(act: dict[str, Any], decision: dict[str, JSON] | None, owed: list[d
             "",
             "",
             "",
+            "",
             _owed(owed),
         ]
-    reasons = join(
-        tag("div", tag("em", f"{k}: "), payload(decision[k]))
-        for k in REASONS
-        if decision.get(k) not in (None, "", [])
-    )
     return [
         act["step"],
         what,
@@ -173,10 +171,18 @@ def _act_row(act: dict[str, Any], decision: dict[str, JSON] | None, owed: list[d
         join([tag("code", decision["id"]), f" {decision['name']}"]),
         decision.get("model") or "",
         "" if decision.get("tokens") is None else str(decision["tokens"]),
+        _usd(decision),
         payload(decision.get("value")),
-        reasons,
+        _reasons(decision),
         _owed(owed),
     ]
+
+
+def _usd(decision: dict[str, JSON]) -> str:
+    """What a model call's row says it was charged in USD ("" for any other decision)."""
+    charged = decision.get("charged")
+    usd = charged.get("usd") if isinstance(charged, dict) else None
+    return f"{usd:.6f}" if isinstance(usd, int | float) else ""
 
 
 def _reasons(decision: dict[str, JSON]) -> Markup:
