@@ -185,6 +185,10 @@ def test_a_recovered_run_shows_the_steps_its_branch_ran_again_superseded_then_ru
     for step in rec.superseded:
         assert by_step[step] == ["superseded", "confirmed"], step
     assert all(statuses == ["confirmed"] for step, statuses in by_step.items() if step not in rec.superseded)
+    with TestClient(build(book)) as client:
+        page = client.get("/runs/sched", params={"view": "timeline"}).text
+    listed = page[page.index('id="timeline-notable"') :]
+    assert listed.count('<span class="status s-superseded">superseded</span>') == len(rec.superseded)
     recovered = [m for m in found["marks"] if m[0] == "recovered"]
     assert len(recovered) == 1 and str(rec.superseded[0]) in recovered[0][3]
 
@@ -232,6 +236,7 @@ def test_without_script_the_page_has_the_counts_by_lane_and_the_marks(book: Dayb
     assert page.status_code == 200
     assert 'id="timeline-summary"' in page.text and 'id="timeline-marks"' in page.text
     assert "<td>effects</td><td>3</td>" in page.text  # three confirmed payments
+    assert "None: every step was confirmed." in page.text
     assert 'src="/static/timeline.js"' in page.text and "<script>" not in page.text
 
 

@@ -25,7 +25,7 @@ from ..journal.decision import RESERVED, is_model_call
 from ..journal.keys import COMP
 from ..records import Event, Kind, Status
 from . import views
-from .html import Markup, esc, join, table, tag
+from .html import Markup, esc, join, link, status, table, tag
 
 LANES = (
     "decisions and model calls",
@@ -50,6 +50,7 @@ BAR_COLUMNS = ("lane", "status", "start", "end", "first_seq", "last_seq", "step"
 MAX_TRACKS = 4  # rows within a lane for bars that overlap (more overlap shares the last ones)
 MARK_COLUMNS = ("kind", "at", "seq", "text")
 ROW_COLUMNS = ("seq", "step", "kind", "name", "key", "status", "attempt", "at", "data")
+NOTABLE = 100  # steps not confirmed the page lists (for a reader without script)
 ROW_DATA_MAX = 4000  # characters of one row's data the panel shows (the run page shows it all)
 _PLACES = 5  # decimals of the seconds sent (10 microseconds)
 
@@ -203,17 +204,18 @@ class _Builder:
     def _joined(self, ev: Event) -> Bar | None:
         """The bar of another step this row belongs to: a transaction's later rows join its
         begin, a child's result its start, a gate's verdict its request, a fulfilment its
-        obligation."""
+        obligation. Never a bar a journal branch superseded: the branch's rows are its own."""
         value = ev.data.get("value")
-        if ev.kind == Kind.DECISION and ev.name.startswith("tx:") and isinstance(value, dict):
-            return self.named.get("tx:" + str(value.get("tx_id")))
-        if ev.kind == Kind.DECISION and ev.name == "child-result" and isinstance(value, dict):
-            return self.named.get("child:" + str(value.get("run_id")))
-        if ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:") and self.gates:
-            return self.gates.pop()
-        if ev.kind == Kind.OBLIGATION and ev.data.get("obligation"):
-            return self.named.get("obligation:" + str(ev.data["obligation"]))
-        return None
+        found: Bar | None = None
+        if ev.kind == Kind.DECISION and ev.name.startswith("tx:") and ev.name != "tx:begin":
+            found = self.named.get("tx:" + str(value.get("tx_id"))) if isinstance(value, dict) else None
+        elif ev.kind == Kind.DECISION and ev.name == "child-result" and isinstance(value, dict):
+            found = self.named.get("child:" + str(value.get("run_id")))
+        elif ev.kind == Kind.SIGNAL and ev.name.startswith("signal:verdict:") and self.gates:
+            found = self.gates.pop()
+        elif ev.kind == Kind.OBLIGATION and ev.data.get("obligation"):
+            found = self.named.get("obligation:" + str(ev.data["obligation"]))
+        return None if found is None or found.closed else found
 
     def _open(self, bar: Bar, ev: Event) -> None:
         value = ev.data.get("value")
@@ -366,6 +368,23 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
         ([m.seq, f"+{m.at - tl.start:.3f}s", m.kind, m.text] for m in tl.marks),
         id="timeline-marks",
     )
+    notable = [(i, b) for i, b in enumerate(tl.bars) if b.status != CONFIRMED][:NOTABLE]
+    href = views.data_href(run_id, "timeline")
+    look = table(
+        ["step", "lane", "name", "status", "rows", ""],
+        (
+            [
+                "" if b.step is None else b.step,
+                LANES[b.lane],
+                b.name,
+                status(STATUSES[b.status]),
+                f"{b.rows[0].seq} to {b.rows[-1].seq}",
+                link(f"{href}&bar={i}", "its rows (JSON)"),
+            ]
+            for i, b in notable
+        ),
+        id="timeline-notable",
+    )
     controls = tag(
         "p",
         "x axis: ",
@@ -377,8 +396,7 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
     )
     # The data is fetched while the chart library loads (the script asks for the same URL and
     # gets this response): a 10,000-step run's JSON takes about as long as the library.
-    href = esc(views.data_href(run_id, "timeline"))
-    preload = Markup(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{href}">')
+    preload = Markup(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{esc(href)}">')
     return join(
         [
             preload,
@@ -397,6 +415,9 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
                 summary,
                 tag("h2", "Executions"),
                 marks,
+                tag("h2", "Steps not confirmed"),
+                tag("p", f"The first {NOTABLE} of them." if len(notable) == NOTABLE else ""),
+                look if notable else tag("p", "None: every step was confirmed."),
                 id="timeline-table",
             ),
         ]
