@@ -283,8 +283,8 @@ def _drawn(option: dict[str, Any], names: list[str], bars: list[list[Any]]) -> l
     return out
 
 
-def _click_bar(driver: Any, lane: int, x: float) -> None:
-    """A real mouse click at data point (x, lane) of the chart."""
+def _click_bar(driver: Any, lane: int, x: float, click: bool = True) -> None:
+    """A real mouse click (or only the pointer moved there) at data point (x, lane) of the chart."""
     box = driver.find_element(By.ID, "timeline-chart")
     px, py = driver.execute_script(
         "var chart = echarts.getInstanceByDom(arguments[0]);"
@@ -294,9 +294,10 @@ def _click_bar(driver: Any, lane: int, x: float) -> None:
         lane,
     )
     size = box.size
-    ActionChains(driver).move_to_element_with_offset(
+    moved = ActionChains(driver).move_to_element_with_offset(
         box, round(px - size["width"] / 2) + 1, round(py - size["height"] / 2)
-    ).click().perform()
+    )
+    (moved.click() if click else moved).perform()
 
 
 def test_in_a_browser_the_demo_s_timeline_shows_the_wire_resolved_the_crash_the_resume_and_rows_on_a_click(
@@ -317,6 +318,10 @@ def test_in_a_browser_the_demo_s_timeline_shows_the_wire_resolved_the_crash_the_
         marks = next(s for s in option["series"] if s["name"] == "executions")["data"]
         assert [m[0] for m in marks] == ["started", "crashed", "resumed", "completed"]
         wire = next(b for b in found["bars"] if found["names"][b[7]] == "send_wire")
+        _click_bar(browser, wire[0], (wire[2] + wire[3]) / 2, click=False)
+        tip = browser.find_element(By.ID, "timeline-tip")
+        wait_until(tip.is_displayed)
+        assert tip.text.startswith("send_wire (step 4, resolved)")
         _click_bar(browser, wire[0], (wire[2] + wire[3]) / 2)
         wait_until(lambda: browser.find_element(By.ID, "timeline-rows").get_attribute("data-loaded") == "1")
         panel = browser.find_element(By.ID, "timeline-rows")
