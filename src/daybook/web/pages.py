@@ -186,7 +186,11 @@ def _chain(book: Daybook, info: RunInfo) -> Markup:
 def _acts(info: RunInfo, csrf: str | None) -> Markup:
     """Pause, resume, steer, retry, cancel: what a signed-in approver may do to this run."""
     if csrf is None:
-        return tag("p", link("/login", "Sign in"), " to pause, steer, retry, cancel or approve.")
+        # Not signed in, signed in without the operator role, or a read-only inspector (its
+        # banner says so): no form to post.
+        return tag(
+            "p", link("/login", "Sign in"), " as an operator to pause, steer, retry or cancel.", id="no-acts"
+        )
     base = run_href(info.run_id)
     steer = form(
         base + "/steer",
