@@ -230,7 +230,11 @@ def test_the_real_daybook_web_require_sign_in_lets_only_a_signed_in_viewer_read(
 
 def test_daybook_web_help_names_the_roles_and_both_modes() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "daybook", "web", "--help"], capture_output=True, text=True, timeout=60, cwd=HERE
+        [sys.executable, "-m", "daybook", "web", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HERE,
     )
     assert out.returncode == 0
     for words in ("--read-only", "--require-sign-in", "viewer", "operator", "daybook audit"):
