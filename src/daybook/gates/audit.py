@@ -10,7 +10,7 @@ triggers refuse every update, delete and replace on both stores), so no schema c
 needed: each inspector process appends under an entity of its own,
 `daybook.audit:web/<host>/<pid>/<random>`, claimed once (for a day at a time, claimed again when
 it lapses), so two inspectors over one store never wait on each other. Reading merges every such
-entity's entries by time. `daybook entities` does not list them (`coordination.entity`
+entity's entries by time. `daybook leases` does not list them (`coordination.entity`
 hides the prefix); `daybook audit` and the inspector's `/audit` page show them.
 
 Nothing secret is written: no token, no session id, no CSRF token. A session is named by the
