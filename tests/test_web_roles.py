@@ -133,7 +133,7 @@ def test_forged_form_fields_change_neither_who_acts_nor_what_is_acted_on(
 ) -> None:
     book, tokens = people
     app = build(book)
-    bob, bob_csrf = signed_in(app, "bob", tokens["bob"])
+    _, bob_csrf = signed_in(app, "bob", tokens["bob"])
     oncall, csrf = signed_in(app, "oncall", tokens["oncall"])
     # Another session's CSRF token, and a made-up one, are refused.
     for forged in (bob_csrf, "", "x" * 40):
