@@ -46,9 +46,10 @@ def actor(
     if _public(token) != member.public_key:
         raise NotAuthorized(f"the key given is not {name!r}'s; nothing was done")
     if role is not None and not member.may(role):
+        what = "an approver of gates" if member.may("approver") else "a viewer"
         raise NotAuthorized(
-            f"{name!r} is an approver of gates, not an operator of runs ({_what(act)} needs the "
-            f"operator role): `daybook approvers add {name} --role approver --role operator`"
+            f"{name!r} is {what}, not an operator of runs ({_what(act)} needs the operator role): "
+            f"`daybook approvers add {name} {' '.join(f'--role {r}' for r in (*member.roles, 'operator'))}`"
         )
     at = time.time()
     signed = signing.sign(token, _fields(act, run_id, name, at))
