@@ -24,7 +24,7 @@ from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
 from webtools import chromium, csrf_of, web_server
 
-from daybook import Daybook, Suspended
+from daybook import Daybook, NotAuthorized, Suspended
 from daybook.web import build
 
 IDS = {"run_id": "sre", "gate": "sre/1"}  # the gate `agents.restart` opens, for approvers ["oncall"]
@@ -308,3 +308,19 @@ def test_in_a_browser_a_viewer_sees_no_action_button_and_an_unlisted_approver_ca
         assert book.get_run("sre").status == "suspended"
         assert [(v["approver"], v["state"]) for v in book.verdicts("sre")] == [("bob", "refused")]
     assert bank.stats()["executions_by_key"] == {}
+
+
+def test_a_viewers_key_signs_nothing_outside_the_inspector_either(
+    people: tuple[Daybook, dict[str, str]],
+) -> None:
+    """A viewer only reads: its key gives no verdict, no act on a run and no signal."""
+    book, tokens = people
+    key = tokens["vera"]
+    before = state(book)
+    with pytest.raises(NotAuthorized, match="does not hold the approver role"):
+        book.approve("sre", "sre/1", approver="vera", token=key)
+    with pytest.raises(NotAuthorized, match="is a viewer, not an operator of runs"):
+        book.pause("sre", by="vera", token=key)
+    with pytest.raises(NotAuthorized, match="is a viewer: it reads"):
+        book.signal("sre", "go", {"ok": True}, sender="vera", token=key)
+    assert state(book) == before and book.get_run("sre").status == "suspended"
