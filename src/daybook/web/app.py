@@ -353,12 +353,12 @@ def _login(ins: Inspector) -> Callable[[Request], Any]:
             return _answer(request, None, exc.status, str(exc), ins)
         name, token = fields.get("name", ""), fields.get("token", "")
         if not name or not token or not is_approver(ins.book.store, name, token):
-            log.warning("sign-in refused for approver %r", name)
             message = "refused: that approver is unknown or the token does not match"
             known = await run_in_threadpool(roster.member, ins.book.store, name) if name else None
             claimed = (
                 name if known is not None else (f"unregistered name #{audit.digest(name)}" if name else None)
             )
+            log.warning("sign-in refused for approver %r", claimed)  # never a pasted key, here either
             await audit_page.record(ins, request, "sign-in", claimed, None, 403, message, {})
             return _answer(request, None, 403, message, ins)
         sid = ins.sessions.open(name, token)
