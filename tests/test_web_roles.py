@@ -24,7 +24,9 @@ from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
 from webtools import chromium, csrf_of, web_server
 
+import daybook
 from daybook import Daybook, NotAuthorized, Suspended
+from daybook.gates.audit import entries as audit_entries
 from daybook.web import build
 
 IDS = {"run_id": "sre", "gate": "sre/1"}  # the gate `agents.restart` opens, for approvers ["oncall"]
@@ -324,3 +326,36 @@ def test_a_viewers_key_signs_nothing_outside_the_inspector_either(
     with pytest.raises(NotAuthorized, match="is a viewer: it reads"):
         book.signal("sre", "go", {"ok": True}, sender="vera", token=key)
     assert state(book) == before and book.get_run("sre").status == "suspended"
+
+
+@daybook.workflow
+def capped(ctx: daybook.Context) -> float:
+    """Two $0.04 spends under a $0.05 cap: the second waits for a person to raise it."""
+    ctx.budget.cap(usd=0.05)
+    for _ in range(2):
+        ctx.budget.admit(usd=0.04)
+        ctx.budget.charge(usd=0.04)
+    return float(ctx.budget.spent.get("usd", 0.0))
+
+
+def test_an_operator_raises_a_budget_from_a_run_page_and_a_viewer_cannot(
+    people: tuple[Daybook, dict[str, str]],
+) -> None:
+    book, tokens = people
+    with pytest.raises(Suspended):
+        book.run(capped, run_id="capped")
+    app = build(book)
+    vera, vera_csrf = signed_in(app, "vera", tokens["vera"])
+    form = {"quantity": "usd", "amount": "1"}
+    refused = vera.post("/runs/capped/raise-budget", data={**form, "csrf": vera_csrf})
+    assert refused.status_code == 403 and "operator role" in said(refused)
+    olga, csrf = signed_in(app, "olga", tokens["olga"])
+    assert "/runs/capped/raise-budget" in forms(olga.get("/runs/capped").text)
+    for bad in ({"quantity": "usd", "amount": "-1"}, {"quantity": "", "amount": "1"}, {"quantity": "by"}):
+        assert olga.post("/runs/capped/raise-budget", data={**bad, "csrf": csrf}).status_code == 400, bad
+    done = olga.post("/runs/capped/raise-budget", data={**form, "csrf": csrf})
+    assert done.status_code == 200 and "raise #" in said(done)
+    assert book.resume("capped") == pytest.approx(0.08)
+    assert book.budget("capped")["caps"]["usd"] == pytest.approx(1.05)
+    [raised] = [e for e in audit_entries(book.store) if e.action == "raise-budget" and e.outcome == "done"]
+    assert (raised.who, raised.detail) == ("olga", {"run_id": "capped", "quantity": "usd", "amount": "1"})

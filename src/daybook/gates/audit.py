@@ -41,7 +41,7 @@ PREFIX = "daybook.audit:"
 CLAIM_TTL = 86_400.0  # seconds an inspector's claim on its own audit entity lasts before renewal
 MAX_TEXT = 300  # characters kept of a client-supplied value (user agent, a refused name, a line)
 # Fields of a request an entry may carry: what was acted on, never what was typed as free text.
-DETAIL_FIELDS = ("run_id", "gate", "step", "outcome", "kind", "compensate")
+DETAIL_FIELDS = ("run_id", "gate", "step", "outcome", "kind", "compensate", "quantity", "amount")
 
 
 def digest(secret: str) -> str:
