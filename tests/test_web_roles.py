@@ -30,7 +30,7 @@ from daybook.gates.audit import entries as audit_entries
 from daybook.web import build
 
 IDS = {"run_id": "sre", "gate": "sre/1"}  # the gate `agents.restart` opens, for approvers ["oncall"]
-ACTS = ("pause", "resume", "retry", "cancel", "steer", "resolve")
+ACTS = ("pause", "resume", "retry", "cancel", "steer", "resolve", "raise-budget")
 
 
 @pytest.fixture
