@@ -299,7 +299,7 @@ class Budget:
         if owner == run_id:
             for key, value in amounts.items():
                 self.caps[key] = self.caps.get(key, 0.0) + value
-        else:
+        elif amounts:  # an empty raise only woke this run (its ancestor was raised): look again
             self._decisions.decide(TREE_RAISE, lambda: {"run": owner, "amounts": dict(amounts)})
 
     def _stopped(self, name: str, cap: float, after: float, said: str, owner: str, fail: bool) -> None:
