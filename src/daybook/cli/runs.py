@@ -109,7 +109,12 @@ def _at_cap(book: Daybook, found: Sequence[RunInfo]) -> dict[str, str]:
     capped: dict[str, str] = {}
     for r in found:
         if r.status == RunStatus.SUSPENDED:
-            said = paused_at_cap(book.journal(r.run_id)) or _waiting_below(book, r.run_id)
+            try:
+                said = paused_at_cap(book.journal(r.run_id)) or _waiting_below(book, r.run_id)
+            except DaybookError:
+                # A damaged journal, or one this handle has no codec for: the run is still
+                # listed (flagged as the listing flags it), only without the reason it waits.
+                continue
             if said:
                 capped[r.run_id] = said
     return capped
