@@ -50,7 +50,8 @@ def test_every_name_the_readme_uses_exists() -> None:
     ctx_attrs = set(re.findall(r"\bctx\.([a-z_]+)", docs))
     assert ctx_attrs, "the docs document ctx"
     for attr in ctx_attrs - {"budget"}:  # budget is set per context instance
-        assert callable(getattr(daybook.Context, attr, None)), f"the docs use ctx.{attr}"
+        found = getattr(daybook.Context, attr, None)  # a method, or a property (ctx.run_id)
+        assert callable(found) or isinstance(found, property), f"the docs use ctx.{attr}"
     for module in set(re.findall(r"\bdaybook\.adapters\.([a-z_]+)", docs)):
         importlib.import_module(f"daybook.adapters.{module}")
 

@@ -16,14 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .books import cost as ledger
-from .books.effects import effects as effect_rows
-from .books.effects import find_effect
-from .books.obligation import obligations as obligation_rows
+from .books.methods import LedgerMethods
 from .books.reconcile import reconcile as reconcile_runs
-from .books.resolve import MISSING
-from .books.resolve import resolve as resolve_effect
-from .books.unknowns import unknowns as open_effects
-from .books.why import why as why_of
 from .checks import checked
 from .context import Context
 from .coordination.budget import summary as budget_summary
@@ -83,7 +77,7 @@ def inline_wait_of(value: object) -> float:
 
 @functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 @name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
-class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageMethods):
+class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -459,77 +453,12 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
 
     # -- the books ----------------------------------------------------------------------------
 
-    def obligations(self, status: str | None = None) -> list[dict[str, JSON]]:
-        """Every obligation across runs with its state: open, fulfilled, cancelled, or breached
-        (open past its due time). `status` filters on that state."""
-        return obligation_rows(self.store, status)
-
-    def effects(
-        self, run_id: str | None = None, *, status: str | None = None, tool: str | None = None
-    ) -> list[dict[str, JSON]]:
-        """The effect ledger: every effect (of one run, or all) with its request, response, key,
-        the counterparty's reference, the decision it came from, its compensation handle and its
-        status history (one entry per journal row: intent, attempts, each outcome). `status`
-        filters on the current status (confirmed, failed, unknown, in flight)."""
-        if run_id is not None:
-            self.get_run(run_id)
-        return effect_rows(self.store, run_id, status=status, tool=tool)
-
-    def find_effect(self, effect: str, step: int | None = None) -> tuple[str, int]:
-        """(run id, step) of an effect named by its idempotency key, or by run id and step."""
-        return find_effect(self.store, effect, step)
-
-    def why(self, effect: str, step: int | None = None) -> dict[str, JSON]:
-        """The decision behind an effect (named by its key, or by run id and step): the effect,
-        the recorded decision its intent links to with the decision ledger's reasons, and the
-        run's mandate (workflow and input)."""
-        run_id, step = self.find_effect(effect, step)
-        return why_of(self.get_run(run_id), self.journal(run_id), step)
-
-    def unknowns(self) -> list[dict[str, JSON]]:
-        """Effects whose outcome is not settled: unknown, in flight, or waiting to retry."""
-        return open_effects(self.store, self.get_run)
-
     def reconcile(self, run_id: str | None = None, day: str | None = None) -> list[dict[str, JSON]]:
         """Compare the journal with the counterparties' own records (for one run, one day
         (YYYY-MM-DD, local time), or everything) and list the mismatches: `absent_there` and
         `never_issued`. The tools must be imported in this process (`--app` on the CLI)."""
         ids = [run_id] if run_id else [r.run_id for r in self.runs(None, MAX_LIMIT)]
         return reconcile_runs(self.store, ids, day)
-
-    def resolve(
-        self,
-        run_id: str,
-        step: int | None = None,
-        *,
-        ref: JSON = None,
-        confirmed: JSON = MISSING,
-        failed: str | None = None,
-        absent: bool = False,
-        by: str | None = None,
-        evidence: str = "",
-        token: str | None = None,
-    ) -> Event:
-        """Record, with evidence and who did it, what happened to an effect whose outcome is unknown.
-
-        The effect is named by run id and step, or by its idempotency key alone (`step=None`).
-        `confirmed=RESULT`: it happened (RESULT is what the tool would have returned; `ref`, or RESULT itself
-        when it is a string, is kept as the counterparty's reference); `failed=MESSAGE`: it did not and will
-        not; `absent=True`: the counterparty never received it, so resuming sends it again under the same key.
-        A registered approver's name as `by` needs its `token`; any other is journaled as unauthenticated."""
-        by, who = self._actor(by, token, "resolve", run_id)
-        return resolve_effect(
-            self._runner.claims,
-            run_id,
-            step,
-            ref=ref,
-            confirmed=confirmed,
-            failed=failed,
-            absent=absent,
-            by=by,
-            evidence=evidence,
-            identity=who,
-        )
 
     # -- atomic commits -----------------------------------------------------------------------
 
