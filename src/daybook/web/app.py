@@ -103,6 +103,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
     (`guard.hosts_for`); by default the loopback names and Starlette's TestClient's."""
     ins = Inspector(book, apps)
     readers = live.Readers(book.store)  # one journal reader per live run, shared by its viewers
+    chunk_readers = live.ChunkReaders(book.store)  # and one per live stream
     view = _viewer(ins)
     act = _actor(ins)
     routes = [
@@ -113,7 +114,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
             _run_or_stream(
                 view(lambda r, c: _run_view(book, r, c)),
                 live.stream(book, readers),
-                live.chunk_stream(book),
+                live.chunk_stream(book, chunk_readers),
             ),
             methods=["GET"],
         ),
@@ -132,6 +133,7 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
     app = Starlette(routes=routes, middleware=guard.middleware(hosts))
     app.state.inspector = ins
     app.state.readers = readers
+    app.state.chunk_readers = chunk_readers
     return app
 
 
