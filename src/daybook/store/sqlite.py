@@ -22,6 +22,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -118,20 +119,37 @@ class SQLiteDialect(Dialect):
         return db
 
     def _open_for_writing(self) -> sqlite3.Connection:
-        try:
-            db = self._connect(_Connection)
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise ConfigError(f"could not switch {self.path!r} to WAL mode (got {mode})")
-            db.execute(f"PRAGMA synchronous = {_SYNC[self.synchronous]}")
-            migrate(db, self.url)
-        except sqlite3.OperationalError as exc:
-            if "column" in str(exc):
-                raise ConfigError(foreign_tables(self.url, exc)) from None
-            raise self._unavailable(exc) from None
-        except sqlite3.DatabaseError as exc:
-            raise self._unavailable(exc) from None
-        return db
+        # Two processes opening a new file at once can get "database is locked" from the switch
+        # to WAL without SQLite calling the busy handler (the switch needs the file to itself,
+        # and SQLite answers BUSY at once rather than risk a deadlock): such a refusal is tried
+        # again, with a short backoff, until the store's lock timeout has passed.
+        deadline = time.monotonic() + self.timeout
+        pause = 0.005
+        while True:
+            db: sqlite3.Connection | None = None
+            try:
+                db = self._connect(_Connection)
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise ConfigError(f"could not switch {self.path!r} to WAL mode (got {mode})")
+                db.execute(f"PRAGMA synchronous = {_SYNC[self.synchronous]}")
+                migrate(db, self.url)
+                return db
+            except sqlite3.OperationalError as exc:
+                _close(db)
+                if "column" in str(exc):
+                    raise ConfigError(foreign_tables(self.url, exc)) from None
+                if "locked" in str(exc) and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.25)
+                    continue
+                raise self._unavailable(exc) from None
+            except sqlite3.DatabaseError as exc:
+                _close(db)
+                raise self._unavailable(exc) from None
+            except BaseException:
+                _close(db)
+                raise
 
     def _unavailable(self, exc: sqlite3.DatabaseError) -> Exception:
         return locked(self.path, self.timeout, exc) or ConfigError(
@@ -212,3 +230,8 @@ class SQLiteStore(SqlStore):
     def _group(self) -> GroupCommit:
         """The group commit (benchmarks and the write-ahead-log test reach it)."""
         return self.dialect.group
+
+
+def _close(db: sqlite3.Connection | None) -> None:
+    if db is not None:
+        db.close()
