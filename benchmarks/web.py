@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -101,8 +102,18 @@ def long(ctx: daybook.Context, n: int) -> int:
     return total
 
 
+@daybook.workflow(name="bench_web_live")
+def live(ctx: daybook.Context, n: int) -> int:
+    """N decisions, then a wait: a long run left live, for the live viewers to watch."""
+    for i in range(n):
+        ctx.decide("step", lambda i=i: i)
+    ctx.wait_for("more", timeout=30 * 86400)
+    return n
+
+
 def fill(url: str, n: int) -> None:
-    """N runs of one decision (one in ten parked, one in ten suspended) and the N-step run."""
+    """N runs of one decision (one in ten parked, one in ten suspended), the N-step run, and a
+    run of N decisions left suspended (live)."""
     with Daybook(url) as book:
         book.inline_wait = 0.0
         for i in range(n):
@@ -112,6 +123,10 @@ def fill(url: str, n: int) -> None:
             except (RunParked, daybook.Suspended):
                 pass
         book.run(long, n, run_id="long")
+        try:
+            book.run(live, n, run_id="live")
+        except daybook.Suspended:
+            pass
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> float:
@@ -212,6 +227,84 @@ def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("daybook web did not answer in 60 s")
 
 
+VIEWERS = 64  # live viewers: half on the live run's journal stream, half on its chunk streams
+
+
+class Viewers:
+    """K idle live viewers of the `live` run (Server-Sent Event streams held open, read in
+    threads), as browsers on its page: half on `/runs/live/events`, half on `/runs/live/streams/*`."""
+
+    def __init__(self, base: str, k: int) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.socks: list[socket.socket] = []
+        self.got = [0] * k
+        paths = ["/runs/live/events?after=999999999", "/runs/live/streams/*?after=0"]
+        for i in range(k):
+            sock = socket.create_connection((host, int(port)), timeout=30)
+            request = f"GET {paths[i % 2]} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n"
+            sock.sendall(request.encode())
+            self.socks.append(sock)
+        self.threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(k)]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, i: int) -> None:
+        try:
+            while data := self.socks[i].recv(65536):
+                self.got[i] += len(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def live_row(backend: str, n: int, repeat: int, base: str, pid: int) -> dict[str, Any]:
+    """The inspector's CPU and the runs list's time to HTML with K idle live viewers of a live
+    N-row run, against the same with none (R13: each viewer once reloaded the whole journal every
+    0.25 s; one shared reader per run and per stream reads only what is new)."""
+    window = 5.0 if n >= N else 1.0  # seconds of CPU counted (the smoke size: a short look)
+    repeat = max(repeat, 15)  # the list is served in milliseconds: enough fetches for a median
+
+    def cpu_pct() -> float:
+        c, t = cpu_seconds(pid), time.perf_counter()
+        time.sleep(window)
+        return 100 * (cpu_seconds(pid) - c) / (time.perf_counter() - t)
+
+    idle_cpu = cpu_pct()
+    idle_ms = timed(lambda: fetch(base + "/"), repeat)
+    viewers = Viewers(base, VIEWERS)
+    try:
+        time.sleep(window / 2)  # every viewer's first read done
+        busy_cpu = cpu_pct()
+        busy_ms = timed(lambda: fetch(base + "/"), repeat)
+        streaming = sum(1 for g in viewers.got if g > 0)
+    finally:
+        viewers.close()
+    return {
+        "system": "daybook",
+        "backend": backend,
+        "n": n,
+        "measure": "live_viewers",
+        "page": f"{VIEWERS} live viewers",
+        "viewers": VIEWERS,
+        "streaming": streaming,
+        "cpu_pct": round(busy_cpu, 1),
+        "idle_cpu_pct": round(idle_cpu, 1),
+        "served_ms": round(busy_ms, 1),
+        "floor_ms": round(idle_ms, 2),
+        "floor": "the runs list with no viewer",
+        "ratio": round(busy_ms / idle_ms, 1),
+    }
+
+
 def timeline_present() -> bool:
     from daybook.web import views
 
@@ -268,7 +361,8 @@ def measure_backend(backend: str, n: int, repeat: int, db: str | None = None) ->
             rows_long = len(book.journal("long"))
         server, base = _serve(url)
         try:
-            return _pages(backend, n, repeat, base, deep, floor_list, floor_deep, floor_journal, rows_long)
+            rows = _pages(backend, n, repeat, base, deep, floor_list, floor_deep, floor_journal, rows_long)
+            return [*rows, live_row(backend, n, repeat, base, server.pid)]
         finally:
             server.terminate()
             server.wait()
@@ -422,11 +516,21 @@ def main() -> None:
         if r.get("skipped"):
             print(f"{r['backend']:<11} {r.get('page', r['measure']):<26} skipped: {r['reason']}")
             continue
+        if r["measure"] == "live_viewers":
+            continue
         print(
             f"{r['backend']:<11} {r['page']:<26} {_cell(r['served_ms']):>7} {_cell(r['first_paint_ms']):>7} "
             f"{_cell(r.get('table_ms')):>7} {_cell(r.get('ready_ms')):>7} {r['floor_ms']:>8.2f} "
             f"{_cell(r.get('ratio'), '{:.1f}x'):>7} {r['goal_ms']:>6.0f}"
         )
+    for r in rows:
+        if r["measure"] == "live_viewers":
+            print(
+                f"{r['backend']:<11} {r['viewers']} idle live viewers of a live run of {r['n']:,} rows "
+                f"({r['streaming']} streaming): inspector CPU {r['cpu_pct']:.0f}% of a core (none: "
+                f"{r['idle_cpu_pct']:.0f}%); runs list served in {r['served_ms']:.0f} ms, {r['ratio']:.1f}x "
+                f"the {r['floor_ms']:.0f} ms with no viewer"
+            )
     for line in targets(rows):
         print(line)
     if args.json:

@@ -1,6 +1,6 @@
 """benchmarks/web.py itself, run at its smoke size (200 runs and a 200-step run) so the benchmark
 of issue 30's item 8 keeps working: it fills the stores, serves them with `daybook web`, reads the
-browser's own clocks in headless Chromium and writes its rows. No figure is judged here (speed is
+browser's own clocks in headless Chromium, holds 64 live viewers open and writes its rows. No figure is judged here (speed is
 measured in benchmarks/, never asserted in tests): only that each figure is there, beside its floor."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from daybook.web import views
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_web_benchmark_measures_every_page_beside_its_store_floor(tmp_path: Path) -> None:
     chromium().quit()  # skips, saying why, without Debian's chromium and chromium-driver
     out = tmp_path / "web.json"
@@ -42,6 +43,11 @@ def test_the_web_benchmark_measures_every_page_beside_its_store_floor(tmp_path: 
         assert timeline["ready_ms"] > 0 and timeline["journal_rows"] >= 200
     else:  # not yet written: the row says so instead of failing
         assert timeline["skipped"] and "timeline view not present" in timeline["reason"]
+    # Live viewers: every one of them got its stream (R13: they share one reader per run and
+    # per stream), the inspector's CPU and the runs list's time beside the same with none.
+    (live,) = [r for r in rows if r["backend"] == "sqlite" and r["measure"] == "live_viewers"]
+    assert live["streaming"] == live["viewers"] == 64
+    assert live["cpu_pct"] >= 0 and live["served_ms"] > 0 and live["floor_ms"] > 0
     # At the smoke size nothing is judged against the goals: every line says NOT MEASURED.
     verdicts = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
     assert verdicts == []
