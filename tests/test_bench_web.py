@@ -48,7 +48,7 @@ def test_the_web_benchmark_measures_every_page_beside_its_store_floor(tmp_path: 
     (live,) = [r for r in rows if r["backend"] == "sqlite" and r["measure"] == "live_viewers"]
     assert live["streaming"] == live["viewers"] == 64
     assert live["cpu_pct"] >= 0 and live["served_ms"] > 0 and live["floor_ms"] > 0
-    # At the smoke size nothing is judged against the goals: every line says NOT MEASURED.
+    # At the smoke size nothing is judged against the goals: every line says SKIP.
     verdicts = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
     assert verdicts == []
-    assert "NOT MEASURED  [sqlite] runs list, page 1 on 200 runs <= 300 ms" in proc.stdout
+    assert "SKIP  [sqlite] runs list, page 1 on 200 runs <= 300 ms" in proc.stdout
