@@ -45,6 +45,7 @@ benchmarks/run.py prints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -158,17 +159,13 @@ def _fill_part(url: str, ids: range | list[int], n: int, big: tuple[str, ...]) -
         book.inline_wait = 0.0
         for i in ids:
             flow = failing if i % 10 == 3 else waiting if i % 10 == 7 else one
-            try:
+            with contextlib.suppress(RunParked, daybook.Suspended):
                 book.run(flow, i, run_id=f"run-{i:06d}")
-            except (RunParked, daybook.Suspended):
-                pass
         if "long" in big:
             book.run(long, n, run_id="long")
         if "live" in big:
-            try:
+            with contextlib.suppress(daybook.Suspended):
                 book.run(live, n, run_id="live")
-            except daybook.Suspended:
-                pass
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> float:
@@ -283,7 +280,9 @@ class Viewers:
         paths = ["/runs/live/events?after=999999999", "/runs/live/streams/*?after=0"]
         for i in range(k):
             sock = socket.create_connection((host, int(port)), timeout=30)
-            request = f"GET {paths[i % 2]} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n"
+            request = (
+                f"GET {paths[i % 2]} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n"
+            )
             sock.sendall(request.encode())
             self.socks.append(sock)
         self.threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(k)]
@@ -383,7 +382,7 @@ def pg_reachable() -> str | None:
 
         psycopg.connect(PG_URL, connect_timeout=3).close()
         return None
-    except Exception as exc:  # noqa: BLE001 - any failure to connect is a reason to skip
+    except Exception as exc:  # any failure to connect is a reason to skip
         return f"PostgreSQL at {PG_URL} unreachable: {type(exc).__name__}"
 
 
@@ -392,7 +391,10 @@ def measure_backend(backend: str, n: int, repeat: int, db: str | None = None) ->
         if backend != "sqlite" or db is None or not Path(db).exists():
             t = time.perf_counter()
             fill(url, n)
-            print(f"[{backend}] filled {n:,} runs and a run of {n:,} steps in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+            print(
+                f"[{backend}] filled {n:,} runs and a run of {n:,} steps in {time.perf_counter() - t:.1f}s",
+                file=sys.stderr,
+            )
         with Daybook(url) as book:
             floor_list = timed(lambda: (book.store.runs_page({}, PAGE, 0), book.store.run_counts({})), repeat)
             deep = max(n // PAGE // 2, 1)
@@ -422,7 +424,10 @@ def _pages(
     rows_long: int,
 ) -> list[dict[str, Any]]:
     common = {"system": "daybook", "backend": backend, "n": n}
-    lists = [("runs list, page 1", base + "/", floor_list), (f"runs list, page {deep}", f"{base}/?page={deep}", floor_deep)]
+    lists = [
+        ("runs list, page 1", base + "/", floor_list),
+        (f"runs list, page {deep}", f"{base}/?page={deep}", floor_deep),
+    ]
     timeline_url = f"{base}/runs/long?view={TIMELINE}"
     has_timeline = timeline_present()
     served = {name: timed(lambda u=u: fetch(u), repeat) for name, u, _ in lists}
@@ -501,7 +506,16 @@ def measure(
     if why is None:
         rows += measure_backend("postgresql", n, repeat)
     else:
-        rows.append({"system": "daybook", "backend": "postgresql", "measure": "web", "n": n, "skipped": True, "reason": why})
+        rows.append(
+            {
+                "system": "daybook",
+                "backend": "postgresql",
+                "measure": "web",
+                "n": n,
+                "skipped": True,
+                "reason": why,
+            }
+        )
     return rows
 
 
@@ -549,7 +563,9 @@ def main() -> None:
     parser.add_argument("--db", default=None, help="a SQLite store file to keep (filled when missing)")
     args = parser.parse_args()
     rows = measure(args.quick, args.db, args.n, not args.no_postgres)
-    print(f"daybook from {os.path.dirname(daybook.__file__)}; headless Chromium: {browser_path() is not None}")
+    print(
+        f"daybook from {os.path.dirname(daybook.__file__)}; headless Chromium: {browser_path() is not None}"
+    )
     print(
         f"{'backend':<11} {'page':<26} {'served':>7} {'paint':>7} {'table':>7} {'drawn':>7} "
         f"{'floor':>8} {'ratio':>7} {'goal':>6}   (ms; ratio = paint or drawn / floor)"

@@ -1,7 +1,8 @@
-"""benchmarks/web.py itself, run at its smoke size (200 runs and a 200-step run) so the benchmark
-of issue 30's item 8 keeps working: it fills the stores, serves them with `daybook web`, reads the
-browser's own clocks in headless Chromium, holds 64 live viewers open and writes its rows. No figure is judged here (speed is
-measured in benchmarks/, never asserted in tests): only that each figure is there, beside its floor."""
+"""benchmarks/web.py itself, run at its smoke size (200 runs and a 200-step run) so the
+benchmark of issue 30's item 8 keeps working: it fills the stores, serves them with `daybook
+web`, reads the browser's own clocks in headless Chromium, holds 64 live viewers open and writes
+its rows. No figure is judged here (speed is measured in benchmarks/, never asserted in tests):
+only that each figure is there, beside its floor."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from webtools import chromium
 
 from daybook.web import views

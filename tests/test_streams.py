@@ -234,7 +234,9 @@ def test_n_web_viewers_of_a_stream_share_one_reader_and_each_gets_every_chunk_on
                         got[i].append({"event": kind, **json.loads(line[6:])})
 
         with serving(app) as base:
-            viewers = [threading.Thread(target=listen, args=(i, base), daemon=True) for i in range(len(starts))]
+            viewers = [
+                threading.Thread(target=listen, args=(i, base), daemon=True) for i in range(len(starts))
+            ]
             for v in viewers:
                 v.start()
             readers = app.state.chunk_readers

@@ -146,7 +146,9 @@ def smoke_views(base: str, run_id: str) -> None:
             json.loads(body)
     for path in sorted(assets):
         status, body = fetch(base + path)
-        check(status == 200 and len(body) > 0, f"{path} is not served (a view's asset missing from the wheel?)")
+        check(
+            status == 200 and len(body) > 0, f"{path} is not served (a view's asset missing from the wheel?)"
+        )
     print(f"wheel smoke: web views {', '.join(names) or 'none registered'}; {len(assets)} assets", flush=True)
 
 
