@@ -49,6 +49,8 @@ VIEWS_MODULES: tuple[str, ...] = (
     "daybook.web.decisions",
     "daybook.web.frontiers",
     "daybook.web.cost",
+    "daybook.web.tree",
+    "daybook.web.recovery",
 )
 _loaded = False
 
