@@ -200,9 +200,14 @@ new MutationObserver(() => {
 READ = """
 const fcp = performance.getEntriesByName('first-contentful-paint');
 const nav = performance.getEntriesByType('navigation')[0];
+const ended = (part) => {
+  const r = performance.getEntriesByType('resource').filter((e) => e.name.includes(part));
+  return r.length ? r[r.length - 1].responseEnd : null;
+};
 return {fcp: fcp.length ? fcp[0].startTime : null, table: window.__bench.table ?? null,
         ready: window.__bench.ready ?? null, response: nav ? nav.responseEnd : null,
-        loaded: nav && nav.loadEventEnd > 0 ? nav.loadEventEnd : null};
+        loaded: nav && nav.loadEventEnd > 0 ? nav.loadEventEnd : null,
+        data: ended('/api/views/'), chart_js: ended('/static/vendor/')};
 """
 
 
@@ -508,6 +513,11 @@ def _pages(
                 "served_ms": round(served[page], 1),
                 "data_ms": round(data[page], 1),
                 "first_paint_ms": median(page, "fcp"),
+                # Where the time went, in the browser's clocks: the HTML, its JSON and the chart
+                # library each received (the view's script draws once it has both).
+                "html_end_ms": median(page, "response"),
+                "data_end_ms": median(page, "data"),
+                "chart_js_end_ms": median(page, "chart_js"),
                 "ready_ms": ready,
                 "ratio": None if ready is None else round(ready / floor_journal, 1),
                 "goal_ms": TIMELINE_MS if name == TIMELINE else None,
@@ -602,6 +612,13 @@ def main() -> None:
             f"{_cell(r.get('table_ms')):>7} {_cell(r.get('ready_ms')):>7} {r['floor_ms']:>8.2f} "
             f"{_cell(r.get('ratio'), '{:.1f}x'):>7} {_cell(r['goal_ms']):>6}"
         )
+    for r in rows:
+        if r.get("view") and r.get("ready_ms") is not None:
+            print(
+                f"{r['backend']:<11} {r['view']}: HTML received at {_cell(r['html_end_ms'])} ms, its JSON at "
+                f"{_cell(r['data_end_ms'])} ms, the chart library at {_cell(r['chart_js_end_ms'])} ms, "
+                f"drawn at {_cell(r['ready_ms'])} ms"
+            )
     for r in rows:
         if r["measure"] == "live_viewers":
             print(
