@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
 from ..gates.approval import is_approver
+from ..store.read_scope import read_scope
 from . import actions, approvals, guard, live, pages, views
 from .auth import COOKIE, Inspector, Session, csrf_ok
 from .html import Markup, field, page, tag
@@ -156,7 +157,8 @@ def _viewer(ins: Inspector) -> Callable[[Viewer], Callable[[Request], Any]]:
             session = ins.session(request.cookies)
             who = session.name if session else None
             try:
-                title, body = fn(request, session.csrf if session else None)
+                with read_scope():  # each journal read once per page, whatever its sections read
+                    title, body = fn(request, session.csrf if session else None)
             except DaybookError as exc:
                 return _answer(request, who, status_of(exc), str(exc))
             except ValueError as exc:
@@ -313,7 +315,8 @@ def _api_view(book: Daybook) -> Callable[[Request], Response]:
         try:
             if not run_id:
                 raise ValueError("name the run: /api/views/NAME?run=RUN")
-            return JSONResponse(views.view_data(book, run_id, request.path_params["name"], query))
+            with read_scope():
+                return JSONResponse(views.view_data(book, run_id, request.path_params["name"], query))
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except DaybookError as exc:
