@@ -24,10 +24,11 @@ import pytest
 import stream_app
 from conftest import HERE, PG_URL, cli, killed, wait_until
 from store_bytes import store_text
-from webtools import web_server
+from webtools import serving, web_server
 
 import daybook
 from daybook import ConfigError, Daybook, DaybookError, NotSerializable, ScriptedLLM, Secret
+from daybook.web import build
 
 WORDS = [f"w{i}" for i in range(stream_app.WORDS)]
 PIECES = [w + " " for w in WORDS[:-1]] + [WORDS[-1]]
@@ -208,6 +209,50 @@ def test_the_web_live_stream_delivers_each_chunk_and_resumes_after_its_last_even
     assert [c["n"] for c in chunks] == list(range(len(PIECES) - len(chunks), len(PIECES)))
     assert [c["value"] for c in chunks] == PIECES[len(PIECES) - len(chunks) :]
     assert bad.status_code == 400 and "stream name" in bad.json()["error"]
+
+
+def test_n_web_viewers_of_a_stream_share_one_reader_and_each_gets_every_chunk_once_in_order(
+    db_url: str,
+) -> None:
+    """R13 for streams: each viewer once polled the store itself every 0.25 s; now one reader
+    per (run, stream) does, whatever the number of viewers, and hands them what it read."""
+    run_id = "streamed-shared"
+    held = _killed_mid_stream(db_url, run_id)
+    starts = [0, 0, 3, held - 1]  # cursors the viewers resume after
+    got: list[list[dict[str, Any]]] = [[] for _ in starts]
+    with Daybook(db_url) as book:
+        app = build(book)
+
+        def listen(i: int, base: str) -> None:
+            url = f"{base}/runs/{run_id}/streams/answer?after={starts[i]}"
+            with httpx.stream("GET", url, timeout=240) as resp:
+                kind = ""
+                for line in resp.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line[7:]
+                    elif line.startswith("data: "):
+                        got[i].append({"event": kind, **json.loads(line[6:])})
+
+        with serving(app) as base:
+            viewers = [
+                threading.Thread(target=listen, args=(i, base), daemon=True) for i in range(len(starts))
+            ]
+            for v in viewers:
+                v.start()
+            readers = app.state.chunk_readers
+            key = (run_id, "answer")
+            wait_until(lambda: key in readers.runs and len(readers.runs[key].viewers) == len(starts))
+            wait_until(lambda: readers.started == 1)  # one reader for the four viewers
+            book.resume(run_id, wait=30)
+            for v in viewers:
+                v.join(timeout=120)
+            assert not any(v.is_alive() for v in viewers)
+            wait_until(lambda: not readers.runs)  # the reader stops with its last viewer
+            assert readers.started == 1
+        every = [c.cursor for c in book.chunks(run_id, stream="answer")]
+    for start, mine in zip(starts, got, strict=True):
+        assert [g["cursor"] for g in mine if g["event"] == "chunk"] == [c for c in every if c > start]
+        assert mine[-1]["event"] == "end" and mine[-1]["status"] == "completed"
 
 
 # Chunks a run's JSON input cannot carry: made in the workflow from their names.

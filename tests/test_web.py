@@ -23,7 +23,8 @@ from webtools import csrf_of, serving, web_server
 
 import daybook
 from daybook import Daybook, RunStatus, Suspended
-from daybook.web import build, is_loopback, pages
+from daybook.store.read_scope import read_scope
+from daybook.web import build, is_loopback, pages, views
 
 
 @daybook.workflow
@@ -344,6 +345,55 @@ def test_a_long_run_page_shows_a_window_of_its_journal_with_links_to_the_rest(tm
         first = client.get("/runs/long?start=1")
         assert "rows 1 to 500 of 702" in first.text and "later" in first.text
         assert client.get("/runs/long?start=x").status_code == 400
+
+
+def test_a_run_page_and_each_of_its_views_read_the_run_journal_from_the_store_once(
+    gated_book: tuple[Daybook, str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each section of a run's page (its timeline, budget, cost, gates, effects) and of a view
+    asks for the run's journal; the store reads it once per page (on a run of 10,000 steps the
+    repeated reads were most of the page's time: benchmarks/web.py)."""
+    book, _, _ = gated_book
+    whole: list[str] = []
+    inner = book.store.inner  # type: ignore[attr-defined]  # the backend under the payload guard
+    real = inner.load
+
+    def load(run_id: str, after: int = 0, until: int | None = None) -> Any:
+        if after <= 0 and until is None:
+            whole.append(run_id)
+        return real(run_id, after, until)
+
+    monkeypatch.setattr(inner, "load", load)
+    client = TestClient(build(book))
+    urls = ["/runs/sre", *(views.href("sre", n) for n in views.names())]
+    urls += [views.data_href("sre", n) for n in views.names() if views.VIEWS[n].data is not None]
+    for url in urls:
+        whole.clear()
+        got = client.get(url)
+        assert got.status_code == 200, (url, got.text)
+        assert whole.count("sre") == 1, (url, whole)
+    assert "sre" in client.get("/runs/sre").text  # the page as before, from the one read
+
+
+def test_a_read_scope_keeps_the_journal_it_read_and_the_next_one_sees_rows_committed_since(
+    gated_book: tuple[Daybook, str, Any],
+) -> None:
+    book, token, _ = gated_book
+
+    def approve_and_resume() -> None:  # another thread: its reads are its own, never the scope's
+        book.approve("sre", "sre/1", approver="oncall", token=token, reason="ok")
+        book.resume("sre")
+
+    with read_scope():
+        before = book.journal("sre")
+        other = threading.Thread(target=approve_and_resume)
+        other.start()
+        other.join(timeout=60)
+        assert book.get_run("sre").status == RunStatus.COMPLETED
+        assert book.journal("sre") == before  # the page's snapshot: the rows it began with
+        assert book.store.load("sre", before[-1].seq)  # a read after a seq goes to the store
+    after = book.journal("sre")
+    assert after[: len(before)] == before and after[-1].kind == "run_completed"
 
 
 @daybook.workflow(name="web_blind")

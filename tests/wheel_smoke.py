@@ -7,7 +7,9 @@ a scratch directory, and checks the answer at the counterparty where there is on
 
     demo     `python -m daybook demo`: the agent killed mid-wire and resumed, one wire at the bank
     worker   `daybook worker --until-idle` takes a submitted run and completes it
-    web      `daybook web` serves the runs page, a run's page and its script /static/live.js
+    web      `daybook web` serves the runs page, a run's page and its script /static/live.js, each
+             registered view of the run (`views.names()`) with its JSON and every /static file
+             its page loads, and the vendored chart library
     proxy    `daybook proxy` relays one MCP call to a stdio MCP server, which counts it once
     extras   each extra's modules import from the install (integrations, OpenTelemetry, crypto,
              cron schedules, PostgreSQL)
@@ -24,12 +26,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -77,8 +81,12 @@ def free_port() -> int:
 
 
 def fetch(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return int(answer.status), answer.read().decode()
+    """The status and body of a GET; an error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode(errors="replace")
 
 
 def wait_for(url: str, server: subprocess.Popen[str]) -> tuple[int, str]:
@@ -94,7 +102,8 @@ def wait_for(url: str, server: subprocess.Popen[str]) -> tuple[int, str]:
 
 def smoke_web(work: Path, env: dict[str, str]) -> None:
     """On the worker's store (one completed run, w-1): the runs page lists it, its page loads
-    the live script, and the script is served (it once was missing from the wheel)."""
+    the live script, and the script is served (it once was missing from the wheel); then each
+    of its views with their assets (`smoke_views`)."""
     db = f"sqlite:///{work / 'worker.db'}"
     if not (work / "worker.db").exists():
         smoke_worker(work, env)
@@ -108,9 +117,39 @@ def smoke_web(work: Path, env: dict[str, str]) -> None:
         check(status == 200 and "/static/live.js" in page, "the run page does not load live.js")
         status, script = fetch(f"http://127.0.0.1:{port}/static/live.js")
         check(status == 200 and "EventSource" in script, "/static/live.js is not served")
+        smoke_views(f"http://127.0.0.1:{port}", "w-1")
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# The chart library every view draws with (vendored in the wheel: no CDN at run time).
+CHART_JS = "/static/vendor/echarts-6.1.0.min.js"
+ASSET = re.compile(r'(?:src|href)="(/static/[^"]+)"')
+
+
+def smoke_views(base: str, run_id: str) -> None:
+    """Every registered view of the run (`daybook.web.views.names()`, as installed: a view added
+    later is covered without editing this) is served, each static file its page loads is too,
+    and so is its JSON; and the vendored chart library."""
+    from daybook.web import views
+
+    names = views.names()
+    assets = {CHART_JS}
+    for name in names:
+        status, page = fetch(f"{base}/runs/{run_id}?view={name}")
+        check(status == 200 and 'id="view"' in page, f"the {name} view of {run_id} is not served")
+        assets.update(ASSET.findall(page))
+        if views.VIEWS[name].data is not None:
+            status, body = fetch(f"{base}/api/views/{name}?run={run_id}")
+            check(status == 200, f"/api/views/{name}?run={run_id} answered {status}")
+            json.loads(body)
+    for path in sorted(assets):
+        status, body = fetch(base + path)
+        check(
+            status == 200 and len(body) > 0, f"{path} is not served (a view's asset missing from the wheel?)"
+        )
+    print(f"wheel smoke: web views {', '.join(names) or 'none registered'}; {len(assets)} assets", flush=True)
 
 
 def smoke_proxy(work: Path, env: dict[str, str]) -> None:

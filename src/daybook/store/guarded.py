@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from ..errors import ConfigError, NotSerializable
 from ..records import JSON, Event, RunInfo, dumps
-from . import Store
+from . import Store, read_scope
 from .chunks import Chunk
 from .codec import ENVELOPE, PayloadCodec, decode_payload, encode_payload
 from .codec_check import verify
@@ -224,7 +224,12 @@ class GuardedStore:
     def load(self, run_id: str, after: int = 0, until: int | None = None) -> list[Event]:
         # Decoded even with no codec: a handle without the key must refuse an encoded journal
         # (ConfigError) rather than replay it as if its payloads were empty.
-        return [self._event_out(e) for e in self.inner.load(run_id, after, until)]
+        def read() -> list[Event]:
+            return [self._event_out(e) for e in self.inner.load(run_id, after, until)]
+
+        if after <= 0 and until is None:  # a whole journal: read once in a read scope (a web page)
+            return read_scope.journal(self, run_id, read)
+        return read()
 
     def get_run(self, run_id: str) -> RunInfo | None:
         info = self.inner.get_run(run_id)

@@ -28,6 +28,7 @@ from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
 from ..gates import audit, roster
 from ..gates.approval import is_approver
+from ..store.read_scope import read_scope
 from . import actions, approvals, audit_page, guard, live, pages, views
 from .auth import COOKIE, Inspector, Session, SignInRequired, csrf_ok
 from .html import Markup, field, page, tag
@@ -124,6 +125,7 @@ def build(
     every page, API answer and stream needs a signed-in person (any role, `viewer` included)."""
     ins = Inspector(book, apps, read_only=read_only, require_sign_in=require_sign_in)
     readers = live.Readers(book.store)  # one journal reader per live run, shared by its viewers
+    chunk_readers = live.ChunkReaders(book.store)  # and one per live stream
     view = _viewer(ins)
     act = _actor(ins)
     routes = [
@@ -134,7 +136,7 @@ def build(
             _run_or_stream(
                 view(lambda r, c: _run_view(book, r, c)),
                 live.stream(book, readers),
-                live.chunk_stream(book),
+                live.chunk_stream(book, chunk_readers),
             ),
             methods=["GET"],
         ),
@@ -158,6 +160,7 @@ def build(
     app = Starlette(routes=routes, middleware=middleware)
     app.state.inspector = ins
     app.state.readers = readers
+    app.state.chunk_readers = chunk_readers
     return app
 
 
@@ -185,7 +188,8 @@ def _viewer(ins: Inspector) -> Callable[..., Callable[[Request], Any]]:
             who = session.name if session else None
             acts = session.csrf if session and ins.may_act(session, role) else None
             try:
-                title, body = fn(request, acts)
+                with read_scope():  # each journal read once per page, whatever its sections read
+                    title, body = fn(request, acts)
             except DaybookError as exc:
                 return _answer(request, who, status_of(exc), str(exc), ins)
             except ValueError as exc:
@@ -392,7 +396,8 @@ def _api_view(book: Daybook) -> Callable[[Request], Response]:
         try:
             if not run_id:
                 raise ValueError("name the run: /api/views/NAME?run=RUN")
-            return JSONResponse(views.view_data(book, run_id, request.path_params["name"], query))
+            with read_scope():
+                return JSONResponse(views.view_data(book, run_id, request.path_params["name"], query))
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except DaybookError as exc:

@@ -14,7 +14,8 @@ what it has already sent); a viewer therefore gets every row once, in seq order.
 `GET /runs/RUN/streams/NAME?after=CURSOR` streams the chunks of the run's durable stream NAME
 (`ctx.stream`; `*`: every stream) after CURSOR as `event: chunk` (id: the chunk's cursor, so a
 reconnect with Last-Event-ID resumes after the last one received: each chunk once), then
-`event: end` once the run has ended and every chunk was sent. Each viewer polls by cursor."""
+`event: end` once the run has ended and every chunk was sent. As for the journal, one reader per
+(run, stream) polls by cursor and hands each batch to every viewer of that stream."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -34,82 +35,111 @@ from ..journal.follow import POLL, chunks_since, since
 from ..journal.stream import check_name
 from ..records import TERMINAL, Event
 from ..store import Store
+from ..store.chunks import Chunk
 from .html import esc, join, tag
 from .pages import event_cells
 
 log = logging.getLogger("daybook.web")
+K = TypeVar("K")
+T = TypeVar("T")
 HEARTBEAT = 15.0  # seconds between comment lines that keep proxies from closing the stream
 
-# What a reader hands its viewers: new rows and the status now; None when it stopped reading.
-Batch = tuple[list[Event], str] | None
+# What a reader hands its viewers: new items (rows or chunks) and the run's status now; None
+# when it stopped reading.
+Batch = tuple[list[T], str] | None
 
 
-class _Reader:
-    """One run's shared reader: its viewers' queues, and how far it has read."""
+class _Reader(Generic[T]):
+    """One shared reader: its viewers' queues, and how far it has read."""
 
     def __init__(self) -> None:
-        self.viewers: set[asyncio.Queue[Batch]] = set()
-        self.last: int | None = None  # the seq read up to; None until a viewer's first read
+        self.viewers: set[asyncio.Queue[Batch[T]]] = set()
+        self.last: int | None = None  # the position read up to; None until a viewer's first read
         self.status = ""
         self.task: asyncio.Task[None] | None = None
 
 
-class Readers:
-    """The live runs' readers, one per run with viewers (on the server's event loop)."""
+class Shared(Generic[K, T]):
+    """Shared readers, one per key (a run's journal; a run's stream) while it has viewers, on
+    the server's event loop: each polls `read(key, after)` (the items after a position, and the
+    run's status) and hands each batch to every viewer of its key."""
 
-    def __init__(self, store: Store, poll: float = POLL) -> None:
-        self.store = store
+    def __init__(
+        self, read: Callable[[K, int], tuple[list[T], str]], position: Callable[[T], int], poll: float = POLL
+    ) -> None:
+        self.read = read
+        self.position = position
         self.poll = poll
-        self.runs: dict[str, _Reader] = {}
-        self.started = 0  # readers started so far (one per run while it has viewers)
+        self.runs: dict[K, _Reader[T]] = {}
+        self.started = 0  # readers started so far (one per key while it has viewers)
 
-    def join(self, run_id: str) -> asyncio.Queue[Batch]:
-        reader = self.runs.get(run_id)
+    def join(self, key: K) -> asyncio.Queue[Batch[T]]:
+        reader = self.runs.get(key)
         if reader is None:
-            reader = self.runs[run_id] = _Reader()
-        queue: asyncio.Queue[Batch] = asyncio.Queue()
+            reader = self.runs[key] = _Reader()
+        queue: asyncio.Queue[Batch[T]] = asyncio.Queue()
         reader.viewers.add(queue)
         return queue
 
-    def begin(self, run_id: str, queue: asyncio.Queue[Batch], read_up_to: int) -> None:
-        """A viewer that joined has read the rows up to seq `read_up_to`: a reader not yet
-        reading starts after the lowest such seq (a row after it reaches every viewer)."""
-        reader = self.runs.get(run_id)
+    def begin(self, key: K, queue: asyncio.Queue[Batch[T]], read_up_to: int) -> None:
+        """A viewer that joined has read the items up to position `read_up_to`: a reader not
+        yet reading starts after the lowest such position (an item after it reaches every viewer)."""
+        reader = self.runs.get(key)
         if reader is None or queue not in reader.viewers:
             return
         if reader.task is None:
             reader.last = read_up_to if reader.last is None else min(reader.last, read_up_to)
-            reader.task = asyncio.ensure_future(self._read(run_id, reader))
+            reader.task = asyncio.ensure_future(self._read(key, reader))
             self.started += 1
 
-    def leave(self, run_id: str, queue: asyncio.Queue[Batch]) -> None:
-        reader = self.runs.get(run_id)
+    def leave(self, key: K, queue: asyncio.Queue[Batch[T]]) -> None:
+        reader = self.runs.get(key)
         if reader is None:
             return
         reader.viewers.discard(queue)
         if not reader.viewers:  # the last viewer left: stop reading
-            del self.runs[run_id]
+            del self.runs[key]
             if reader.task is not None:
                 reader.task.cancel()
 
-    async def _read(self, run_id: str, reader: _Reader) -> None:
+    async def _read(self, key: K, reader: _Reader[T]) -> None:
         try:
             while True:
                 await asyncio.sleep(self.poll)
-                fresh, status = await run_in_threadpool(since, self.store, run_id, reader.last or 0)
+                fresh, status = await run_in_threadpool(self.read, key, reader.last or 0)
                 if fresh:
-                    reader.last = fresh[-1].seq
+                    reader.last = self.position(fresh[-1])
                 if fresh or status != reader.status:
                     reader.status = status
                     for queue in reader.viewers:
                         queue.put_nowait((fresh, status))
         except Exception as exc:  # the store failed, the run is gone: its viewers' streams end
             if not isinstance(exc, DaybookError):
-                log.warning("live reader of run %r stopped: %r", run_id, exc)
+                log.warning("live reader of %r stopped: %r", key, exc)
             for queue in reader.viewers:
                 queue.put_nowait(None)
-            if self.runs.get(run_id) is reader:
-                del self.runs[run_id]
+            if self.runs.get(key) is reader:
+                del self.runs[key]
+
+
+class Readers(Shared[str, Event]):
+    """The live runs' journal readers, one per run with viewers: N viewers of a run cost one
+    query per poll for the rows after the last seq read, not N reloads of the journal (R13)."""
+
+    def __init__(self, store: Store, poll: float = POLL) -> None:
+        super().__init__(lambda run_id, after: since(store, run_id, after), lambda ev: ev.seq, poll)
+        self.store = store
+
+
+class ChunkReaders(Shared[tuple[str, str | None], Chunk]):
+    """The live streams' chunk readers, one per (run, stream or None: every stream) with
+    viewers, reading the chunks after the last cursor read."""
+
+    def __init__(self, store: Store, poll: float = POLL) -> None:
+        super().__init__(
+            lambda key, after: chunks_since(store, key[0], after, key[1]), lambda c: c.cursor, poll
+        )
+        self.store = store
 
 
 def stream(book: Daybook, readers: Readers) -> Callable[[Request], Any]:
@@ -178,7 +208,7 @@ async def _events(
         readers.leave(run_id, queue)
 
 
-async def _first(book: Daybook, run_id: str, after: int) -> Batch:
+async def _first(book: Daybook, run_id: str, after: int) -> Batch[Event]:
     """The viewer's own first read: the rows after its seq, and the status; None if it failed."""
     try:
         return await run_in_threadpool(since, book.store, run_id, after)
@@ -192,7 +222,7 @@ def _row(ev: Event, start: float) -> str:
     return f"id: {ev.seq}\nevent: row\ndata: {body}\n\n"
 
 
-def chunk_stream(book: Daybook) -> Callable[[Request], Any]:
+def chunk_stream(book: Daybook, readers: ChunkReaders) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         run_id, name = request.path_params["run_id"], request.path_params["stream"]
         after = seq_of(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
@@ -208,7 +238,7 @@ def chunk_stream(book: Daybook) -> Callable[[Request], Any]:
         except DaybookError as exc:  # no such run, or its header needs a codec this handle lacks
             return JSONResponse({"error": str(exc)}, status_code=404)
         return StreamingResponse(
-            _chunks(book, request, run_id, stream, after),
+            _chunks(book, readers, request, (run_id, stream), after),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -217,23 +247,41 @@ def chunk_stream(book: Daybook) -> Callable[[Request], Any]:
 
 
 async def _chunks(
-    book: Daybook, request: Request, run_id: str, stream: str | None, after: int
+    book: Daybook, readers: ChunkReaders, request: Request, key: tuple[str, str | None], after: int
 ) -> AsyncIterator[str]:
-    quiet = 0.0
-    while not await request.is_disconnected():
+    """As `_events`, for a stream's chunks: the viewer's own first read, then the batches of
+    the (run, stream)'s shared reader. The status in a batch was read before its chunks, and a
+    run's chunks commit before the row that ends it: once that status is final, the chunks
+    sent are the last, and `event: end` follows."""
+    queue = readers.join(key)
+    try:
         try:
-            fresh, status = await run_in_threadpool(chunks_since, book.store, run_id, after, stream)
+            batch: Batch[Chunk] = await run_in_threadpool(chunks_since, book.store, key[0], after, key[1])
         except DaybookError:
-            return
-        for chunk in fresh:
-            body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
-            yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
-            after = chunk.cursor
-        if status in TERMINAL and not fresh:
-            yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
-            return
-        await asyncio.sleep(POLL)
-        quiet = 0.0 if fresh else quiet + POLL
-        if quiet >= HEARTBEAT:
-            quiet = 0.0
-            yield ": still here\n\n"
+            batch = None
+        if batch is not None:
+            readers.begin(key, queue, batch[0][-1].cursor if batch[0] else after)
+        quiet = 0.0
+        while batch is not None:
+            fresh, status = batch
+            for chunk in fresh:
+                if chunk.cursor > after:  # else already sent (read by this viewer, then by the reader)
+                    body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
+                    yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
+                    after = chunk.cursor
+            if status in TERMINAL:
+                yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
+                return
+            batch = None  # stays None if the client left
+            while not await request.is_disconnected():
+                try:
+                    batch = await asyncio.wait_for(queue.get(), POLL)  # None: the reader stopped
+                    quiet = 0.0
+                    break
+                except TimeoutError:  # nothing new in a poll's time: keep the connection alive
+                    quiet += POLL
+                    if quiet >= HEARTBEAT:
+                        quiet = 0.0
+                        yield ": still here\n\n"
+    finally:
+        readers.leave(key, queue)
