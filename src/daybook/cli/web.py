@@ -66,16 +66,32 @@ def web(
     retries, cancels, resolves and steers runs, a viewer only reads. Every sign-in (refused
     ones too), sign-out and act taken here, done or refused, is appended to the audit log with
     who and from where: `daybook audit`, or the /audit page (operators)."""
+    hosts = _hosts(host, allowed_hosts)
+    import_apps(apps)
+    _announce(book, host, port, hosts, read_only, require_sign_in)
+    from ..web import serve  # found: `_hosts` imported the package
+
+    serve(book, host, port, apps, otel, allowed_hosts, read_only=read_only, require_sign_in=require_sign_in)
+
+
+def _hosts(host: str, allowed_hosts: tuple[str, ...]) -> list[str]:
+    """The Host names to answer; stops with what to install, or a usage error for a bad name."""
     try:
-        from ..web import is_loopback, serve
-        from ..web.guard import hosts_for
+        from ..web.guard import hosts_for  # imports the whole `web` package, the extra's server
     except ImportError as exc:
         fail(f"the web inspector needs its extra: pip install 'daybook-runtime[web]' ({exc})")
     try:
-        hosts = hosts_for(host, allowed_hosts)
+        return hosts_for(host, allowed_hosts)
     except DaybookError as exc:
         raise click.UsageError(str(exc)) from None
-    import_apps(apps)
+
+
+def _announce(
+    book: Daybook, host: str, port: int, hosts: list[str], read_only: bool, require_sign_in: bool
+) -> None:
+    """Say where the inspector listens, warning first when that is not loopback."""
+    from ..web import is_loopback
+
     if not is_loopback(host):
         reading = "signing in is needed to read" if require_sign_in else "signing in is needed only to act"
         say(
@@ -88,7 +104,6 @@ def web(
         )
     mode = " read-only" if read_only else ""
     say(f"daybook{mode} inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
-    serve(book, host, port, apps, otel, allowed_hosts, read_only=read_only, require_sign_in=require_sign_in)
 
 
 @click.command()

@@ -169,6 +169,28 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     """Spent against each cap (this run, its tree), the ledger's totals, per model; the charts'
     places (spent over steps with the cap line, per quantity)."""
     found = data(book, run_id, query)
+    parts: list[Any] = []
+    if found["paused"]:
+        parts.append(tag("p", "paused at a cap: ", found["paused"], class_="flash error", id="cost-paused"))
+    parts += [
+        tag("h2", "Spent against caps"),
+        _caps_table(found),
+        *_charts(found),
+        tag("h2", "Totals"),
+        _totals_table(found["ledger"]),
+        *_respent(found["respent"]),
+        tag("h2", "Per model"),
+        _models_table(found["models"]),
+        *_tree(found["tree"]),
+        tag(
+            "p", f"prices as of {found['prices_as_of'] or 'unknown'}; `daybook cost {run_id}` lists each step"
+        ),
+    ]
+    return join(parts)
+
+
+def _caps_table(found: dict[str, Any]) -> Markup:
+    """Per quantity: spent by the run and by its tree, the cap, and each one's share of it."""
     budget = found["budget"]
     names = sorted(set(budget["caps"]) | set(budget["spent"]) | set(found["series"]))
     tree_spent = found["tree"]["spent"]
@@ -183,7 +205,33 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         ]
         for q in names
     ]
-    led = found["ledger"]
+    if not caps_rows:
+        return tag("p", "This run set no cap and charged nothing.", id="cost-caps")
+    return table(
+        ["quantity", "spent by the run", "spent by its tree", "cap", "run's share", "tree's share"],
+        caps_rows,
+        id="cost-caps",
+    )
+
+
+def _charts(found: dict[str, Any]) -> list[Markup]:
+    """One chart place per quantity charged, the capped ones first (cost.js draws them)."""
+    caps = found["budget"]["caps"]
+    return [
+        tag(
+            "div",
+            id=f"cost-chart-{q}",
+            class_="chart",
+            data_quantity=q,
+            role="img",
+            aria_label=f"{q} spent over steps against its cap",
+        )
+        for q in sorted(found["series"], key=lambda q: (q not in caps, q))
+    ]
+
+
+def _totals_table(led: dict[str, Any]) -> Markup:
+    """The ledger's totals: spent, saved by replay, re-spent (usd, tokens, model calls)."""
     totals = [
         ["spent", f"${_money(led['usd'])}", f"{led['tokens']} tokens", f"{led['calls']} calls"],
         [
@@ -199,7 +247,43 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
             f"{led['respent_calls']} calls",
         ],
     ]
-    tree = found["tree"]
+    return table(["", "usd", "tokens", "model calls"], totals, id="cost-totals")
+
+
+def _respent(respent: list[dict[str, Any]]) -> list[Markup]:
+    """The steps whose model call was made more than once; nothing when there are none."""
+    if not respent:
+        return []
+    return [
+        tag("h2", "Calls made again (re-spent)"),
+        table(
+            ["step", "model", "times made", "usd re-spent", "state"],
+            ([r["step"], r["model"], r["attempts"], _money(r["usd"]), r["state"]] for r in respent),
+            id="cost-respent",
+        ),
+    ]
+
+
+def _models_table(models: list[dict[str, Any]]) -> Markup:
+    """Per model: calls, input and output tokens, usd (marked when unpriced)."""
+    return table(
+        ["model", "calls", "input tokens", "output tokens", "usd"],
+        (
+            [
+                m["model"],
+                m["calls"],
+                m["input_tokens"],
+                m["output_tokens"],
+                _money(m["usd"]) + ("" if m["priced"] else " (unpriced)"),
+            ]
+            for m in models
+        ),
+        id="cost-models",
+    )
+
+
+def _tree(tree: dict[str, Any]) -> list[Markup]:
+    """Each run of the tree with its spend and caps, and what the whole tree spent and saved."""
     tree_rows = [
         [
             r["run_id"],
@@ -208,61 +292,7 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         ]
         for r in tree["runs"]
     ]
-    parts: list[Any] = []
-    if found["paused"]:
-        parts.append(tag("p", "paused at a cap: ", found["paused"], class_="flash error", id="cost-paused"))
-    parts += [
-        tag("h2", "Spent against caps"),
-        table(
-            ["quantity", "spent by the run", "spent by its tree", "cap", "run's share", "tree's share"],
-            caps_rows,
-            id="cost-caps",
-        )
-        if caps_rows
-        else tag("p", "This run set no cap and charged nothing.", id="cost-caps"),
-        *(
-            tag(
-                "div",
-                id=f"cost-chart-{q}",
-                class_="chart",
-                data_quantity=q,
-                role="img",
-                aria_label=f"{q} spent over steps against its cap",
-            )
-            for q in sorted(found["series"], key=lambda q: (q not in budget["caps"], q))  # capped first
-        ),
-        tag("h2", "Totals"),
-        table(["", "usd", "tokens", "model calls"], totals, id="cost-totals"),
-        *(
-            [
-                tag("h2", "Calls made again (re-spent)"),
-                table(
-                    ["step", "model", "times made", "usd re-spent", "state"],
-                    (
-                        [r["step"], r["model"], r["attempts"], _money(r["usd"]), r["state"]]
-                        for r in found["respent"]
-                    ),
-                    id="cost-respent",
-                ),
-            ]
-            if found["respent"]
-            else []
-        ),
-        tag("h2", "Per model"),
-        table(
-            ["model", "calls", "input tokens", "output tokens", "usd"],
-            (
-                [
-                    m["model"],
-                    m["calls"],
-                    m["input_tokens"],
-                    m["output_tokens"],
-                    _money(m["usd"]) + ("" if m["priced"] else " (unpriced)"),
-                ]
-                for m in found["models"]
-            ),
-            id="cost-models",
-        ),
+    return [
         tag("h2", f"The run's tree ({len(tree['runs'])} runs)"),
         table(["run", "spent", "caps"], tree_rows, id="cost-tree"),
         tag(
@@ -271,11 +301,7 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
             f"replay saved ${_money(tree['saved_usd'])}, re-runs spent ${_money(tree['respent_usd'])} again",
             id="cost-tree-total",
         ),
-        tag(
-            "p", f"prices as of {found['prices_as_of'] or 'unknown'}; `daybook cost {run_id}` lists each step"
-        ),
     ]
-    return join(parts)
 
 
 def _share(spent: float, cap: float | None) -> str:

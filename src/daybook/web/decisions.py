@@ -71,30 +71,8 @@ def _obligation(row: dict[str, JSON]) -> dict[str, JSON]:
 def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     """The acts as a table (one row per act: what was done, then why), the graph's place."""
     found = data(book, run_id, query)
-    made = {str(d["id"]): d for d in found["decisions"]}
-    owed_by: dict[str, list[dict[str, JSON]]] = {}
-    for o in found["obligations"]:
-        owed_by.setdefault(str(o.get("decision") or ""), []).append(o)
-    rows = [
-        _act_row(a, made.get(str(a["decision"])), owed_by.get(str(a["decision"] or ""), []))
-        for a in found["acts"]
-    ]
-    loose = [
-        o
-        for o in found["obligations"]
-        if not any(str(o.get("decision") or "") == str(a["decision"] or "") for a in found["acts"])
-    ]
-    mandate = found["mandate"]
     parts: list[Any] = [
-        tag(
-            "p",
-            "mandate: workflow ",
-            tag("code", mandate["workflow"]),
-            " input ",
-            payload(mandate["input"]),
-            " (what an act with no decision before it came from)",
-            id="mandate",
-        ),
+        _mandate(found["mandate"]),
         tag("div", id="decisions-chart", class_="chart", role="img", aria_label="decisions and their acts"),
     ]
     if found["total"] > found["shown"]:
@@ -104,49 +82,81 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
                 f"the latest {found['shown']} of {found['total']} acts; `daybook effects {run_id}` lists all",
             )
         )
-    parts.append(
-        table(
-            [
-                "step",
-                "act",
-                "status",
-                "decision",
-                "model",
-                "tokens",
-                "usd",
-                "value",
-                "reasons",
-                "obligations opened",
-            ],
-            rows,
-            id="acts",
-        )
-        if rows
-        else tag("p", "This run took no act (no effect).", id="acts-none")
-    )
+    parts.append(_acts_table(found))
+    loose = [
+        o
+        for o in found["obligations"]
+        if not any(str(o.get("decision") or "") == str(a["decision"] or "") for a in found["acts"])
+    ]
     if loose:
         parts.append(tag("h2", "Obligations with no act"))
         parts.append(_obligations_table(loose, "obligations"))
     if found["idle"]:
         parts.append(tag("h2", "Decisions no act followed"))
-        parts.append(
-            table(
-                ["decision", "model", "tokens", "usd", "value", "reasons"],
-                (
-                    [
-                        join([tag("code", d["id"]), f" {d['name']}"]),
-                        d.get("model") or "",
-                        "" if d.get("tokens") is None else str(d["tokens"]),
-                        _usd(d),
-                        payload(d.get("value")),
-                        _reasons(d),
-                    ]
-                    for d in found["idle"]
-                ),
-                id="idle",
-            )
-        )
+        parts.append(_idle_table(found["idle"]))
     return join(parts)
+
+
+def _mandate(mandate: dict[str, Any]) -> Markup:
+    """The run's mandate (workflow and input): what an act with no decision before it came from."""
+    return tag(
+        "p",
+        "mandate: workflow ",
+        tag("code", mandate["workflow"]),
+        " input ",
+        payload(mandate["input"]),
+        " (what an act with no decision before it came from)",
+        id="mandate",
+    )
+
+
+def _acts_table(found: dict[str, Any]) -> Markup:
+    """One row per act: what was done, the decision it followed, the obligations that opened."""
+    made = {str(d["id"]): d for d in found["decisions"]}
+    owed_by: dict[str, list[dict[str, JSON]]] = {}
+    for o in found["obligations"]:
+        owed_by.setdefault(str(o.get("decision") or ""), []).append(o)
+    rows = [
+        _act_row(a, made.get(str(a["decision"])), owed_by.get(str(a["decision"] or ""), []))
+        for a in found["acts"]
+    ]
+    if not rows:
+        return tag("p", "This run took no act (no effect).", id="acts-none")
+    return table(
+        [
+            "step",
+            "act",
+            "status",
+            "decision",
+            "model",
+            "tokens",
+            "usd",
+            "value",
+            "reasons",
+            "obligations opened",
+        ],
+        rows,
+        id="acts",
+    )
+
+
+def _idle_table(idle: list[dict[str, JSON]]) -> Markup:
+    """The decisions no act followed, with their model, tokens, usd, value and reasons."""
+    return table(
+        ["decision", "model", "tokens", "usd", "value", "reasons"],
+        (
+            [
+                join([tag("code", d["id"]), f" {d['name']}"]),
+                d.get("model") or "",
+                "" if d.get("tokens") is None else str(d["tokens"]),
+                _usd(d),
+                payload(d.get("value")),
+                _reasons(d),
+            ]
+            for d in idle
+        ),
+        id="idle",
+    )
 
 
 def _act_row(act: dict[str, Any], decision: dict[str, JSON] | None, owed: list[dict[str, JSON]]) -> list[Any]:

@@ -38,7 +38,25 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
     attempts = every[-ROWS:]
     rows = _rows_by_tx(book.journal(run_id))
     held = frontiers(book.store)
-    # Every open header once (its run, epoch, since when), and the waits among them.
+    open_tx = _open_headers(book)
+    waits = _waits(held)
+    shown = _linked({t["tx_id"] for t in attempts if t["tx_id"] in open_tx}, waits)
+    return {
+        "run": run_id,
+        "now": now,
+        "attempts": [
+            {**t, "stage": _stage(t, rows.get(str(t["tx_id"]), [])), "rows": rows.get(str(t["tx_id"]), [])}
+            for t in attempts
+        ],
+        "nodes": _nodes(book, run_id, shown, open_tx, waits, now),
+        "edges": _edges(shown, open_tx, waits, now),
+        "scopes": _scopes(held, shown, open_tx, now),
+        "total": len(every),
+    }
+
+
+def _open_headers(book: Daybook) -> dict[str, dict[str, Any]]:
+    """Every open transaction's header once (its run, epoch, scopes, since when), by tx id."""
     open_tx: dict[str, dict[str, Any]] = {}
     for row in book.store.tx_rows(open_only=True):
         open_tx[row[0]] = {
@@ -49,11 +67,27 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
             "status": row[4],
             "since": row[7],
         }
+    return open_tx
+
+
+def _waits(held: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """{(waiter, holder): [scopes]}: who waits on whom, read off each scope's frontier."""
     waits: dict[tuple[str, str], list[str]] = {}
     for f in held:
         for w in f["waiting"]:
             waits.setdefault((w["tx_id"], f["held_by"]["tx_id"]), []).append(f["scope"])
-    shown = _linked({t["tx_id"] for t in attempts if t["tx_id"] in open_tx}, waits)
+    return waits
+
+
+def _nodes(
+    book: Daybook,
+    run_id: str,
+    shown: set[str],
+    open_tx: dict[str, dict[str, Any]],
+    waits: dict[tuple[str, str], list[str]],
+    now: float,
+) -> list[dict[str, Any]]:
+    """The graph's nodes, oldest epoch first: each shown open transaction, its run and lease."""
     nodes = []
     for tx_id in sorted(shown, key=lambda t: open_tx[t]["epoch"] if t in open_tx else 0):
         head = open_tx.get(tx_id)
@@ -73,7 +107,14 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
                 "lease_expires": info.lease_expires if info else None,
             }
         )
-    edges = [
+    return nodes
+
+
+def _edges(
+    shown: set[str], open_tx: dict[str, dict[str, Any]], waits: dict[tuple[str, str], list[str]], now: float
+) -> list[dict[str, Any]]:
+    """The graph's arrows among shown transactions: waiter -> holder, on which scopes, how long."""
+    return [
         {
             "from": w,
             "to": h,
@@ -83,6 +124,12 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         for (w, h), scopes in waits.items()
         if w in shown and h in shown and w in open_tx
     ]
+
+
+def _scopes(
+    held: list[dict[str, Any]], shown: set[str], open_tx: dict[str, dict[str, Any]], now: float
+) -> list[dict[str, Any]]:
+    """The frontiers a shown transaction holds or waits on, each waiter with how long it waited."""
     scopes = [
         f for f in held if f["held_by"]["tx_id"] in shown or any(w["tx_id"] in shown for w in f["waiting"])
     ]
@@ -90,18 +137,7 @@ def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
         for w in f["waiting"]:
             since = open_tx.get(w["tx_id"], {}).get("since")
             w["waited"] = max(now - float(since), 0.0) if since else None
-    return {
-        "run": run_id,
-        "now": now,
-        "attempts": [
-            {**t, "stage": _stage(t, rows.get(str(t["tx_id"]), [])), "rows": rows.get(str(t["tx_id"]), [])}
-            for t in attempts
-        ],
-        "nodes": nodes,
-        "edges": edges,
-        "scopes": scopes,
-        "total": len(every),
-    }
+    return scopes
 
 
 def _linked(start: set[str], waits: dict[tuple[str, str], list[str]]) -> set[str]:
@@ -171,6 +207,24 @@ def _stage(attempt: dict[str, JSON], rows: list[dict[str, JSON]]) -> str:
 def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     """The waits (who waits on whom, since when), the scopes held, and the run's attempts."""
     found = data(book, run_id, query)
+    return join(
+        [
+            tag("h2", "Waits"),
+            tag("div", id="transactions-chart", class_="chart", role="img", aria_label="who waits on whom"),
+            _waits_table(found),
+            tag("h2", "Scopes held"),
+            _scopes_table(found["scopes"]),
+            tag("h2", "Attempts"),
+            tag("p", f"the latest {ROWS} of {found['total']} attempts; `daybook tx {run_id}` lists all")
+            if found["total"] > ROWS
+            else "",
+            _attempts_table(found["attempts"]),
+        ]
+    )
+
+
+def _waits_table(found: dict[str, Any]) -> Markup:
+    """One row per arrow of the graph: waiter, holder, on which scopes, how long."""
     nodes = {n["tx_id"]: n for n in found["nodes"]}
     waits = [
         [
@@ -182,6 +236,13 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
         ]
         for e in found["edges"]
     ]
+    if not waits:
+        return tag("p", "No transaction of this run waits, and none waits on it.", id="tx-waits")
+    return table(["waiting", "", "holder", "on scopes", "waited"], waits, id="tx-waits")
+
+
+def _scopes_table(scopes: list[dict[str, Any]]) -> Markup:
+    """One row per scope held: its frontier, its holder, and who waits on it and for how long."""
     held = [
         [
             f["scope"],
@@ -203,55 +264,34 @@ def shell(book: Daybook, run_id: str, query: Query) -> Markup:
             )
             or "nobody",
         ]
-        for f in found["scopes"]
+        for f in scopes
     ]
-    attempts = [
-        [
-            tag("code", t["tx_id"]),
-            t["epoch"],
-            f"{t['attempt']}/{int(t['retries'] or 0) + 1}",
-            payload(t["scopes"]),
-            status(str(t["status"])),
-            t["stage"],
-            join(tag("div", _row_text(r)) for r in t["rows"]),
-            when(t["created_at"]),
-            when(t["updated_at"]),
-        ]
-        for t in found["attempts"]
-    ]
-    return join(
-        [
-            tag("h2", "Waits"),
-            tag("div", id="transactions-chart", class_="chart", role="img", aria_label="who waits on whom"),
-            table(["waiting", "", "holder", "on scopes", "waited"], waits, id="tx-waits")
-            if waits
-            else tag("p", "No transaction of this run waits, and none waits on it.", id="tx-waits"),
-            tag("h2", "Scopes held"),
-            table(["scope", "frontier (epoch)", "held by", "waiting"], held, id="tx-scopes")
-            if held
-            else tag("p", "This run holds no scope now.", id="tx-scopes"),
-            tag("h2", "Attempts"),
-            tag("p", f"the latest {ROWS} of {found['total']} attempts; `daybook tx {run_id}` lists all")
-            if found["total"] > ROWS
-            else "",
-            table(
-                [
-                    "transaction",
-                    "epoch",
-                    "attempt",
-                    "scopes",
-                    "status",
-                    "stage",
-                    "rows",
-                    "began",
-                    "last change",
-                ],
-                attempts,
-                id="tx-attempts",
-            )
-            if attempts
-            else tag("p", "This run opened no transaction.", id="tx-attempts"),
-        ]
+    if not held:
+        return tag("p", "This run holds no scope now.", id="tx-scopes")
+    return table(["scope", "frontier (epoch)", "held by", "waiting"], held, id="tx-scopes")
+
+
+def _attempts_table(attempts: list[dict[str, Any]]) -> Markup:
+    """One row per attempt of the run: epoch, try, scopes, status, stage and its journal rows."""
+    if not attempts:
+        return tag("p", "This run opened no transaction.", id="tx-attempts")
+    return table(
+        ["transaction", "epoch", "attempt", "scopes", "status", "stage", "rows", "began", "last change"],
+        (
+            [
+                tag("code", t["tx_id"]),
+                t["epoch"],
+                f"{t['attempt']}/{int(t['retries'] or 0) + 1}",
+                payload(t["scopes"]),
+                status(str(t["status"])),
+                t["stage"],
+                join(tag("div", _row_text(r)) for r in t["rows"]),
+                when(t["created_at"]),
+                when(t["updated_at"]),
+            ]
+            for t in attempts
+        ),
+        id="tx-attempts",
     )
 
 

@@ -353,9 +353,56 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
     """The chart's place, the rows panel, and (for a reader without script) the counts of bars
     by lane and status and the list of the run's marks."""
     tl = build(run_id, book.journal(run_id))
+    notable = [(i, b) for i, b in enumerate(tl.bars) if b.status != CONFIRMED][:NOTABLE]
+    href = views.data_href(run_id, "timeline")
+    # The data is fetched while the chart library loads (the script asks for the same URL and
+    # gets this response): a 10,000-step run's JSON takes about as long as the library.
+    preload = Markup(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{esc(href)}">')
+    return join(
+        [
+            preload,
+            _controls(),
+            tag("div", "", id="timeline-chart", role="img", aria_label=f"timeline of run {run_id}"),
+            tag(
+                "section",
+                tag("h2", "Rows"),
+                tag("p", "Click a bar to see its journal rows."),
+                id="timeline-rows",
+            ),
+            tag(
+                "section",
+                tag("h2", "Steps by lane and status"),
+                tag("p", f"{len(tl.bars)} bars, {len(tl.marks)} marks."),
+                _summary(tl),
+                tag("h2", "Executions"),
+                _marks_table(tl),
+                tag("h2", "Steps not confirmed"),
+                tag("p", f"The first {NOTABLE} of them." if len(notable) == NOTABLE else ""),
+                _notable_table(notable, href) if notable else tag("p", "None: every step was confirmed."),
+                id="timeline-table",
+            ),
+        ]
+    )
+
+
+def _controls() -> Markup:
+    """The x axis buttons (time or journal order) and how to zoom, pan and open a bar."""
+    return tag(
+        "p",
+        "x axis: ",
+        tag("button", "time", type="button", id="axis-time", data_axis="time"),
+        " ",
+        tag("button", "journal order", type="button", id="axis-order", data_axis="order"),
+        " (scroll or drag to zoom and pan; click a bar for its rows)",
+        id="timeline-controls",
+    )
+
+
+def _summary(tl: Timeline) -> Markup:
+    """Per lane, how many bars ended in each status seen (the statuses no bar has left out)."""
     counts = Counter((b.lane, b.status) for b in tl.bars)
     used = [s for s in range(len(STATUSES)) if any(counts[(lane, s)] for lane in range(len(LANES)))]
-    summary = table(
+    return table(
         ["lane", *(STATUSES[s] for s in used), "bars"],
         (
             [name, *(counts[(lane, s)] for s in used), sum(counts[(lane, s)] for s in range(len(STATUSES)))]
@@ -363,14 +410,20 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
         ),
         id="timeline-summary",
     )
-    marks = table(
+
+
+def _marks_table(tl: Timeline) -> Markup:
+    """The run's marks in order: seq, time since the start, kind, what."""
+    return table(
         ["seq", "at", "mark", "what"],
         ([m.seq, f"+{m.at - tl.start:.3f}s", m.kind, m.text] for m in tl.marks),
         id="timeline-marks",
     )
-    notable = [(i, b) for i, b in enumerate(tl.bars) if b.status != CONFIRMED][:NOTABLE]
-    href = views.data_href(run_id, "timeline")
-    look = table(
+
+
+def _notable_table(notable: list[tuple[int, Bar]], href: str) -> Markup:
+    """The steps not confirmed, each with a link to its rows as JSON."""
+    return table(
         ["step", "lane", "name", "status", "rows", ""],
         (
             [
@@ -384,43 +437,6 @@ def shell(book: Daybook, run_id: str, query: Mapping[str, str]) -> Markup:
             for i, b in notable
         ),
         id="timeline-notable",
-    )
-    controls = tag(
-        "p",
-        "x axis: ",
-        tag("button", "time", type="button", id="axis-time", data_axis="time"),
-        " ",
-        tag("button", "journal order", type="button", id="axis-order", data_axis="order"),
-        " (scroll or drag to zoom and pan; click a bar for its rows)",
-        id="timeline-controls",
-    )
-    # The data is fetched while the chart library loads (the script asks for the same URL and
-    # gets this response): a 10,000-step run's JSON takes about as long as the library.
-    preload = Markup(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{esc(href)}">')
-    return join(
-        [
-            preload,
-            controls,
-            tag("div", "", id="timeline-chart", role="img", aria_label=f"timeline of run {run_id}"),
-            tag(
-                "section",
-                tag("h2", "Rows"),
-                tag("p", "Click a bar to see its journal rows."),
-                id="timeline-rows",
-            ),
-            tag(
-                "section",
-                tag("h2", "Steps by lane and status"),
-                tag("p", f"{len(tl.bars)} bars, {len(tl.marks)} marks."),
-                summary,
-                tag("h2", "Executions"),
-                marks,
-                tag("h2", "Steps not confirmed"),
-                tag("p", f"The first {NOTABLE} of them." if len(notable) == NOTABLE else ""),
-                look if notable else tag("p", "None: every step was confirmed."),
-                id="timeline-table",
-            ),
-        ]
     )
 
 
