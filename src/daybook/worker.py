@@ -32,6 +32,7 @@ from .gates.sink import sinks_of
 from .records import RunStatus, bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
+from .steering.expiry import expire as expire_runs
 
 # Threads per worker process (each a store connection on PostgreSQL), and the longest idle poll.
 MAX_CONCURRENCY = 256
@@ -42,6 +43,11 @@ OPEN_RETRY = (0.5, 30.0)
 # Once asked to stop, how long a worker lets the runs it executes reach a stopping point
 # (finish, suspend: a frontier wait suspends within `inline_wait`) before it exits anyway.
 DEFAULT_GRACE = 30.0
+# The seed's retention window (30 days: most resumes come within 48 h), and the longest time
+# between two retention passes of a worker.
+DEFAULT_RETENTION = 30 * 86_400.0
+MAX_RETENTION = 100 * 365 * 86_400.0
+RETENTION_PASS = 60.0
 
 
 @dataclass
@@ -75,6 +81,7 @@ class Worker:
         grace: float = DEFAULT_GRACE,
         otel: Any = False,
         notify: Sequence[Any] = (),
+        retention: float | None = DEFAULT_RETENTION,
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -107,6 +114,14 @@ class Worker:
         self._spans: Any = None
         # Sinks the approval outbox is delivered to, by a thread of this worker (`gates.delivery`).
         self.notify = sinks_of(list(notify))
+        # The retention window (seconds) this worker enforces on its schedule: runs paused, or
+        # finished with an environment, longer than that are expired and their environment
+        # destroyed (`steering.expiry`), whether or not anyone runs `gc`. None: never.
+        self.retention = (
+            None
+            if retention is None
+            else bounded(retention, "retention (seconds)", low=0.0, high=MAX_RETENTION, above=True)
+        )
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -191,6 +206,8 @@ class Worker:
         done = threading.Event()
         if self.schedules:
             threads.append(threading.Thread(target=self._fire, args=(shared, done), daemon=True))
+        if self.retention is not None:
+            threads.append(threading.Thread(target=self._expire, args=(shared, done), daemon=True))
         for t in threads:
             t.start()
         self._wait_for(threads[: self.concurrency])
@@ -230,6 +247,21 @@ class Worker:
             except Exception as exc:  # the store is down: keep trying, do not die
                 self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
             done.wait(min(self.poll, 1.0))
+
+    def _expire(self, book: Daybook, done: threading.Event) -> None:
+        """The retention window, enforced: a pass every quarter window (at most a minute), on
+        the worker's shared handle; a pass that fails (the store is down) is tried again."""
+        assert self.retention is not None
+        every = min(max(self.retention / 4, 0.05), RETENTION_PASS)
+        while not done.is_set():
+            try:
+                cutoff = time.time() - self.retention
+                for run in expire_runs(book.store, cutoff, f"worker {book.owner}", False):
+                    gone = f"; its workspace {run['environment']} removed" if run["removed"] else ""
+                    self.echo(f"worker: expired {run['from']} run {run['run_id']} past the window{gone}")
+            except Exception as exc:
+                self.echo(f"worker: cannot enforce the retention window ({type(exc).__name__}: {exc})")
+            done.wait(every)
 
     def _sources(self, book: Daybook) -> list[str | None]:
         """Where to look for a run, in turn (None: runs in no queue)."""

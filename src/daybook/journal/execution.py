@@ -161,6 +161,10 @@ class Execution:
         self.retracted: dict[str, tuple[int, str]] = {}
         # When this execution began: the startup grace of a liveness check counts from it (S7).
         self.started_at = time.time()
+        # What the end of this execution must do, by name, however it ends (complete, fail,
+        # pause, suspend): the declared environment's stop (`steering.environment`). Shared by
+        # the executions a rerun makes in this process, so the last one stops what the first began.
+        self.closers: dict[str, Callable[[], None]] = {}
         # Called once, at the first step taken live (past the journal's end), or at `live_at`: a
         # transaction abandoned by a dead owner aborts there, on replay where it was (`at_live`).
         self._on_live: Callable[[], None] | None = None

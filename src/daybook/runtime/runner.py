@@ -221,7 +221,7 @@ class Runner:
     # -- executing ----------------------------------------------------------------------------
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
-        with self._watched(exe.run_id):
+        with self._watched(exe.run_id), _closing(exe):
             return self._body_of(exe, wf, info)
 
     def _body_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -247,7 +247,7 @@ class Runner:
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         if not wf.is_async:
             return self._body(exe, wf, info)
-        with self._watched(exe.run_id):
+        with self._watched(exe.run_id), _closing(exe):
             return await self._body_async_of(exe, wf, info)
 
     async def _body_async_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -302,7 +302,9 @@ class Runner:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         exe.flush()  # the journal as it stands includes the outcomes held for the next row
         events = self.store.load(exe.run_id)
-        return Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
+        again = Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
+        again.closers = exe.closers
+        return again
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
         try:
@@ -373,3 +375,16 @@ def _cause(exc: BaseException) -> BaseException | None:
     if isinstance(exc, Stop):
         return None
     return exc.__cause__ if isinstance(exc, DaybookError) else exc
+
+
+@contextlib.contextmanager
+def _closing(exe: Execution) -> Iterator[None]:
+    """However the run's execution here ends (its end row written), what it asked to be done
+    at its end (`exe.closers`: the environment's stop) runs, each once, in the order declared."""
+    try:
+        yield
+    finally:
+        closers = list(exe.closers.values())
+        exe.closers.clear()
+        for close in closers:
+            close()

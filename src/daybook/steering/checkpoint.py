@@ -17,49 +17,14 @@ this document is a view of it, never a second copy that could disagree.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import RunNotFound
-from ..journal.decision import Decisions
-from ..journal.execution import Execution
-from ..journal.facet import Facet
 from ..records import JSON, Event, Kind, RunStatus, settles
 from ..store import Store
-from .liveness import DEFAULT_GRACE, await_alive
+from .environment import ENVIRONMENT
 
 CHECKPOINT_VERSION = 1
-ENVIRONMENT = "environment"
-
-
-class Environments(Facet):
-    """`ctx.environment`."""
-
-    def __init__(self, exe: Execution, decisions: Decisions) -> None:
-        super().__init__(exe)
-        self._decisions = decisions
-
-    def environment(
-        self,
-        handle: str,
-        kind: str = "directory",
-        remove_on_expiry: bool = False,
-        *,
-        alive: Callable[[str], bool] | None = None,
-        grace: float = DEFAULT_GRACE,
-    ) -> str:
-        """Declare the run's workspace (a directory path, a sandbox id): recorded, so every
-        replay sees the same handle, and shown in the run's checkpoint as `running` or
-        `stopped`. daybook stops, never destroys it; only with `remove_on_expiry` (a
-        directory) does `gc` delete it, once the run expired. With `alive(handle)`, each
-        execution (a start, a resume) checks the workspace is up, waiting out a startup
-        `grace` (seconds from the execution's start) before it fails the run with
-        `EnvironmentLost`. Returns `handle`."""
-        declared = {"kind": kind, "handle": handle, "remove_on_expiry": remove_on_expiry}
-        value = self._decisions.decide(ENVIRONMENT, lambda: declared).value
-        if alive is not None and not self._exe.read_only:
-            await_alive(self._exe, str(value["handle"]), alive, grace)
-        return str(value["handle"])
 
 
 def checkpoint(store: Store, run_id: str, now: float) -> dict[str, JSON]:
