@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +19,10 @@ import pytest
 import sandbox_app
 from conftest import HERE, killed, last_json, wait_until
 from sandbox_app import ops, record
+from store_bytes import store_text
 
 import daybook
-from daybook import Daybook, RunStatus
+from daybook import Daybook, FernetCodec, RunStatus
 from daybook.worker import Worker
 
 pytestmark = pytest.mark.slow
@@ -157,7 +159,9 @@ def misdeclared(ctx: daybook.Context, what: str) -> str:
 @pytest.mark.parametrize(
     ("what", "says"), [("start", "takes a function of the handle"), ("snapshot", "needs stop=")]
 )
-def test_hooks_that_are_not_functions_are_refused_with_what_to_pass(book: Daybook, what: str, says: str) -> None:
+def test_hooks_that_are_not_functions_are_refused_with_what_to_pass(
+    book: Daybook, what: str, says: str
+) -> None:
     with pytest.raises(daybook.DaybookError, match=says):
         book.run(misdeclared, what, run_id=f"bad-{what}")
 
@@ -171,8 +175,32 @@ def stubborn(ctx: daybook.Context, where: str) -> str:
     return ctx.environment(where, stop=_broken_stop)
 
 
-def test_a_stop_hook_that_raises_is_logged_and_the_run_keeps_its_outcome(book: Daybook, tmp_path: Path) -> None:
+def test_a_stop_hook_that_raises_is_logged_and_the_run_keeps_its_outcome(
+    book: Daybook, tmp_path: Path
+) -> None:
     assert book.run(stubborn, str(tmp_path), run_id="stubborn") == str(tmp_path)
     assert book.get_run("stubborn").status == RunStatus.COMPLETED
     failed = [e for e in book.environment_log("stubborn") if e["action"] == "stop_failed"]
     assert "cannot stop" in str(failed[0]["error"]) and failed[0]["status"] == "completed"
+
+
+PLANTED = f"PLANTED-{uuid.uuid4().hex}"
+
+
+def _secret_snapshot(handle: str) -> dict[str, str]:
+    return {"resume_token": PLANTED}  # what a hosted sandbox hands back to resume it by
+
+
+@daybook.workflow
+def tokened(ctx: daybook.Context, where: str) -> str:
+    return ctx.environment(where, stop=lambda h: None, snapshot=_secret_snapshot)
+
+
+def test_a_snapshot_with_a_secret_is_encrypted_in_the_environment_log_under_a_codec(
+    db_url: str, tmp_path: Path
+) -> None:
+    with Daybook(db_url, codec=FernetCodec(FernetCodec.new_key())) as book:
+        assert book.run(tokened, str(tmp_path), run_id="tok") == str(tmp_path)
+        stopped = [e for e in book.environment_log("tok") if e["action"] == "stopped"]
+        assert stopped[0]["snapshot"] == {"resume_token": PLANTED}  # the key holder reads it
+    assert PLANTED not in store_text(db_url)
