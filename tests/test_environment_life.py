@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sandbox_app
@@ -41,6 +42,11 @@ def _done(proc: subprocess.Popen[str]) -> object:
     out, err = proc.communicate(timeout=300)
     assert out.strip() or killed(proc), err
     return last_json(out) if out.strip() else None
+
+
+def _log(book: Daybook, run_id: str) -> list[dict[str, Any]]:
+    """The run's environment log, as its checkpoint shows it."""
+    return list(book.checkpoint(run_id)["environment"]["log"])  # type: ignore[index,call-overload]
 
 
 def _stopped(where: Path) -> bool:
@@ -74,7 +80,7 @@ def test_pause_stops_the_sandbox_without_destroying_it_and_a_resume_elsewhere_re
         assert resumed == {"result": 6}
         assert ops(str(sandbox)) == [f"op-{i}" for i in range(6)]  # no committed step ran again
         assert record(str(sandbox)) == ["started", "stopped", "restore-checked", "started", "stopped"]
-        log = book.environment_log("sb")
+        log = _log(book, "sb")
         stops = [e for e in log if e["action"] == "stopped"]
         assert [e["status"] for e in stops] == ["paused", "completed"]
         assert stops[0]["snapshot"] == {"ops": len(done_before)}
@@ -136,9 +142,9 @@ def test_past_the_retention_window_a_worker_expires_finished_runs_and_destroys_t
             assert book.resume("failed") == 3
             # Past the window (3 s), whether or not anyone runs gc: the worker expires both.
             wait_until(lambda: book.get_run("done").status == RunStatus.EXPIRED, timeout=60)
-            assert not done_dir.exists()
+            wait_until(lambda: not done_dir.exists(), timeout=60)
             wait_until(lambda: book.get_run("failed").status == RunStatus.EXPIRED, timeout=60)
-            assert not failed_dir.exists()
+            wait_until(lambda: not failed_dir.exists(), timeout=60)
         finally:
             worker.stop.set()
             thread.join(30)
@@ -146,7 +152,34 @@ def test_past_the_retention_window_a_worker_expires_finished_runs_and_destroys_t
             book.resume("done")
         expired = [ev for ev in book.journal("done") if ev.kind == "run_expired"]
         assert expired[0].data["from"] == "completed" and expired[0].data["by"].startswith("worker")
-        assert book.environment_log("done")[-1]["action"] == "expired"
+        assert _log(book, "done")[-1]["action"] == "expired"
+
+
+# A gc pass that dies (SIGKILL) after the run is expired and before its sandbox is destroyed.
+_GC_DIES = """
+import os, sys
+from daybook import Daybook
+from daybook.steering import expiry
+expiry.shutil.rmtree = lambda *a, **k: os.kill(os.getpid(), 9)
+Daybook(sys.argv[1]).gc(0.2)
+"""
+
+
+def test_a_gc_killed_between_the_expiry_and_the_destruction_is_finished_by_the_next_pass(
+    db_url: str, sandbox: Path
+) -> None:
+    with Daybook(db_url) as book:
+        assert book.run(sandbox_app.sandboxed, str(sandbox), 1, run_id="half") == 1
+        time.sleep(0.3)
+        dead = subprocess.run(
+            [sys.executable, "-c", _GC_DIES, db_url], capture_output=True, text=True, timeout=120
+        )
+        assert killed(dead), dead.stderr
+        assert book.get_run("half").status == RunStatus.EXPIRED and sandbox.exists()
+        [again] = book.gc(0.2, by="ops")["expired"]  # type: ignore[misc]
+        assert again["run_id"] == "half" and again["removed"] is True  # type: ignore[index]
+        assert not sandbox.exists() and _log(book, "half")[-1]["action"] == "expired"
+        assert book.gc(0.2)["expired"] == []  # done with: never again
 
 
 @daybook.workflow
@@ -180,7 +213,7 @@ def test_a_stop_hook_that_raises_is_logged_and_the_run_keeps_its_outcome(
 ) -> None:
     assert book.run(stubborn, str(tmp_path), run_id="stubborn") == str(tmp_path)
     assert book.get_run("stubborn").status == RunStatus.COMPLETED
-    failed = [e for e in book.environment_log("stubborn") if e["action"] == "stop_failed"]
+    failed = [e for e in _log(book, "stubborn") if e["action"] == "stop_failed"]
     assert "cannot stop" in str(failed[0]["error"]) and failed[0]["status"] == "completed"
 
 
@@ -201,6 +234,6 @@ def test_a_snapshot_with_a_secret_is_encrypted_in_the_environment_log_under_a_co
 ) -> None:
     with Daybook(db_url, codec=FernetCodec(FernetCodec.new_key())) as book:
         assert book.run(tokened, str(tmp_path), run_id="tok") == str(tmp_path)
-        stopped = [e for e in book.environment_log("tok") if e["action"] == "stopped"]
+        stopped = [e for e in _log(book, "tok") if e["action"] == "stopped"]
         assert stopped[0]["snapshot"] == {"resume_token": PLANTED}  # the key holder reads it
     assert PLANTED not in store_text(db_url)

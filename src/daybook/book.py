@@ -49,7 +49,6 @@ from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
-from .steering.environment import Log
 from .steering.expiry import expire as expire_paused
 from .steering.methods import MessageMethods
 from .steering.revision import binding as revision_binding
@@ -430,12 +429,6 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """The run's checkpoint document: `executor`, `environment` and `progress` parts with
         `schema_version` and `saved_at` (`docs/checkpoint.schema.json`)."""
         return checkpoint_of(self.store, run_id, time.time())
-
-    def environment_log(self, run_id: str) -> list[dict[str, JSON]]:
-        """The run's environment log, oldest first: each `declared`, `restored`, `started`,
-        `stopped` (with the run's status and the snapshot), `stop_failed` and `expired` entry
-        (`ctx.environment`'s hooks; `steering/environment.py`), each with its time `at`."""
-        return Log(self.store, run_id).entries()
 
     def check(self) -> list[dict[str, JSON]]:
         """Audit the store (`daybook check`): the database's own check (SQLite `quick_check`),

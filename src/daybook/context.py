@@ -505,7 +505,7 @@ class Context:
         `alive(handle)`, each execution checks the workspace is up, waiting out a startup
         `grace` (seconds from the execution's start) before it fails the run with
         `EnvironmentLost`. Each start, stop and expiry is in the run's environment log
-        (`book.environment_log(run_id)`). Returns `handle`."""
+        (the checkpoint's `environment.log`). Returns `handle`."""
         return self._environments.environment(
             handle,
             kind,

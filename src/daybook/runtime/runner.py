@@ -302,9 +302,7 @@ class Runner:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         exe.flush()  # the journal as it stands includes the outcomes held for the next row
         events = self.store.load(exe.run_id)
-        again = Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
-        again.closers = exe.closers
-        return again
+        return Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
         try:
@@ -380,11 +378,11 @@ def _cause(exc: BaseException) -> BaseException | None:
 @contextlib.contextmanager
 def _closing(exe: Execution) -> Iterator[None]:
     """However the run's execution here ends (its end row written), what it asked to be done
-    at its end (`exe.closers`: the environment's stop) runs, each once, in the order declared."""
+    at its end (`settings.closers`: the environment's stop) runs, each once, in the order declared."""
     try:
         yield
     finally:
-        closers = list(exe.closers.values())
-        exe.closers.clear()
+        closers = list(exe.settings.closers.values())
+        exe.settings.closers.clear()
         for close in closers:
             close()

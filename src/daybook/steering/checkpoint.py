@@ -5,7 +5,8 @@ run up, in three parts, each from where it lives.
   (decisions and effects, step by step), and the scratchpad (each named decision's latest value).
 - `environment`: the workspace the workflow declared with `ctx.environment(handle)` (a
   directory, a sandbox id) and whether it is `running` (a process executes the run) or
-  `stopped` (paused, suspended, parked, finished: stopped, never destroyed by daybook).
+  `stopped` (paused, suspended, parked, finished: stopped, never destroyed by daybook), with its
+  `log` (each start, stop with its snapshot, and expiry: `environment.Log`).
 - `progress`: the current step, each step's status (`committed`, `running`: an act with no
   outcome yet, `pending`) and the committed boundary (every step up to it is committed).
 
@@ -22,7 +23,7 @@ from typing import Any
 from ..errors import RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, settles
 from ..store import Store
-from .environment import ENVIRONMENT
+from .environment import ENVIRONMENT, Log
 
 CHECKPOINT_VERSION = 1
 
@@ -51,7 +52,7 @@ def checkpoint(store: Store, run_id: str, now: float) -> dict[str, JSON]:
             "trace": _trace(events),
             "scratchpad": _scratchpad(events),
         },
-        "environment": _environment(events, info.status),
+        "environment": {**_environment(events, info.status), "log": Log(store, run_id).entries()},
         "progress": {
             "current_step_id": max(statuses, default=0),
             "step_status": {str(step): status for step, status in sorted(statuses.items())},

@@ -80,7 +80,7 @@ class Environments(Facet):
             return where
         _begin(Log(exe.store, exe.run_id), {**value, "run_id": exe.run_id}, start, restore)
         if stop is not None:
-            exe.closers[ENVIRONMENT] = lambda: _stop(exe.store, exe.run_id, where, stop, snapshot)
+            exe.settings.closers[ENVIRONMENT] = lambda: _stop(exe.store, exe.run_id, where, stop, snapshot)
         if alive is not None:
             await_alive(exe, where, alive, grace)
         return where

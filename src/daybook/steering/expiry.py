@@ -20,6 +20,7 @@ import shutil
 from typing import Any
 
 from ..coordination.entity import ENVIRONMENT_PREFIX, Entity
+from ..errors import ConfigError
 from ..records import JSON, Kind, RunInfo, RunStatus
 from ..runtime import operator
 from ..store import Store
@@ -36,24 +37,38 @@ def expire(store: Store, cutoff: float, by: str, dry_run: bool) -> list[dict[str
     left, the workspace it declared and whether it was removed."""
     done: list[dict[str, JSON]] = []
     for info in _due(store, cutoff):
-        env = _declared(store, info.run_id)
-        remove = bool(env and env.get("remove_on_expiry") and env.get("kind") == "directory")
-        handle = str(env["handle"]) if env else None
-        entry: dict[str, JSON] = {
-            "run_id": info.run_id,
-            "from": info.status,
-            "environment": handle,
-            "removed": False,
-        }
-        if not dry_run:
-            operator.expire(store, info.run_id, by, cutoff, handle if remove else None)
-            if remove and handle:
-                shutil.rmtree(handle, ignore_errors=True)
-                entry["removed"] = True
-            if env is not None:
-                Log(store, info.run_id).write("expired", {"by": by, "removed": bool(entry["removed"])})
-        done.append(entry)
+        entry = _expire_one(store, info, cutoff, by, dry_run)
+        if entry is not None:
+            done.append(entry)
     return done
+
+
+def _expire_one(store: Store, info: RunInfo, cutoff: float, by: str, dry_run: bool) -> dict[str, JSON] | None:
+    """Expire one run, then destroy its disposable environment and log it: in that order, so a
+    crash between them leaves an expired run whose log has no `expired` entry, which the next
+    pass finishes (`_due`). None if the run went on meanwhile (a retry, a resume): not expired."""
+    env = _declared(store, info.run_id)
+    remove = bool(env and env.get("remove_on_expiry") and env.get("kind") == "directory")
+    handle = str(env["handle"]) if env else None
+    entry: dict[str, JSON] = {
+        "run_id": info.run_id,
+        "from": info.status,
+        "environment": handle,
+        "removed": False,
+    }
+    if dry_run:
+        return entry
+    if info.status != RunStatus.EXPIRED:
+        try:
+            operator.expire(store, info.run_id, by, cutoff, handle if remove else None)
+        except ConfigError:
+            return None  # it is no longer paused or finished: someone resumed or retried it
+    if remove and handle:
+        shutil.rmtree(handle, ignore_errors=True)
+        entry["removed"] = True
+    if env is not None:
+        Log(store, info.run_id).write("expired", {"by": by, "removed": bool(entry["removed"])})
+    return entry
 
 
 def _due(store: Store, cutoff: float) -> list[RunInfo]:
@@ -61,10 +76,13 @@ def _due(store: Store, cutoff: float) -> list[RunInfo]:
     for name, _holder, _deadline in store.entity_list():
         if not name.startswith(ENVIRONMENT_PREFIX):
             continue
-        declared = [e.data for e in Entity(store, name).view().log if e.action == "declared"]
+        log = Entity(store, name).view().log
+        declared = [e.data for e in log if e.action == "declared"]
         run_id = declared[-1].get("run_id") if declared and isinstance(declared[-1], dict) else None
         info = store.get_run(run_id) if isinstance(run_id, str) else None
-        if info is not None and info.status in ENDED and info.updated_at < cutoff:
+        if info is None or any(e.action == "expired" for e in log):
+            continue  # done with: its environment was destroyed (or kept) at its expiry
+        if info.status == RunStatus.EXPIRED or (info.status in ENDED and info.updated_at < cutoff):
             due.append(info)
     return due
 
