@@ -7,6 +7,7 @@ past the retention window a worker enforces on its schedule. Asserted at the san
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 import sandbox_app
-from conftest import HERE, killed, last_json, wait_until
+from conftest import HERE, killed, last_json, wait_until, worker_command
 from sandbox_app import ops, record
 from store_bytes import store_text
 
@@ -153,6 +154,24 @@ def test_past_the_retention_window_a_worker_expires_finished_runs_and_destroys_t
         expired = [ev for ev in book.journal("done") if ev.kind == "run_expired"]
         assert expired[0].data["from"] == "completed" and expired[0].data["by"].startswith("worker")
         assert _log(book, "done")[-1]["action"] == "expired"
+
+
+def test_daybook_worker_enforces_its_retention_window_on_a_completed_run(db_url: str, sandbox: Path) -> None:
+    with Daybook(db_url) as book:
+        assert book.run(sandbox_app.sandboxed, str(sandbox), 1, run_id="kept") == 1
+        worker = subprocess.Popen(
+            worker_command(db_url, "--retention", "1s", "--queue", "nothing-here"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: book.get_run("kept").status == RunStatus.EXPIRED, timeout=60)
+            wait_until(lambda: not sandbox.exists(), timeout=60)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, _ = worker.communicate(timeout=60)
+        assert "expired completed run kept past the window" in out
 
 
 # A gc pass that dies (SIGKILL) after the run is expired and before its sandbox is destroyed.
