@@ -8,18 +8,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 import trigger_app
-from conftest import HERE, killed, last_json
+from conftest import HERE, killed, last_json, wait_until
 from store_bytes import store_text
 
 import daybook
 from daybook import Daybook, FernetCodec, RunStatus
 from daybook.demo.bank import Bank
+from daybook.worker import Worker
 
 
 def _world(tmp_path: Path, bank: Bank, events: int) -> Path:
@@ -169,3 +171,27 @@ def test_a_secret_in_a_change_is_never_in_clear_in_the_store_under_a_codec(
         assert done["offset"] == 1
         assert book.get_run("trigger:crm:evt-1").input["args"][0]["data"]["card"] == planted  # type: ignore[index]
     assert planted not in store_text(db_url)
+
+
+def test_a_worker_follows_its_triggers_on_its_schedule(db_url: str, tmp_path: Path, bank: Bank) -> None:
+    log = _world(tmp_path, bank, 2)
+    trigger = ("crm", trigger_app.change_log(str(log)), trigger_app.on_change)
+    worker = Worker(db_url, triggers=[trigger], queues=["nothing-here"], schedules=False, poll=0.05)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(bank.records.get("payments", {})) == 2, timeout=60)
+        with log.open("a") as f:  # the world changes while the worker runs
+            f.write(json.dumps({"id": "evt-3", "n": 3, "bank": bank.url}) + "\n")
+        wait_until(lambda: len(bank.records.get("payments", {})) == 3, timeout=60)
+    finally:
+        worker.stop.set()
+        thread.join(30)
+    _paid_once_each(bank, 3)
+    with Daybook(db_url) as book:
+        assert book.trigger_offset("crm") == 3
+
+
+def test_a_worker_trigger_that_is_not_name_read_workflow_is_refused(db_url: str) -> None:
+    with pytest.raises(daybook.DaybookError, match="name, read, workflow"):
+        Worker(db_url, triggers=[("crm", "changes.jsonl")])  # type: ignore[list-item]

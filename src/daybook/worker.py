@@ -82,6 +82,7 @@ class Worker:
         otel: Any = False,
         notify: Sequence[Any] = (),
         retention: float | None = DEFAULT_RETENTION,
+        triggers: Sequence[tuple[str, Any, Any]] = (),
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -114,6 +115,9 @@ class Worker:
         self._spans: Any = None
         # Sinks the approval outbox is delivered to, by a thread of this worker (`gates.delivery`).
         self.notify = sinks_of(list(notify))
+        # Reactive triggers this worker follows, each `(name, read, workflow)`: a pass of each
+        # every poll (`book.follow_changes`, `dispatch/triggers.py`), one follower at a time.
+        self.triggers = [_trigger(t) for t in triggers]
         # The retention window (seconds) this worker enforces on its schedule: runs paused, or
         # finished with an environment, longer than that are expired and their environment
         # destroyed (`steering.expiry`), whether or not anyone runs `gc`. None: never.
@@ -208,6 +212,8 @@ class Worker:
             threads.append(threading.Thread(target=self._fire, args=(shared, done), daemon=True))
         if self.retention is not None:
             threads.append(threading.Thread(target=self._expire, args=(shared, done), daemon=True))
+        if self.triggers:
+            threads.append(threading.Thread(target=self._follow, args=(shared, done), daemon=True))
         for t in threads:
             t.start()
         self._wait_for(threads[: self.concurrency])
@@ -230,6 +236,21 @@ class Worker:
                 f"worker: {busy} run(s) still executing {self.grace:g}s after the stop; exiting "
                 "anyway: their leases lapse and another worker takes them over"
             )
+
+    def _follow(self, book: Daybook, done: threading.Event) -> None:
+        """A pass of each trigger every poll; a pass that fails (the store or the change log is
+        down) is said and tried again, its offset where it was."""
+        while not done.is_set():
+            for name, read, workflow in self.triggers:
+                try:
+                    done_pass = book.follow_changes(name, read, workflow)
+                    for change in done_pass["delivered"]:
+                        self.echo(
+                            f"worker: trigger {name} delivered {change['id']} as run {change['run_id']}"
+                        )
+                except Exception as exc:
+                    self.echo(f"worker: trigger {name}: {type(exc).__name__}: {exc}")
+            done.wait(self.poll)
 
     def _fire(self, book: Daybook, done: threading.Event) -> None:
         """Start the runs of schedule firings that have come, every poll (at most a second), on
@@ -426,6 +447,15 @@ def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bo
         for queue in ([*queues] if queues else [None])
         for info in book.runs(status, 1000, queue=queue)
     )
+
+
+def _trigger(given: Any) -> tuple[str, Any, Any]:
+    if not isinstance(given, tuple | list) or len(given) != 3 or not callable(given[1]):
+        raise ConfigError(
+            f"a worker's trigger is (name, read, workflow), read the change log's read(after, limit); "
+            f"got {given!r:.100}"
+        )
+    return (given[0], given[1], given[2])
 
 
 def _handle(url: str | None, lease_ttl: float) -> Daybook:
