@@ -66,3 +66,18 @@ def test_daybook_gc_says_which_paused_runs_it_expired(db_url: str, tmp_path: Pat
     out = cli("gc", "--older-than", "0.1s", db=db_url)
     assert out.returncode == 0, out.stderr
     assert "expired paused run p" in out.stdout and "kept" in out.stdout
+
+
+def test_a_cancelled_run_keeps_its_workspace_until_the_window_then_expires(
+    book: Daybook, tmp_path: Path
+) -> None:
+    (tmp_path / "c").mkdir()
+    book.inline_wait = 0
+    with pytest.raises(daybook.Suspended):
+        book.run(drafting, str(tmp_path / "c"), True, run_id="c")
+    book.cancel("c")
+    assert book.gc(60.0)["expired"] == [] and (tmp_path / "c" / "draft.txt").exists()  # inside the window
+    time.sleep(0.3)
+    [done] = book.gc(0.2)["expired"]  # type: ignore[misc]
+    assert done["run_id"] == "c" and done["from"] == "cancelled" and done["removed"] is True  # type: ignore[index]
+    assert not (tmp_path / "c").exists() and book.get_run("c").status == RunStatus.EXPIRED
