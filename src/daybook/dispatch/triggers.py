@@ -88,6 +88,8 @@ def follow(
     try:
         at = offset(store, name)
         for change in _changes(name, read(at, limit), at):
+            if not store.entity_claim(entity, owner, TTL, time.time()):
+                break  # renewed per change, so a long pass keeps it; lost: the taker goes on
             run_id = f"{entity}:{change.id}"
             status = handle(run_id, change)  # the handler's effects are journaled in its run...
             entry = {"offset": change.offset, "id": change.id, "run_id": run_id, "status": status}
