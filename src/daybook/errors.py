@@ -155,12 +155,14 @@ class RunPaused(DaybookError):
 
 
 class RunExpired(DaybookError):
-    """The run stayed paused past the retention window and `gc` expired it; it never runs again."""
+    """The run (paused, or finished with its environment kept) outlived the retention window and
+    was expired (by `gc` or a worker); it never runs again."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(
-            f"run {run_id!r} expired: it stayed paused past the retention window and `daybook gc` "
-            f"ended it. Its journal is kept (`daybook show {run_id}`); start a new run, or fork "
+            f"run {run_id!r} expired: it stayed paused (or its environment stayed kept after it "
+            "ended) past the retention window, and `daybook gc` or a worker ended it. Its journal "
+            f"is kept (`daybook show {run_id}`); start a new run, or fork "
             f"this one (`daybook fork {run_id} --at STEP`)"
         )
         self.run_id = run_id
