@@ -1,0 +1,233 @@
+"""Rewind: put a run's checkout back to its snapshot after a step, on a journal branch.
+
+A rewind is the journal branch recovery and forks use (`run_retried` with `supersede`, read by
+`Execution`): nothing in the journal is edited or deleted; the steps after STEP run again under
+keys suffixed `~r<branch>` (decisions are made again: "forward" means redo), and the confirmed
+effects among them outside the workspace replay if asked for as the same act (soft), so nothing
+outside the checkout happens twice. Before the branch row, the files the run touched are put
+back as they were after STEP (`snapshot.py`), and the run's ref moves to that snapshot (the
+reflog keeps the way back). Only the run's own paths are restored: a path changed since the
+run's last edit (another run, a person) is someone else's, and the rewind refuses
+(`WorkspaceConflict`) unless forced. Ignored paths (dependencies, `.env`, build output) are
+live state: reported, never restored.
+
+Crash-safe by recomputation: the plan is a function of the journal and the snapshots, and
+restoring a file already restored is a no-op, so a second call after a kill finishes the job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, RecoveryInProgress, RunLeased, RunNotFound, WorkspaceConflict
+from ..journal.execution import Execution
+from ..records import JSON, Event, Kind, RunStatus, Status
+from ..runtime import operator
+from ..runtime.claim import Claims
+from ..runtime.fork import expand
+from ..store import Store
+from . import snapshot
+
+REWINDABLE = (
+    RunStatus.FAILED,
+    RunStatus.NEEDS_ATTENTION,
+    RunStatus.STUCK,
+    RunStatus.PAUSED,
+    RunStatus.SUSPENDED,
+)
+EDIT = "workspace.edit"
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """What a rewind did (or, `dry_run`, would do). `snapshot`: the commit restored (per
+    checkout: `checkouts`); `restored`/`removed`: paths written back / deleted; `live`: ignored
+    paths not restored (live state); `superseded`: steps that run again; `soft`: confirmed
+    effects outside the workspace among them, replayed rather than repeated; `exact`: False when
+    compaction merged the snapshot of STEP into an earlier one (restored: that one's step)."""
+
+    run_id: str
+    to: int
+    branch: int
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)
+    superseded: list[int] = field(default_factory=list)
+    soft: list[int] = field(default_factory=list)
+    checkouts: dict[str, dict[str, JSON]] = field(default_factory=dict)
+    exact: bool = True
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, JSON]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class _Plan:
+    root: str
+    target: snapshot.Snapshot
+    latest: snapshot.Snapshot
+    want: dict[str, str | None]
+    conflicts: dict[str, str | None]
+    live: list[str]
+    steps: list[int]  # the journal's edit steps on this checkout
+
+
+def rewind(
+    store: Store,
+    claims: Claims,
+    run_id: str,
+    to: int,
+    *,
+    by: str,
+    force: bool = False,
+    dry_run: bool = False,
+    identity: dict[str, Any] | None = None,
+) -> Rewind:
+    """Rewind `run_id`'s checkout to after step `to` and open the journal branch (see module)."""
+    info = store.get_run(run_id)
+    if info is None:
+        raise RunNotFound(run_id, store.url)
+    if isinstance(to, bool) or not isinstance(to, int) or to < 0:
+        raise ConfigError(f"rewind {run_id!r}: --to takes a step number (0: before the first edit), got {to!r}")
+    if info.status not in REWINDABLE:
+        can = ", ".join(s.value for s in REWINDABLE)
+        extra = " (`daybook pause` it first)" if info.status in (RunStatus.RUNNING, RunStatus.PENDING) else ""
+        raise ConfigError(
+            f"run {run_id!r} is {info.status}: only a run that is {can} is rewound{extra}; "
+            "a completed run is not taken back: fork it (`daybook fork`) to try another way"
+        )
+    if not dry_run:
+        try:
+            claims.hold(run_id, tuple(s.value for s in REWINDABLE))
+        except RunLeased as exc:
+            raise RecoveryInProgress(run_id, exc.owner, exc.expires_in) from None
+    try:
+        return _rewind(store, run_id, to, by=by, force=force, dry_run=dry_run, identity=identity)
+    finally:
+        if not dry_run:
+            claims.let_go(run_id)
+
+
+def _rewind(
+    store: Store, run_id: str, to: int, *, by: str, force: bool, dry_run: bool, identity: dict[str, Any] | None
+) -> Rewind:
+    own = store.load(run_id)
+    view = Execution(store, run_id, expand(store, own), None, read_only=True)
+    steps = dict(view.steps)
+    edits = {s: rows for s, rows in steps.items() if _edit(rows) is not None}
+    if not edits:
+        raise ConfigError(
+            f"run {run_id!r} has no workspace edits to rewind (no confirmed `{EDIT}` step on its "
+            "current branch); rewind is for runs that edit a daybook.Checkout"
+        )
+    if to and to not in steps:
+        raise ConfigError(
+            f"run {run_id!r} has no step {to} (its steps are 1..{max(steps)}; its edits are at steps "
+            f"{sorted(edits)}); `daybook show {run_id}` lists them, and --to 0 goes back to before the first edit"
+        )
+    roots = sorted({_root(rows) for rows in edits.values()})
+    plans = [_plan(root, run_id, to, force, [s for s in edits if _root(edits[s]) == root]) for root in roots]
+    later = sorted(s for s in steps if s > to)
+    soft = [s for s in later if s not in edits and _confirmed_effect(steps[s])]
+    branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
+    report = _report(run_id, to, branch, plans, later, soft, dry_run)
+    if dry_run:
+        return report
+    for plan in plans:
+        for path, blob in plan.want.items():
+            snapshot.put(plan.root, path, blob)
+    data: dict[str, Any] = {"supersede": later, "soft": soft, "branch": branch, "rewind": report.as_dict()}
+    if identity:
+        data["identity"] = identity
+    operator.retry(store, run_id, by, data, REWINDABLE)
+    for plan in plans:
+        snapshot.move(plan.root, run_id, plan.target.commit, f"rewind to step {to} (journal branch {branch})")
+    return report
+
+
+def _edit(rows: list[Event]) -> dict[str, Any] | None:
+    """The result of a confirmed, applied workspace edit in this step's rows, else None."""
+    if not rows or rows[0].kind != Kind.INTENT or rows[0].name != EDIT:
+        return None
+    last = rows[-1]
+    if last.kind != Kind.OUTCOME or last.status != Status.CONFIRMED:
+        return None
+    result = last.data.get("result")
+    return result if isinstance(result, dict) and result.get("applied") else None
+
+
+def _root(rows: list[Event]) -> str:
+    return str((rows[0].data.get("args") or {}).get("root"))
+
+
+def _confirmed_effect(rows: list[Event]) -> bool:
+    return bool(rows) and rows[0].kind == Kind.INTENT and rows[-1].status == Status.CONFIRMED
+
+
+def _plan(root: str, run_id: str, to: int, force: bool, steps: list[int]) -> _Plan:
+    chain = [snapshot.read(root, c) for c in snapshot.chain(root, run_id)]
+    if not chain:
+        raise ConfigError(
+            f"run {run_id!r}: the checkout {root} holds no snapshots of it (ref {snapshot.ref_for(run_id)} "
+            "is gone: another clone, or deleted by hand); it cannot be rewound from here"
+        )
+    latest = chain[-1]
+    target = next(s for s in reversed(chain) if s.step <= to)
+    live = snapshot.ignored(root)
+    want: dict[str, str | None] = {}
+    conflicts: dict[str, str | None] = {}
+    for path in sorted(latest.touched):
+        if _under(path, live):
+            continue
+        goal = target.files.get(path) if path in target.touched else latest.touched[path]
+        now = snapshot.live(root, path)
+        if now not in (latest.files.get(path), goal) and not force:
+            conflicts[path] = now
+        want[path] = goal
+    if conflicts:
+        raise WorkspaceConflict(
+            f"rewind of run {run_id!r} would overwrite {', '.join(conflicts)} in {root}: changed after "
+            "the run's last edit (another run, or a person), so not the run's own. Nothing was "
+            "restored; commit or move those changes and rewind again, or rewind with --force"
+        )
+    return _Plan(root, target, latest, want, conflicts, live, sorted(steps))
+
+
+def _under(path: str, live: list[str]) -> bool:
+    return any(path == p.rstrip("/") or (p.endswith("/") and path.startswith(p)) for p in live)
+
+
+def _report(
+    run_id: str, to: int, branch: int, plans: list[_Plan], later: list[int], soft: list[int], dry_run: bool
+) -> Rewind:
+    restored: list[str] = []
+    removed: list[str] = []
+    unchanged: list[str] = []
+    live: list[str] = []
+    checkouts: dict[str, dict[str, JSON]] = {}
+    exact = True
+    for plan in plans:
+        for path, blob in plan.want.items():
+            now = snapshot.live(plan.root, path)
+            (unchanged if now == blob else removed if blob is None else restored).append(path)
+        live.extend(plan.live)
+        exact = exact and plan.target.step == max((s for s in plan.steps if s <= to), default=0)
+        checkouts[plan.root] = {"snapshot": plan.target.commit, "step": plan.target.step, "ref": snapshot.ref_for(run_id)}
+    return Rewind(
+        run_id=run_id,
+        to=to,
+        branch=branch,
+        restored=restored,
+        removed=removed,
+        unchanged=unchanged,
+        live=sorted(set(live)),
+        superseded=later,
+        soft=soft,
+        checkouts=checkouts,
+        exact=exact,
+        dry_run=dry_run,
+    )
