@@ -232,7 +232,7 @@ class Checkout:
         rels = [clean(p) for p in paths]
         root = self.root(ctx)
         for attempt in range(1, attempts + 1):
-            chosen = ctx.decide(name, _decided, root, rels, decide).value
+            chosen = ctx.decide(name, lambda: _decided(root, rels, decide)).value
             self._state(ctx).update(chosen["seen"])
             try:
                 return self._apply(ctx, root, chosen["files"], int(chosen["bytes"]))
@@ -243,11 +243,15 @@ class Checkout:
 
     def _apply(self, ctx: Context, root: str, blobs: dict[str, str | None], size: int) -> dict[str, Any]:
         state = self._state(ctx)
+        exe = ctx._exe  # the step and decision an edit is tagged with (the journal's own)
         unseen = [p for p in blobs if p not in state]
         if unseen:
+            # The checkout's own look at a path the run never saw is no decision of the
+            # agent's: the edit stays linked to the decision the workflow made last.
+            decided = exe.last_decision
             self.look(ctx, *unseen)
+            exe.last_decision = decided
         self._hold(ctx)
-        exe = ctx._exe  # the step and decision an edit is tagged with (the journal's own)
         result: dict[str, Any] = ctx.effect(
             edit_files,
             root=root,

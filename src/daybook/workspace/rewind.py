@@ -231,3 +231,24 @@ def _report(
         exact=exact,
         dry_run=dry_run,
     )
+
+
+def snapshots_of(store: Store, run_id: str, checkout: str) -> list[dict[str, JSON]]:
+    """The snapshots of `run_id` in `checkout`, oldest first (step 0: the base, before its edits)."""
+    if store.get_run(run_id) is None:
+        raise RunNotFound(run_id, store.url)
+    root = snapshot.top(checkout)
+    out: list[dict[str, JSON]] = []
+    for commit in snapshot.chain(root, run_id):
+        snap = snapshot.read(root, commit)
+        out.append(
+            {
+                "step": snap.step,
+                "commit": commit,
+                "key": snap.key,
+                "decision": snap.decision,
+                "bytes": snap.bytes,
+                "files": len(snap.files),
+            }
+        )
+    return out
