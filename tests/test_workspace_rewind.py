@@ -1,0 +1,273 @@
+"""Workspace snapshots and rewind (treatise O11), on both stores, in a real git repository:
+a snapshot per edit on the run's hidden ref (its reflog a second journal), `daybook rewind RUN
+--to STEP` putting back exactly the files of "after edit 3 of 7" and listing the ignored paths
+it left alone, on a journal branch (the `run_retried` row recovery and retry write) whose later
+steps run again while effects outside the workspace replay; compaction keeping K recent
+snapshots; bad input refused with errors saying what to do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cli
+from test_workspace_drift import git_repo
+
+import daybook
+from daybook import Daybook, Kind, RunStatus
+from daybook.errors import ConfigError, DaybookError, RunNotFound, Suspended, WorkspaceConflict
+from daybook.workspace import snapshot
+
+IGNORED = {".env": "TOKEN=abc\n", "node_modules/left-pad/index.js": "module.exports = 1\n", "build/app.bin": "\x7fELF"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = git_repo(
+        tmp_path / "repo",
+        {".gitignore": "node_modules/\n.env\nbuild/\n*.db\n", "app.py": "v = 0\n", "keep.md": "untouched\n"},
+    )
+    for name, text in IGNORED.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file git does not ignore (and outside .git), with its text."""
+    out = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {p: (root / p).read_text() for p in sorted(out.split("\0")) if p and (root / p).exists()}
+
+
+def ignored_files(root: Path) -> dict[str, str]:
+    return {name: (root / name).read_text() for name in IGNORED}
+
+
+@daybook.tool(name="ws_rewind.notify", irreversible=False)
+def notify(*, outbox: str, text: str, idempotency_key: str) -> str:
+    """An effect outside the workspace: a line appended to an outbox file outside the repo."""
+    with open(outbox, "a") as f:
+        f.write(f"{idempotency_key} {text}\n")
+    return text
+
+
+@daybook.workflow(name="ws_rewind_seven")
+def seven_edits(ctx: daybook.Context, root: str, outbox: str, flavour: str) -> str:
+    """Seven edits (each a new module and a bump of app.py), a message after edit 5, then a wait."""
+    co = daybook.Checkout(root, keep=None)
+    for i in range(1, 8):
+        ctx.decide(f"plan {i}", lambda: f"edit {i}")
+        co.edit(ctx, {f"mod{i}.py": f"# {flavour} {i}\n", "app.py": f"v = {i}\n"})
+        if i == 3:
+            co.write(ctx, "scratch.txt", None)  # a remove of a path that never existed
+        if i == 5:
+            ctx.effect(notify, outbox=outbox, text="halfway")
+    ctx.wait_for("review")
+    return "done"
+
+
+def after_edit(n: int, flavour: str = "first") -> dict[str, str]:
+    files = {".gitignore": "node_modules/\n.env\nbuild/\n*.db\n", "keep.md": "untouched\n", "app.py": f"v = {n}\n"}
+    files.update({f"mod{i}.py": f"# {flavour} {i}\n" for i in range(1, n + 1)})
+    return dict(sorted(files.items()))
+
+
+def edit_steps(book: Daybook, run_id: str) -> list[int]:
+    return [
+        e.step
+        for e in book.journal(run_id)
+        if e.kind == Kind.OUTCOME and e.name == "workspace.edit" and e.data["result"].get("applied")
+    ]
+
+
+def seven(book: Daybook, repo: Path, tmp_path: Path, run_id: str) -> list[int]:
+    with pytest.raises(Suspended):
+        book.run(seven_edits, str(repo), str(tmp_path / "outbox.txt"), "first", run_id=run_id)
+    assert tree(repo) == after_edit(7)
+    return edit_steps(book, run_id)
+
+
+def test_rewind_to_after_edit_3_of_7_restores_exactly_those_files_and_reports_ignored_paths(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    steps = seven(book, repo, tmp_path, "rw-seven")
+    third = steps[2]
+
+    done = book.rewind("rw-seven", third)
+
+    assert tree(repo) == after_edit(3)
+    assert ignored_files(repo) == IGNORED  # live state: left as it was
+    assert done.live == [".env", "build/", "node_modules/"]
+    assert sorted(done.removed) == ["mod4.py", "mod5.py", "mod6.py", "mod7.py"]
+    assert done.restored == ["app.py"] and done.exact
+    assert book.get_run("rw-seven").status == RunStatus.PENDING
+
+
+def test_rewind_is_a_journal_branch_whose_later_steps_run_again_and_outside_effects_replay(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    steps = seven(book, repo, tmp_path, "rw-branch")
+    rows_before = len(book.journal("rw-branch"))
+    done = book.rewind("rw-branch", steps[2])
+
+    journal = book.journal("rw-branch")
+    branch = journal[-1]
+    assert len(journal) == rows_before + 1  # nothing edited or deleted: one row added
+    assert branch.kind == Kind.RUN_RETRIED and branch.data["supersede"] == done.superseded
+    assert branch.data["branch"] == 1 and branch.data["rewind"]["to"] == steps[2]
+    notify_step = next(e.step for e in journal if e.name == "ws_rewind.notify")
+    assert done.soft == [notify_step]
+
+    book.signal("rw-branch", "review")
+    assert book.resume("rw-branch") == "done"
+    assert tree(repo) == after_edit(7)
+    # Edits after step 3 ran again under branch keys; the message outside went out once.
+    again = [e.key for e in book.journal("rw-branch") if e.kind == Kind.INTENT and e.seq > branch.seq]
+    assert again and all(str(k).endswith("~r1") for k in again if k and "notify" not in str(k))
+    assert (tmp_path / "outbox.txt").read_text().count("halfway") == 1
+
+
+def test_each_edit_is_a_snapshot_on_the_runs_hidden_ref_with_its_decision_and_the_reflog_keeps_the_rewind(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    steps = seven(book, repo, tmp_path, "rw-ref")
+    root = str(repo)
+    chain = [snapshot.read(root, c) for c in snapshot.chain(root, "rw-ref")]
+    assert [s.step for s in chain] == [0, *steps]
+    assert all(s.decision and s.decision.startswith("rw-ref/") for s in chain[1:])
+    assert chain[1].bytes == len("# first 1\n") + len("v = 1\n")
+    # Not a branch, not in `git log --all`'s usual refs/heads: a hidden ref per run.
+    heads = subprocess.run(["git", "-C", root, "branch", "--list"], capture_output=True, text=True).stdout
+    assert "daybook" not in heads and snapshot.ref_for("rw-ref").startswith("refs/daybook/runs/")
+
+    book.rewind("rw-ref", steps[2])
+    log = snapshot.reflog(root, "rw-ref")
+    assert "rewind to step" in log[0] and f"edit step {steps[-1]}" in log[1]
+    assert len(log) == len(steps) + 1
+
+
+def test_compaction_keeps_the_k_most_recent_snapshots_and_one_per_older_decision(
+    book: Daybook, repo: Path
+) -> None:
+    @daybook.workflow(name="ws_rewind_compact")
+    def many(ctx: daybook.Context, root: str) -> list[int]:
+        co = daybook.Checkout(root, keep=2)
+        plan = ctx.decide("plan", lambda: "two decisions")
+        for i in range(3):
+            co.write(ctx, "a.txt", f"a{i}\n")
+        ctx.decide("plan again", lambda: plan.value)
+        for i in range(3):
+            co.write(ctx, "b.txt", f"b{i}\n")
+        ctx.wait_for("review")
+        return []
+
+    with pytest.raises(Suspended):
+        book.run(many, str(repo), run_id="rw-compact")
+    root = str(repo)
+    chain = [snapshot.read(root, c) for c in snapshot.chain(root, "rw-compact")]
+    steps = edit_steps(book, "rw-compact")
+    # Base, the last snapshot of the first decision, the last of the second's older ones, the 2 newest.
+    assert [s.step for s in chain] == [0, steps[2], steps[3], steps[4], steps[5]]
+
+    done = book.rewind("rw-compact", steps[1], dry_run=True)
+    assert not done.exact and done.checkouts[root]["step"] == 0
+    assert tree(repo)["a.txt"] == "a2\n"  # a dry run changes nothing
+
+
+def test_rewind_from_the_command_line_prints_what_it_restored(
+    db_url: str, repo: Path, tmp_path: Path
+) -> None:
+    with Daybook(db_url) as book:
+        steps = seven(book, repo, tmp_path, "rw-cli")
+
+    shown = cli("rewind", "rw-cli", "--to", str(steps[2]), "--json", db=db_url)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["live"] == [".env", "build/", "node_modules/"] and tree(repo) == after_edit(3)
+
+    listed = cli("snapshots", "rw-cli", str(repo), db=db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert "rewind to step" in listed.stdout
+
+
+def test_rewind_refuses_bad_input_with_errors_that_say_what_to_do(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    steps = seven(book, repo, tmp_path, "rw-bad")
+
+    with pytest.raises(ConfigError, match="has no step 999.*--to 0"):
+        book.rewind("rw-bad", 999)
+    with pytest.raises(ConfigError, match="step number"):
+        book.rewind("rw-bad", -1)
+    with pytest.raises(RunNotFound):
+        book.rewind("no-such-run", 1)
+
+    @daybook.workflow(name="ws_rewind_none")
+    def no_workspace(ctx: daybook.Context) -> None:
+        ctx.wait_for("never")
+
+    with pytest.raises(Suspended):
+        book.run(no_workspace, run_id="rw-none")
+    with pytest.raises(ConfigError, match="no workspace edits"):
+        book.rewind("rw-none", 1)
+
+    # A dirty checkout: a path the run edited, changed since by someone else.
+    (repo / "app.py").write_text("v = 'a person was here'\n")
+    before = tree(repo)
+    with pytest.raises(WorkspaceConflict, match="app.py.*--force"):
+        book.rewind("rw-bad", steps[2])
+    assert tree(repo) == before and book.get_run("rw-bad").status == RunStatus.SUSPENDED
+    assert issubclass(WorkspaceConflict, DaybookError)
+
+    done = book.rewind("rw-bad", steps[2], force=True)
+    assert tree(repo) == after_edit(3) and "app.py" in done.restored
+
+
+def test_a_completed_run_is_not_rewound(book: Daybook, repo: Path) -> None:
+    @daybook.workflow(name="ws_rewind_done")
+    def one(ctx: daybook.Context, root: str) -> str:
+        daybook.Checkout(root).write(ctx, "x.txt", "x\n")
+        return "ok"
+
+    book.run(one, str(repo), run_id="rw-done")
+    with pytest.raises(ConfigError, match="completed.*fork"):
+        book.rewind("rw-done", 0)
+
+
+def test_rewind_to_zero_goes_back_to_before_the_first_edit(book: Daybook, repo: Path, tmp_path: Path) -> None:
+    seven(book, repo, tmp_path, "rw-zero")
+    original = {".gitignore": "node_modules/\n.env\nbuild/\n*.db\n", "app.py": "v = 0\n", "keep.md": "untouched\n"}
+
+    done = book.rewind("rw-zero", 0)
+
+    assert tree(repo) == original
+    assert done.restored == ["app.py"]
+
+
+def test_a_kill_between_restoring_files_and_the_branch_row_is_finished_by_a_second_rewind(
+    book: Daybook, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = seven(book, repo, tmp_path, "rw-twice")
+    from daybook.runtime import operator
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # the process dies after the files, before the row
+
+    monkeypatch.setattr(operator, "retry", crash)
+    with pytest.raises(KeyboardInterrupt):
+        book.rewind("rw-twice", steps[2])
+    assert tree(repo) == after_edit(3)
+    monkeypatch.undo()
+
+    done = book.rewind("rw-twice", steps[2])
+
+    assert tree(repo) == after_edit(3) and book.get_run("rw-twice").status == RunStatus.PENDING
+    assert done.restored == [] and done.removed == []  # the first call had done it all
