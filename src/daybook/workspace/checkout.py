@@ -163,9 +163,10 @@ class Checkout:
         entity = ctx.entity(lease_name(self.repo))
         if not entity.claim(ctx.run_id, self.ttl):
             view = entity.view()
-            holder = view.lease.holder if view.lease else "another run"
+            holder = view.holder or "another run"
+            left = max(0.0, (view.deadline or view.read_at) - view.read_at)
             raise CheckoutBusy(
-                f"checkout {self.repo} is leased by run {holder!r}: two runs editing one checkout "
+                f"checkout {self.repo} is leased by run {holder!r} ({left:.0f}s left): two runs editing one checkout "
                 f"overwrite each other's files. Wait for it to finish (or its lease to lapse), "
                 f"or give each run its own worktree: daybook.Checkout(path, worktree=True)"
             )
