@@ -31,11 +31,13 @@ def edit_then_wait(ctx: daybook.Context, root: str, path: str, lease: bool, work
     return co.root(ctx)
 
 
-def test_a_second_run_on_a_leased_checkout_is_refused_until_the_first_lets_go(book: Daybook, repo: Path) -> None:
+def test_a_second_run_on_a_leased_checkout_is_refused_until_the_first_lets_go(
+    book: Daybook, repo: Path
+) -> None:
     with pytest.raises(Suspended):
         book.run(edit_then_wait, str(repo), "a.txt", True, False, run_id="actor-a")
 
-    with pytest.raises(RunParked, match="CheckoutBusy.*actor-a.*worktree=True"):
+    with pytest.raises(RunParked, match=r"CheckoutBusy.*actor-a.*worktree=True"):
         book.run(edit_then_wait, str(repo), "b.txt", True, False, run_id="actor-b")
     assert not (repo / "b.txt").exists()  # refused before it wrote anything
     assert book.entity(lease_name(str(repo))).view().holder == "actor-a"
@@ -60,11 +62,15 @@ def test_a_worktree_per_run_keeps_two_runs_on_one_repository_apart(book: Daybook
     assert (repo / "app.py").read_text() == "v = 0\n"  # the shared checkout is untouched
     assert (where["tree-a"] / "app.py").read_text() == "finished by tree-a\n"
     assert (where["tree-b"] / "app.py").read_text() == "finished by tree-b\n"
-    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True
+    ).stdout
     assert str(where["tree-a"]) in listed and str(where["tree-b"]) in listed
 
 
-def test_a_rewind_of_one_run_leaves_another_runs_edits_on_the_same_checkout(book: Daybook, repo: Path) -> None:
+def test_a_rewind_of_one_run_leaves_another_runs_edits_on_the_same_checkout(
+    book: Daybook, repo: Path
+) -> None:
     with pytest.raises(Suspended):
         book.run(edit_then_wait, str(repo), "mine.txt", False, False, run_id="shared-a")
     with pytest.raises(Suspended):
@@ -83,6 +89,6 @@ def test_a_rewind_refuses_to_overwrite_a_file_another_run_edited_after_it(book: 
     with pytest.raises(Suspended):
         book.run(edit_then_wait, str(repo), "app.py", False, False, run_id="over-b")
 
-    with pytest.raises(WorkspaceConflict, match="app.py"):
+    with pytest.raises(WorkspaceConflict, match=r"app\.py"):
         book.rewind("over-a", 0)
     assert (repo / "app.py").read_text() == "written by over-b\n"

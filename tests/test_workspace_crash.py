@@ -63,7 +63,11 @@ def test_a_kill_inside_an_edit_then_resume_leaves_every_edit_once_and_the_snapsh
     chain = [snapshot.read(root, c) for c in snapshot.chain(root, run_id)]
     with Daybook(db_url) as book:
         journal = book.journal(run_id)
-    edits = [e for e in journal if e.kind == Kind.OUTCOME and e.name == "workspace.edit" and e.status == "confirmed"]
+    edits = [
+        e
+        for e in journal
+        if e.kind == Kind.OUTCOME and e.name == "workspace.edit" and e.status == "confirmed"
+    ]
     assert len(edits) == EDITS and len({e.key for e in edits}) == EDITS
     # One snapshot per edit (and the base), each holding exactly the files after its edit.
     assert [s.step for s in chain] == [0, *[e.step for e in edits]]

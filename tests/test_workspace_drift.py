@@ -160,13 +160,17 @@ def test_control_without_a_checkout_a_resume_overwrites_the_outside_change_unnot
 def test_the_journal_holds_blob_ids_and_the_content_goes_into_git(book: Daybook, repo: Path) -> None:
     @daybook.workflow(name="ws_drift_secret")
     def write_secret(ctx: daybook.Context, root: str) -> str:
-        return str(daybook.Checkout(root).write(ctx, ".envrc", "export TOKEN=sk-live-0123456789abcdef\n")["snapshot"])
+        return str(
+            daybook.Checkout(root).write(ctx, ".envrc", "export TOKEN=sk-live-0123456789abcdef\n")["snapshot"]
+        )
 
     commit = book.run(write_secret, str(repo), run_id="drift-secret")
 
     rows = json.dumps([e.data for e in book.journal("drift-secret")])
     assert "sk-live-0123456789abcdef" not in rows
-    shown = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:.envrc"], capture_output=True, text=True)
+    shown = subprocess.run(
+        ["git", "-C", str(repo), "show", f"{commit}:.envrc"], capture_output=True, text=True
+    )
     assert shown.stdout == "export TOKEN=sk-live-0123456789abcdef\n"
 
 
@@ -219,7 +223,9 @@ def ui() -> FakeUI:
     return UI
 
 
-def test_a_click_that_leaves_the_view_unchanged_raises_action_had_no_effect(book: Daybook, ui: FakeUI) -> None:
+def test_a_click_that_leaves_the_view_unchanged_raises_action_had_no_effect(
+    book: Daybook, ui: FakeUI
+) -> None:
     ui.disabled = True
 
     with pytest.raises(RunParked, match="ActionHadNoEffect"):

@@ -21,7 +21,11 @@ from daybook import Daybook, Kind, RunStatus
 from daybook.errors import ConfigError, DaybookError, RunNotFound, Suspended, WorkspaceConflict
 from daybook.workspace import snapshot
 
-IGNORED = {".env": "TOKEN=abc\n", "node_modules/left-pad/index.js": "module.exports = 1\n", "build/app.bin": "\x7fELF"}
+IGNORED = {
+    ".env": "TOKEN=abc\n",
+    "node_modules/left-pad/index.js": "module.exports = 1\n",
+    "build/app.bin": "\x7fELF",
+}
 
 
 @pytest.fixture
@@ -64,7 +68,7 @@ def seven_edits(ctx: daybook.Context, root: str, outbox: str, flavour: str) -> s
     """Seven edits (each a new module and a bump of app.py), a message after edit 5, then a wait."""
     co = daybook.Checkout(root, keep=None)
     for i in range(1, 8):
-        ctx.decide(f"plan {i}", lambda: f"edit {i}")
+        ctx.decide(f"plan {i}", lambda i=i: f"edit {i}")
         co.edit(ctx, {f"mod{i}.py": f"# {flavour} {i}\n", "app.py": f"v = {i}\n"})
         if i == 3:
             co.write(ctx, "scratch.txt", None)  # a remove of a path that never existed
@@ -75,7 +79,11 @@ def seven_edits(ctx: daybook.Context, root: str, outbox: str, flavour: str) -> s
 
 
 def after_edit(n: int, flavour: str = "first") -> dict[str, str]:
-    files = {".gitignore": "node_modules/\n.env\nbuild/\n*.db\n", "keep.md": "untouched\n", "app.py": f"v = {n}\n"}
+    files = {
+        ".gitignore": "node_modules/\n.env\nbuild/\n*.db\n",
+        "keep.md": "untouched\n",
+        "app.py": f"v = {n}\n",
+    }
     files.update({f"mod{i}.py": f"# {flavour} {i}\n" for i in range(1, n + 1)})
     return dict(sorted(files.items()))
 
@@ -203,7 +211,7 @@ def test_rewind_refuses_bad_input_with_errors_that_say_what_to_do(
 ) -> None:
     steps = seven(book, repo, tmp_path, "rw-bad")
 
-    with pytest.raises(ConfigError, match="has no step 999.*--to 0"):
+    with pytest.raises(ConfigError, match=r"has no step 999.*--to 0"):
         book.rewind("rw-bad", 999)
     with pytest.raises(ConfigError, match="step number"):
         book.rewind("rw-bad", -1)
@@ -222,7 +230,7 @@ def test_rewind_refuses_bad_input_with_errors_that_say_what_to_do(
     # A dirty checkout: a path the run edited, changed since by someone else.
     (repo / "app.py").write_text("v = 'a person was here'\n")
     before = tree(repo)
-    with pytest.raises(WorkspaceConflict, match="app.py.*--force"):
+    with pytest.raises(WorkspaceConflict, match=r"app\.py.*--force"):
         book.rewind("rw-bad", steps[2])
     assert tree(repo) == before and book.get_run("rw-bad").status == RunStatus.SUSPENDED
     assert issubclass(WorkspaceConflict, DaybookError)
@@ -238,13 +246,17 @@ def test_a_completed_run_is_not_rewound(book: Daybook, repo: Path) -> None:
         return "ok"
 
     book.run(one, str(repo), run_id="rw-done")
-    with pytest.raises(ConfigError, match="completed.*fork"):
+    with pytest.raises(ConfigError, match=r"completed.*fork"):
         book.rewind("rw-done", 0)
 
 
 def test_rewind_to_zero_goes_back_to_before_the_first_edit(book: Daybook, repo: Path, tmp_path: Path) -> None:
     seven(book, repo, tmp_path, "rw-zero")
-    original = {".gitignore": "node_modules/\n.env\nbuild/\n*.db\n", "app.py": "v = 0\n", "keep.md": "untouched\n"}
+    original = {
+        ".gitignore": "node_modules/\n.env\nbuild/\n*.db\n",
+        "app.py": "v = 0\n",
+        "keep.md": "untouched\n",
+    }
 
     done = book.rewind("rw-zero", 0)
 

@@ -19,10 +19,8 @@ from .dispatch.schedules import Schedule
 from .dispatch.search import RunPage
 from .errors import (
     ActionHadNoEffect,
-    CheckoutBusy,
-    ReplayDiverged,
-    WorkspaceConflict,
     BudgetExceeded,
+    CheckoutBusy,
     ConfigError,
     ContractViolation,
     CorruptJournal,
@@ -41,6 +39,7 @@ from .errors import (
     PriceTableError,
     RecoveryInProgress,
     ReleaseDeclined,
+    ReplayDiverged,
     RunCancelled,
     RunConflict,
     RunErased,
@@ -64,6 +63,7 @@ from .errors import (
     TransactionNotFound,
     UpdateTimeout,
     WorkflowFailed,
+    WorkspaceConflict,
 )
 from .gates.gate import Verdict
 from .gates.sink import LogSink, Webhook, verify_webhook

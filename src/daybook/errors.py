@@ -382,7 +382,11 @@ class ActionHadNoEffect(StepFailed):
     to look again and decide anew; left uncaught it parks the run."""
 
     def __init__(
-        self, message: str = "", error: dict[str, str] | None = None, step: int | None = None, bug: bool = True
+        self,
+        message: str = "",
+        error: dict[str, str] | None = None,
+        step: int | None = None,
+        bug: bool = True,
     ) -> None:
         super().__init__(message, error, step, bug)
 

@@ -16,8 +16,12 @@ from .app import by_option, credential_option, json_option, json_out, say, with_
 
 @click.command()
 @click.argument("run_id")
-@click.option("--to", "to", type=int, required=True, help="The step to go back to (0: before the first edit).")
-@click.option("--force", is_flag=True, help="Overwrite paths changed after the run's last edit (not its own).")
+@click.option(
+    "--to", "to", type=int, required=True, help="The step to go back to (0: before the first edit)."
+)
+@click.option(
+    "--force", is_flag=True, help="Overwrite paths changed after the run's last edit (not its own)."
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be restored; change nothing.")
 @by_option("rewinds")
 @json_option("The rewind as JSON.")
@@ -46,12 +50,17 @@ def _say(done: Rewind) -> None:
         say(f"  already so: {', '.join(done.unchanged)}")
     say(f"  not restored (ignored, live state): {', '.join(done.live) or 'none'}")
     if not done.exact:
-        say("  compaction merged that step's snapshot into an earlier one: the files are as of the step above")
+        say(
+            "  compaction merged that step's snapshot into an earlier one: the files are as of the step above"
+        )
     steps = f"{done.superseded[0]}..{done.superseded[-1]}" if done.superseded else "none"
     soft = f"; effects outside the workspace replay, not repeat: steps {done.soft}" if done.soft else ""
     say(f"  steps run again: {steps}{soft}")
     if not done.dry_run:
-        say(f"the run is pending: `daybook resume {done.run_id}` (or a worker) goes on from step {done.to + 1}")
+        say(
+            f"the run is pending: `daybook resume {done.run_id}` (or a worker) goes on from step "
+            f"{done.to + 1}"
+        )
 
 
 @click.command()
@@ -67,7 +76,10 @@ def snapshots(book: Daybook, run_id: str, checkout: str, as_json: bool) -> None:
     if as_json:
         json_out({"snapshots": rows, "reflog": snapshot.reflog(root, run_id)})
         return
-    table = [[str(r["step"]), str(r["commit"])[:12], str(r["decision"] or ""), str(r["bytes"]), str(r["files"])] for r in rows]
+    table = [
+        [str(r["step"]), str(r["commit"])[:12], str(r["decision"] or ""), str(r["bytes"]), str(r["files"])]
+        for r in rows
+    ]
     say(render.table(["step", "snapshot", "decision", "bytes", "files"], table))
     for line in snapshot.reflog(root, run_id):
         say(f"  {line}")

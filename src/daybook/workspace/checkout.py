@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from ..coordination.entity import Entity
 from ..errors import CheckoutBusy, ConfigError, ReplayDiverged
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
 from . import snapshot
@@ -92,7 +92,7 @@ def edit_files(
     for path, blob in files.items():
         if now[path] is not None and now[path] != blob:
             # The content the run replaces goes into git first, so a rewind can put it back.
-            snapshot.store_blob(root, (snapshot.Path(root) / path).read_bytes())
+            snapshot.store_blob(root, (Path(root) / path).read_bytes())
     live = [p for p in files if snapshot.is_ignored(root, p)]
     for path, blob in files.items():
         snapshot.put(root, path, blob)
@@ -102,7 +102,14 @@ def edit_files(
     commit = snapshot.take(root, run, parent, kept, assumed, manifest)
     if keep:
         snapshot.compact(root, run, keep)
-    return {"applied": True, "snapshot": commit, "after": files, "before": assumed, "bytes": size, "live": live}
+    return {
+        "applied": True,
+        "snapshot": commit,
+        "after": files,
+        "before": assumed,
+        "bytes": size,
+        "live": live,
+    }
 
 
 class Checkout:
@@ -166,9 +173,9 @@ class Checkout:
             holder = view.holder or "another run"
             left = max(0.0, (view.deadline or view.read_at) - view.read_at)
             raise CheckoutBusy(
-                f"checkout {self.repo} is leased by run {holder!r} ({left:.0f}s left): two runs editing one checkout "
-                f"overwrite each other's files. Wait for it to finish (or its lease to lapse), "
-                f"or give each run its own worktree: daybook.Checkout(path, worktree=True)"
+                f"checkout {self.repo} is leased by run {holder!r} ({left:.0f}s left): two runs "
+                "editing one checkout overwrite each other's files. Wait for it to finish (or its "
+                "lease to lapse), or give each run its own worktree: daybook.Checkout(path, worktree=True)"
             )
 
     def release(self, ctx: Context) -> None:
@@ -292,15 +299,13 @@ def _live(ctx: Context) -> bool:
 
 def _store_live(root: str, path: str) -> str | None:
     try:
-        data = (snapshot.Path(root) / path).read_bytes()
+        data = (Path(root) / path).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return None
     return snapshot.store_blob(root, data)
 
 
-def _decided(
-    root: str, paths: list[str], decide: Callable[[dict[str, str | None]], Files]
-) -> dict[str, Any]:
+def _decided(root: str, paths: list[str], decide: Callable[[dict[str, str | None]], Files]) -> dict[str, Any]:
     """Run the workflow's decision on the files' current text; keep blob ids only."""
     seen = {p: _store_live(root, p) for p in paths}
     current = {p: None if b is None else snapshot.read_blob(root, b).decode() for p, b in seen.items()}

@@ -42,4 +42,6 @@ class WorkspaceMethods:
         live state, listed in `Rewind.live`, never restored. `dry_run`: plan and report only.
         The run must be failed, parked, stuck, paused or waiting (not running)."""
         by, who = identity.actor(self.store, by, token, "rewind", run_id)
-        return rewind(self.store, self._runner.claims, run_id, to, by=by, force=force, dry_run=dry_run, identity=who)
+        return rewind(
+            self.store, self._runner.claims, run_id, to, by=by, force=force, dry_run=dry_run, identity=who
+        )

@@ -92,7 +92,9 @@ def rewind(
     if info is None:
         raise RunNotFound(run_id, store.url)
     if isinstance(to, bool) or not isinstance(to, int) or to < 0:
-        raise ConfigError(f"rewind {run_id!r}: --to takes a step number (0: before the first edit), got {to!r}")
+        raise ConfigError(
+            f"rewind {run_id!r}: --to takes a step number (0: before the first edit), got {to!r}"
+        )
     if info.status not in REWINDABLE:
         can = ", ".join(s.value for s in REWINDABLE)
         extra = " (`daybook pause` it first)" if info.status in (RunStatus.RUNNING, RunStatus.PENDING) else ""
@@ -113,7 +115,14 @@ def rewind(
 
 
 def _rewind(
-    store: Store, run_id: str, to: int, *, by: str, force: bool, dry_run: bool, identity: dict[str, Any] | None
+    store: Store,
+    run_id: str,
+    to: int,
+    *,
+    by: str,
+    force: bool,
+    dry_run: bool,
+    identity: dict[str, Any] | None,
 ) -> Rewind:
     own = store.load(run_id)
     view = Execution(store, run_id, expand(store, own), None, read_only=True)
@@ -127,7 +136,8 @@ def _rewind(
     if to and to not in steps:
         raise ConfigError(
             f"run {run_id!r} has no step {to} (its steps are 1..{max(steps)}; its edits are at steps "
-            f"{sorted(edits)}); `daybook show {run_id}` lists them, and --to 0 goes back to before the first edit"
+            f"{sorted(edits)}); `daybook show {run_id}` lists them, and --to 0 goes back to before "
+            "the first edit"
         )
     roots = sorted({_root(rows) for rows in edits.values()})
     plans = [_plan(root, run_id, to, force, [s for s in edits if _root(edits[s]) == root]) for root in roots]
@@ -216,7 +226,11 @@ def _report(
             (unchanged if now == blob else removed if blob is None else restored).append(path)
         live.extend(plan.live)
         exact = exact and plan.target.step == max((s for s in plan.steps if s <= to), default=0)
-        checkouts[plan.root] = {"snapshot": plan.target.commit, "step": plan.target.step, "ref": snapshot.ref_for(run_id)}
+        checkouts[plan.root] = {
+            "snapshot": plan.target.commit,
+            "step": plan.target.step,
+            "ref": snapshot.ref_for(run_id),
+        }
     return Rewind(
         run_id=run_id,
         to=to,

@@ -52,9 +52,13 @@ def git(root: str, *args: str, stdin: bytes | None = None, index: str | None = N
     if index is not None:
         env["GIT_INDEX_FILE"] = index
     try:
-        proc = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True, env=env, check=False)
+        proc = subprocess.run(
+            ["git", "-C", root, *args], input=stdin, capture_output=True, env=env, check=False
+        )
     except FileNotFoundError:
-        raise ConfigError("workspace snapshots need the `git` command; install git or put it on PATH") from None
+        raise ConfigError(
+            "workspace snapshots need the `git` command; install git or put it on PATH"
+        ) from None
     if proc.returncode != 0:
         raise SnapshotError(
             f"`git {' '.join(args[:3])}` in {root} failed (exit {proc.returncode}): "
