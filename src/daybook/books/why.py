@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..journal.decision import RESERVED
-from ..records import JSON, Event, Kind, RunInfo
+from ..records import JSON, Event, Kind, RunInfo, Status
 
 
 def why(info: RunInfo, events: list[Event], step: int) -> dict[str, JSON]:
@@ -43,6 +43,20 @@ def why(info: RunInfo, events: list[Event], step: int) -> dict[str, JSON]:
         "decision": None if decision is None else _reasons(str(decision_id), decision),
         "mandate": {"workflow": info.workflow, "input": info.input, "code_version": info.code_version},
     }
+
+
+def decisions(events: list[Event]) -> dict[str, dict[str, JSON]]:
+    """Every recorded decision of a run's journal with its reasons, by decision id (a model
+    call's completion, never its reservation): what `why` reads for one effect, read once for
+    every effect of the run (the inspector's decisions view)."""
+    found: dict[str, dict[str, JSON]] = {}
+    for ev in events:
+        if ev.kind == Kind.DECISION and ev.step is not None and ev.status == Status.RECORDED:
+            decision_id = f"{ev.run_id}/{ev.step}"  # a fork's shared rows keep their own run's id
+            found[decision_id] = _reasons(decision_id, ev)
+            if isinstance(ev.data.get("cost"), dict):  # a model call: what it was charged
+                found[decision_id]["charged"] = ev.data["cost"]
+    return found
 
 
 def _reasons(decision_id: str, decision: Event) -> dict[str, JSON]:

@@ -97,6 +97,13 @@ th{background:#f4f4f8}code,pre{font:12px ui-monospace,monospace}pre{white-space:
 .s-suspended,.s-paused{background:#def}.flash{background:#ffd;padding:.5em;border:1px solid #cc9}
 .error{background:#fdd;border-color:#c99}form{display:inline-block;margin:.2em .5em .2em 0}
 section{margin-bottom:1.5em}.counts span{margin-right:1em}
+.tree-chart{width:100%;min-height:240px;border:1px solid #ddd}.mark{padding:0 .4em;border-radius:3px;
+font-size:12px;white-space:nowrap;background:#eee}.m-superseded,.m-undone{background:#fcc}
+.m-ran-again,.m-new,.m-revision,.m-undo{background:#cfc}.m-replayed,.m-shared{background:#def}
+.m-soft,.m-left-standing,.m-not-run-yet{background:#fe9}.m-restored{background:#9cf}
+.diff-note{color:#666;font-size:12px}.diff-kind{color:#667;font-size:12px}
+.s-won,.s-chosen,.s-read,.s-eligible{background:#cfc}.s-restored,.s-rerun,.s-retried{background:#cde6fa}
+.s-conflict{background:#fe9}
 """
 
 

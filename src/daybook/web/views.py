@@ -45,7 +45,13 @@ class View:
 VIEWS: dict[str, View] = {}
 # The modules that register views, imported once on first use (a view imports `pages` helpers;
 # importing it from here at module load would be a cycle).
-VIEWS_MODULES: tuple[str, ...] = ()
+VIEWS_MODULES: tuple[str, ...] = (
+    "daybook.web.decisions",
+    "daybook.web.frontiers",
+    "daybook.web.cost",
+    "daybook.web.tree",
+    "daybook.web.recovery",
+)
 _loaded = False
 
 

@@ -1,0 +1,228 @@
+"""The decisions view of a run (`/runs/RUN?view=decisions`): each act (an effect) next to its
+why, the recorded decision it followed (its value, policy and version, observation,
+alternatives, and for a model's decision the model and tokens), or the run's mandate when no
+decision came before it; and the obligations that decision opened (a refund promised beside the
+refund sent). A graph draws decision -> act and decision -> obligation.
+
+Everything is read from the journal as stored (`books.why.decisions`, the effect and obligation
+ledgers): a secret is its keyed digest there, and that is what is shown; nothing is revealed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..book import Daybook
+from ..books.why import decisions as decisions_of
+from ..journal.decision import NOT_REASONS
+from ..records import JSON
+from .html import Markup, join, payload, status, table, tag, when
+from .views import Query, View, register
+
+ROWS = 500  # acts a page shows (the latest); `daybook effects RUN` lists every one
+REASONS = ("policy", "version", "observation", "alternatives", "note")
+
+
+def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
+    """The run's acts with the decision each followed and the obligations it opened."""
+    info = book.get_run(run_id)
+    events = book.journal(run_id)
+    made = decisions_of(events)
+    owed = [o for o in book.obligations() if o.get("run_id") == run_id]
+    effects = book.effects(run_id)
+    acts = [
+        {
+            "step": e["step"],
+            "tool": e["tool"],
+            "key": e["key"],
+            "status": e["status"],
+            "args": e["request"],
+            "ref": e["ref"],
+            "decision": e["decision"] if e["decision"] in made else None,
+        }
+        for e in effects[-ROWS:]
+    ]
+    used = {str(a["decision"]) for a in acts if a["decision"]} | {
+        str(o["decision"]) for o in owed if o.get("decision") in made
+    }
+    # Decisions no act followed (a model that chose to do nothing), bookkeeping steps left out.
+    idle = [
+        d
+        for d_id, d in made.items()
+        if d_id not in used and str(d["name"]) not in NOT_REASONS and ":" not in str(d["name"])
+    ][-ROWS:]
+    return {
+        "run": run_id,
+        "mandate": {"workflow": info.workflow, "input": info.input, "code_version": info.code_version},
+        "acts": acts,
+        "shown": len(acts),
+        "total": len(effects),
+        "decisions": [made[d] for d in sorted(used, key=lambda d: int(made[d]["seq"] or 0))],
+        "obligations": [_obligation(o) for o in owed],
+        "idle": idle,
+    }
+
+
+def _obligation(row: dict[str, JSON]) -> dict[str, JSON]:
+    keep = ("id", "kind", "owner", "due", "about", "decision", "state", "opened", "settled")
+    return {k: row.get(k) for k in keep}
+
+
+def shell(book: Daybook, run_id: str, query: Query) -> Markup:
+    """The acts as a table (one row per act: what was done, then why), the graph's place."""
+    found = data(book, run_id, query)
+    made = {str(d["id"]): d for d in found["decisions"]}
+    owed_by: dict[str, list[dict[str, JSON]]] = {}
+    for o in found["obligations"]:
+        owed_by.setdefault(str(o.get("decision") or ""), []).append(o)
+    rows = [
+        _act_row(a, made.get(str(a["decision"])), owed_by.get(str(a["decision"] or ""), []))
+        for a in found["acts"]
+    ]
+    loose = [
+        o
+        for o in found["obligations"]
+        if not any(str(o.get("decision") or "") == str(a["decision"] or "") for a in found["acts"])
+    ]
+    mandate = found["mandate"]
+    parts: list[Any] = [
+        tag(
+            "p",
+            "mandate: workflow ",
+            tag("code", mandate["workflow"]),
+            " input ",
+            payload(mandate["input"]),
+            " (what an act with no decision before it came from)",
+            id="mandate",
+        ),
+        tag("div", id="decisions-chart", class_="chart", role="img", aria_label="decisions and their acts"),
+    ]
+    if found["total"] > found["shown"]:
+        parts.append(
+            tag(
+                "p",
+                f"the latest {found['shown']} of {found['total']} acts; `daybook effects {run_id}` lists all",
+            )
+        )
+    parts.append(
+        table(
+            [
+                "step",
+                "act",
+                "status",
+                "decision",
+                "model",
+                "tokens",
+                "usd",
+                "value",
+                "reasons",
+                "obligations opened",
+            ],
+            rows,
+            id="acts",
+        )
+        if rows
+        else tag("p", "This run took no act (no effect).", id="acts-none")
+    )
+    if loose:
+        parts.append(tag("h2", "Obligations with no act"))
+        parts.append(_obligations_table(loose, "obligations"))
+    if found["idle"]:
+        parts.append(tag("h2", "Decisions no act followed"))
+        parts.append(
+            table(
+                ["decision", "model", "tokens", "usd", "value", "reasons"],
+                (
+                    [
+                        join([tag("code", d["id"]), f" {d['name']}"]),
+                        d.get("model") or "",
+                        "" if d.get("tokens") is None else str(d["tokens"]),
+                        _usd(d),
+                        payload(d.get("value")),
+                        _reasons(d),
+                    ]
+                    for d in found["idle"]
+                ),
+                id="idle",
+            )
+        )
+    return join(parts)
+
+
+def _act_row(act: dict[str, Any], decision: dict[str, JSON] | None, owed: list[dict[str, JSON]]) -> list[Any]:
+    what = join([tag("strong", act["tool"]), " ", tag("code", act["key"] or ""), " ", payload(act["args"])])
+    if decision is None:
+        return [
+            act["step"],
+            what,
+            status(act["status"]),
+            "mandate (no decision before it)",
+            "",
+            "",
+            "",
+            "",
+            "",
+            _owed(owed),
+        ]
+    return [
+        act["step"],
+        what,
+        status(act["status"]),
+        join([tag("code", decision["id"]), f" {decision['name']}"]),
+        decision.get("model") or "",
+        "" if decision.get("tokens") is None else str(decision["tokens"]),
+        _usd(decision),
+        payload(decision.get("value")),
+        _reasons(decision),
+        _owed(owed),
+    ]
+
+
+def _usd(decision: dict[str, JSON]) -> str:
+    """What a model call's row says it was charged in USD ("" for any other decision)."""
+    charged = decision.get("charged")
+    usd = charged.get("usd") if isinstance(charged, dict) else None
+    return f"{usd:.6f}" if isinstance(usd, int | float) else ""
+
+
+def _reasons(decision: dict[str, JSON]) -> Markup:
+    """A decision's reasons as `Why(...)` recorded them (policy, version, observation, ...)."""
+    return join(
+        tag("div", tag("em", f"{k}: "), payload(decision[k]))
+        for k in REASONS
+        if decision.get(k) not in (None, "", [])
+    )
+
+
+def _owed(owed: list[dict[str, JSON]]) -> Markup:
+    return join(
+        tag(
+            "div",
+            tag("strong", str(o.get("kind"))),
+            f" owed by {o.get('owner')}, due {when(o['due'] if isinstance(o.get('due'), float) else None)} ",
+            status(str(o.get("state"))),
+            class_="obligation",
+        )
+        for o in owed
+    )
+
+
+def _obligations_table(owed: list[dict[str, JSON]], id_: str) -> Markup:
+    return table(
+        ["id", "kind", "owner", "due", "state", "about"],
+        (
+            [
+                o.get("id"),
+                o.get("kind"),
+                o.get("owner"),
+                when(o["due"] if isinstance(o.get("due"), float) else None),
+                status(str(o.get("state"))),
+                payload(o.get("about")),
+            ]
+            for o in owed
+        ),
+        id=id_,
+    )
+
+
+VIEW = register(View("decisions", "Decisions", shell, data, "decisions.js"))
