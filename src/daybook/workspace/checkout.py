@@ -218,10 +218,10 @@ class Checkout:
         if not files:
             raise ConfigError("Checkout.edit needs at least one path to write or remove")
         root = self.root(ctx)
-        wanted = {clean(p): c for p, c in files.items()}
-        blobs = {p: None if c is None else snapshot.store_blob(root, _bytes(c)) for p, c in wanted.items()}
-        size = sum(len(_bytes(c)) for c in wanted.values() if c is not None)
-        return self._apply(ctx, root, blobs, size)
+        data = {clean(p): None if c is None else _bytes(c) for p, c in files.items()}
+        blobs = {p: None if d is None else snapshot.blob_id(d) for p, d in data.items()}
+        size = sum(len(d) for d in data.values() if d is not None)
+        return self._apply(ctx, root, blobs, size, data)
 
     def act(
         self,
@@ -249,7 +249,14 @@ class Checkout:
                     raise
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _apply(self, ctx: Context, root: str, blobs: dict[str, str | None], size: int) -> dict[str, Any]:
+    def _apply(
+        self,
+        ctx: Context,
+        root: str,
+        blobs: dict[str, str | None],
+        size: int,
+        data: dict[str, bytes | None] | None = None,
+    ) -> dict[str, Any]:
         state = self._state(ctx)
         exe = ctx._exe  # the step and decision an edit is tagged with (the journal's own)
         unseen = [p for p in blobs if p not in state]
@@ -260,6 +267,15 @@ class Checkout:
             self.look(ctx, *unseen)
             exe.last_decision = decided
         self._hold(ctx)
+        if data and _live(ctx):
+            # The contents go into git before the intent row names their ids, so whichever
+            # process does the edit (this one, or a resume after a kill) finds them. A replay
+            # of a recorded edit needs nothing written.
+            for blob, content in ((blobs[p], d) for p, d in data.items()):
+                if content is not None and snapshot.store_blob(root, content) != blob:
+                    raise ConfigError(
+                        f"checkout {root}: git hashed a file differently from daybook (a sha256 repository?)"
+                    )
         result: dict[str, Any] = ctx.effect(
             edit_files,
             root=root,

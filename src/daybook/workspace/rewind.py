@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, RecoveryInProgress, RunLeased, RunNotFound, WorkspaceConflict
+from ..errors import ConfigError, RunNotFound, WorkspaceConflict
 from ..journal.execution import Execution
 from ..records import JSON, Event, Kind, RunStatus, Status
 from ..runtime import operator
@@ -88,30 +88,37 @@ def rewind(
     identity: dict[str, Any] | None = None,
 ) -> Rewind:
     """Rewind `run_id`'s checkout to after step `to` and open the journal branch (see module)."""
-    info = store.get_run(run_id)
-    if info is None:
-        raise RunNotFound(run_id, store.url)
     if isinstance(to, bool) or not isinstance(to, int) or to < 0:
         raise ConfigError(
             f"rewind {run_id!r}: --to takes a step number (0: before the first edit), got {to!r}"
         )
-    if info.status not in REWINDABLE:
-        can = ", ".join(s.value for s in REWINDABLE)
-        extra = " (`daybook pause` it first)" if info.status in (RunStatus.RUNNING, RunStatus.PENDING) else ""
-        raise ConfigError(
-            f"run {run_id!r} is {info.status}: only a run that is {can} is rewound{extra}; "
-            "a completed run is not taken back: fork it (`daybook fork`) to try another way"
-        )
-    if not dry_run:
-        try:
-            claims.hold(run_id, tuple(s.value for s in REWINDABLE))
-        except RunLeased as exc:
-            raise RecoveryInProgress(run_id, exc.owner, exc.expires_in) from None
+    _rewindable(store, run_id)
+    if dry_run:
+        return _rewind(store, run_id, to, by=by, force=force, dry_run=True, identity=identity)
+    # One operator's act on the run at a time (a recovery, a retry, another rewind): the run's
+    # lease, keeping its status; RunLeased names who holds it.
+    if not claims.hold(run_id, tuple(s.value for s in REWINDABLE)):
+        _rewindable(store, run_id)  # it changed meanwhile: say how
+        raise ConfigError(f"run {run_id!r} changed while it was being rewound; try again")
     try:
-        return _rewind(store, run_id, to, by=by, force=force, dry_run=dry_run, identity=identity)
+        return _rewind(store, run_id, to, by=by, force=force, dry_run=False, identity=identity)
     finally:
-        if not dry_run:
-            claims.let_go(run_id)
+        claims.let_go(run_id)
+
+
+def _rewindable(store: Store, run_id: str) -> None:
+    """Nothing if the run may be rewound now; else the error saying why not and what to do."""
+    info = store.get_run(run_id)
+    if info is None:
+        raise RunNotFound(run_id, store.url)
+    if info.status in REWINDABLE:
+        return
+    can = ", ".join(s.value for s in REWINDABLE)
+    extra = " (`daybook pause` it first)" if info.status in (RunStatus.RUNNING, RunStatus.PENDING) else ""
+    raise ConfigError(
+        f"run {run_id!r} is {info.status}: only a run that is {can} is rewound{extra}; "
+        "a completed run is not taken back: fork it (`daybook fork`) to try another way"
+    )
 
 
 def _rewind(

@@ -279,15 +279,16 @@ def chain(root: str, run_id: str) -> list[str]:
 
 def find(root: str, run_id: str, key: str) -> str | None:
     """The snapshot an edit under `key` made, if it made one (its status, after a kill between
-    the edit and its outcome row). Searched on the ref and in its reflog, newest first."""
-    for commit in reversed(chain(root, run_id)):
-        if _subject(root, commit) == f"{SUBJECT} {key}":
+    the edit and its outcome row): searched on the run's ref, newest first, in one git call."""
+    if tip(root, run_id) is None:
+        return None
+    out = git(root, "log", "--first-parent", "--format=%H %s", ref_for(run_id)).decode()
+    wanted = f"{SUBJECT} {key}"
+    for line in out.splitlines():
+        commit, _, subject = line.partition(" ")
+        if subject == wanted:
             return commit
     return None
-
-
-def _subject(root: str, commit: str) -> str:
-    return git(root, "log", "-1", "--format=%s", commit).decode().strip()
 
 
 def reflog(root: str, run_id: str) -> list[str]:
