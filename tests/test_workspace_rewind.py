@@ -283,3 +283,33 @@ def test_a_kill_between_restoring_files_and_the_branch_row_is_finished_by_a_seco
 
     assert tree(repo) == after_edit(3) and book.get_run("rw-twice").status == RunStatus.PENDING
     assert done.restored == [] and done.removed == []  # the first call had done it all
+
+
+@daybook.workflow(name="ws_rewind_model")
+def model_edits(ctx: daybook.Context, root: str) -> None:
+    """A scripted model writes each file: the snapshots carry what each diff's decision cost."""
+    llm = daybook.ScriptedLLM(lambda prompt: f"content for {prompt}\n", model="gpt-4o-mini")
+    co = daybook.Checkout(root)
+    for name in ("a.py", "b.py"):
+        answer = ctx.llm(llm, name)
+        co.write(ctx, name, str(answer.value["text"]))
+    ctx.wait_for("review")
+
+
+def test_each_snapshot_lists_its_decision_and_what_the_steps_before_it_cost(
+    book: Daybook, repo: Path
+) -> None:
+    with pytest.raises(Suspended):
+        book.run(model_edits, str(repo), run_id="rw-cost")
+
+    rows = book.snapshots("rw-cost", str(repo))
+
+    assert [r["files"] for r in rows] == [0, 1, 2]
+    base, first, second = rows
+    assert base["tokens"] == 0
+    assert first["tokens"] > 0 and second["tokens"] > 0 and first["usd"] > 0
+    calls = sorted(
+        {e.step for e in book.journal("rw-cost") if e.kind == Kind.DECISION and e.name.startswith("llm")}
+    )
+    assert [first["decision"], second["decision"]] == [f"rw-cost/{step}" for step in calls]
+    assert rows[2]["seconds"] >= 0 and rows[1]["bytes"] == len("content for a.py\n")

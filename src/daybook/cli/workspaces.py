@@ -9,7 +9,6 @@ import click
 
 from .. import Daybook, Rewind
 from ..workspace import snapshot
-from ..workspace.rewind import snapshots_of
 from . import render
 from .app import by_option, credential_option, json_option, json_out, say, with_book
 
@@ -70,17 +69,18 @@ def _say(done: Rewind) -> None:
 @with_book(read_only=True)
 def snapshots(book: Daybook, run_id: str, checkout: str, as_json: bool) -> None:
     """The snapshots RUN_ID's edits left in CHECKOUT (its hidden ref), oldest first, each with
-    its step, decision and the bytes it touched; then the ref's reflog, newest first."""
-    rows = snapshots_of(book.store, run_id, checkout)
+    its step, decision, the bytes it touched and what the steps since the one before cost
+    (model tokens, USD, seconds); then the ref's reflog, newest first."""
+    rows = book.snapshots(run_id, checkout)
     root = snapshot.top(checkout)
     if as_json:
         json_out({"snapshots": rows, "reflog": snapshot.reflog(root, run_id)})
         return
+    keys = ("step", "commit", "decision", "bytes", "files", "tokens", "usd", "seconds")
     table = [
-        [str(r["step"]), str(r["commit"])[:12], str(r["decision"] or ""), str(r["bytes"]), str(r["files"])]
-        for r in rows
+        [str(r[k] if r[k] is not None else "")[: 12 if k == "commit" else None] for k in keys] for r in rows
     ]
-    say(render.table(["step", "snapshot", "decision", "bytes", "files"], table))
+    say(render.table(["step", "snapshot", "decision", "bytes", "files", "tokens", "usd", "seconds"], table))
     for line in snapshot.reflog(root, run_id):
         say(f"  {line}")
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..gates import identity
-from .rewind import Rewind, rewind
+from ..records import JSON
+from .rewind import Rewind, rewind, snapshots_of
 
 if TYPE_CHECKING:
+    from ..books.cost import Cost
     from ..runtime.runner import Runner
     from ..store import Store
 
@@ -23,6 +25,8 @@ class WorkspaceMethods:
 
         @property
         def store(self) -> Store: ...
+
+        def cost(self, run_id: str, tree: bool = False) -> Cost: ...
 
     def rewind(
         self,
@@ -45,3 +49,10 @@ class WorkspaceMethods:
         return rewind(
             self.store, self._runner.claims, run_id, to, by=by, force=force, dry_run=dry_run, identity=who
         )
+
+    def snapshots(self, run_id: str, checkout: str) -> list[dict[str, JSON]]:
+        """The snapshots `run_id`'s edits left in the git checkout `checkout` (its hidden ref
+        `refs/daybook/runs/...`), oldest first: step, commit, key, decision, bytes touched,
+        files held, and what the steps since the previous snapshot cost (model tokens, USD,
+        wall-clock seconds)."""
+        return snapshots_of(self.store, run_id, checkout, list(self.cost(run_id).lines))

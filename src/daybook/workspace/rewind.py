@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..books.cost import CostLine
 from ..errors import ConfigError, RunNotFound, WorkspaceConflict
 from ..journal.execution import Execution
 from ..records import JSON, Event, Kind, RunStatus, Status
@@ -254,14 +255,18 @@ def _report(
     )
 
 
-def snapshots_of(store: Store, run_id: str, checkout: str) -> list[dict[str, JSON]]:
-    """The snapshots of `run_id` in `checkout`, oldest first (step 0: the base, before its edits)."""
+def snapshots_of(store: Store, run_id: str, checkout: str, lines: list[CostLine]) -> list[dict[str, JSON]]:
+    """The snapshots of `run_id` in `checkout`, oldest first (step 0: the base, before its
+    edits), each with what the steps since the previous snapshot cost (`lines`: the run's cost
+    ledger): model tokens, USD, and the wall time between the two snapshots."""
     if store.get_run(run_id) is None:
         raise RunNotFound(run_id, store.url)
     root = snapshot.top(checkout)
     out: list[dict[str, JSON]] = []
+    prev: snapshot.Snapshot | None = None
     for commit in snapshot.chain(root, run_id):
         snap = snapshot.read(root, commit)
+        since = [ln for ln in lines if prev is not None and prev.step < ln.step <= snap.step]
         out.append(
             {
                 "step": snap.step,
@@ -270,6 +275,10 @@ def snapshots_of(store: Store, run_id: str, checkout: str) -> list[dict[str, JSO
                 "decision": snap.decision,
                 "bytes": snap.bytes,
                 "files": len(snap.files),
+                "tokens": sum(ln.input_tokens + ln.output_tokens for ln in since),
+                "usd": round(sum(ln.usd for ln in since), 6),
+                "seconds": round(snap.at - prev.at, 3) if prev is not None and snap.at and prev.at else 0.0,
             }
         )
+        prev = snap
     return out

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -179,6 +180,7 @@ class Snapshot:
     bytes: int
     touched: dict[str, str | None]  # path -> blob before the run first touched it (None: absent)
     files: dict[str, str] = field(default_factory=dict)  # present touched path -> blob after
+    at: float = 0.0  # when it was taken (epoch seconds)
 
     def after(self, path: str) -> str | None:
         return self.files.get(path)
@@ -201,7 +203,7 @@ def take(
     touched: dict[str, str | None] = dict(read(root, parent).touched)
     for path in changes:
         touched.setdefault(path, before.get(path))
-    body = dict(manifest, touched=touched)
+    body = dict(manifest, touched=touched, at=time.time())
     fd, index = tempfile.mkstemp(prefix="daybook-index-")
     os.close(fd)
     os.unlink(index)  # git wants to create the index itself
@@ -227,7 +229,16 @@ def take(
 def _base(root: str, run_id: str) -> str:
     """The run's first snapshot, step 0: no file touched yet (what `rewind --to 0` restores)."""
     empty = git(root, "mktree", stdin=b"").decode().strip()
-    body = json.dumps({"run": run_id, "step": 0, "key": "", "decision": None, "bytes": 0, "touched": {}})
+    fields = {
+        "run": run_id,
+        "step": 0,
+        "key": "",
+        "decision": None,
+        "bytes": 0,
+        "touched": {},
+        "at": time.time(),
+    }
+    body = json.dumps(fields)
     message = f"{SUBJECT} base\n\n{body}\n"
     return git(root, "commit-tree", empty, "-F", "-", stdin=message.encode()).decode().strip()
 
@@ -257,6 +268,7 @@ def read(root: str, commit: str) -> Snapshot:
         bytes=int(manifest.get("bytes") or 0),
         touched={str(k): v for k, v in (manifest.get("touched") or {}).items()},
         files=files,
+        at=float(manifest.get("at") or 0.0),
     )
 
 
