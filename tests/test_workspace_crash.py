@@ -2,13 +2,18 @@
 edit's files and its snapshot, between its snapshot and its journal row, and in the middle of
 its files; the resume finds the snapshots consistent with the files, with no edit lost or made
 twice. A kill followed by a change made outside the run: the resume finds the drift before its
-next edit instead of writing over it."""
+next edit instead of writing over it. A UI agent killed between its view check and its click,
+against a scripted page served on 127.0.0.1: the resume checks the page again, and clicks only
+if it is as the agent saw it."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,3 +97,62 @@ def test_a_kill_then_a_change_outside_the_run_is_found_by_the_resume_before_its_
     assert "ReplayDiverged" in resumed.stdout and "log.txt" in resumed.stdout
     assert (repo / "log.txt").read_text() == "edit 1\nedit 2\nedit 3\na person's note\n"
     assert not (repo / "f4.txt").exists()
+
+
+class Page:
+    """A scripted UI on 127.0.0.1: a counter and a button; the test can put up a modal."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.modal = ""
+        page = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._send(f"<h1>{page.count}</h1><button>+1</button>{page.modal}")
+
+            def do_POST(self) -> None:
+                page.count += 1
+                self._send(str(page.count))
+
+            def _send(self, text: str) -> None:
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    served = Page()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.mark.parametrize("changed", [True, False], ids=["screen_changed", "screen_as_it_was"])
+def test_a_kill_between_the_view_check_and_the_click_is_checked_again_on_resume(
+    db_url: str, page: Page, changed: bool
+) -> None:
+    run_id = f"ws-screen-{changed}"
+    # Decisions: the look (1), the check right before the click (2); killed after the check.
+    first = child(db_url, "screen", run_id, page.url, "--kill-after", "decision:2")
+    assert killed(first), first.stdout + first.stderr
+    if changed:
+        page.modal = "<div class=modal>Your session expired</div>"
+
+    resumed = child(db_url, "resume", run_id)
+
+    if changed:
+        assert resumed.returncode == 3 and "ReplayDiverged" in resumed.stdout, resumed.stdout + resumed.stderr
+        assert page.count == 0  # never clicked on the changed screen
+    else:
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert page.count == 1
