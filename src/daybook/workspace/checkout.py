@@ -259,13 +259,12 @@ class Checkout:
     ) -> dict[str, Any]:
         state = self._state(ctx)
         exe = ctx._exe  # the step and decision an edit is tagged with (the journal's own)
+        # The checkout's own look at a path the run never saw is no decision of the agent's:
+        # the snapshot is tagged with the decision the workflow made last, taken before it.
+        decided = exe.last_decision
         unseen = [p for p in blobs if p not in state]
         if unseen:
-            # The checkout's own look at a path the run never saw is no decision of the
-            # agent's: the edit stays linked to the decision the workflow made last.
-            decided = exe.last_decision
             self.look(ctx, *unseen)
-            exe.last_decision = decided
         self._hold(ctx)
         if data and _live(ctx):
             # The contents go into git before the intent row names their ids, so whichever
@@ -283,7 +282,7 @@ class Checkout:
             files=blobs,
             assumed={p: state.get(p) for p in blobs},
             step=exe.next_step,
-            decided=exe.last_decision,
+            decided=decided,
             size=size,
             keep=self.keep,
         )
