@@ -24,6 +24,7 @@ from typing import Any
 
 from ..context import Context
 from ..errors import CheckoutBusy, ConfigError, ReplayDiverged
+from ..journal.decision import Decision
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
 from . import snapshot
 from .snapshot import clean
@@ -157,11 +158,31 @@ class Checkout:
 
     def _state(self, ctx: Context) -> dict[str, str | None]:
         """The run's assumptions (path -> blob) for this execution, rebuilt by replay."""
+        state: dict[str, str | None] = self._held(ctx)[0]
+        return state
+
+    def _held(self, ctx: Context) -> list[Any]:
+        """[assumptions, the ids of the checkout's own looks, the agent's last decision]: per
+        execution, rebuilt by replay like everything `ctx.held` keeps."""
         held = ctx.held(self)
         if not held:
-            held.append({})
-        state: dict[str, str | None] = held[0]
-        return state
+            held.extend([{}, set(), None])
+        return held
+
+    def _observed(self, ctx: Context, decision: Decision[Any]) -> Any:
+        """Note a look of the checkout's own (not a decision of the agent's) and return its value."""
+        self._held(ctx)[1].add(decision.id)
+        return decision.value
+
+    def _agent_decision(self, ctx: Context) -> str | None:
+        """The decision the workflow made last, the checkout's own looks and reads left out:
+        what a snapshot is tagged with."""
+        held = self._held(ctx)
+        last = ctx._exe.last_decision
+        if last is not None and last not in held[1]:
+            held[2] = last
+        agent: str | None = held[2]
+        return agent
 
     def _hold(self, ctx: Context) -> None:
         """Take (or renew) the checkout's lease for this run before a live act."""
@@ -190,7 +211,10 @@ class Checkout:
         """Record the blob each path holds now (None: absent) as what the run assumes."""
         rels = [clean(p) for p in paths]
         root = self.root(ctx)
-        seen: dict[str, str | None] = ctx.decide("workspace.look", snapshot.live_all, root, rels).value
+        self._agent_decision(ctx)  # noted before the look becomes the latest decision
+        seen: dict[str, str | None] = self._observed(
+            ctx, ctx.decide("workspace.look", snapshot.live_all, root, rels)
+        )
         self._state(ctx).update(seen)
         return seen
 
@@ -199,7 +223,8 @@ class Checkout:
         git, not the journal); the run assumes the file holds it until its next act."""
         rel = clean(path)
         root = self.root(ctx)
-        blob: str | None = ctx.decide("workspace.read", _store_live, root, rel).value
+        self._agent_decision(ctx)
+        blob: str | None = self._observed(ctx, ctx.decide("workspace.read", _store_live, root, rel))
         self._state(ctx)[rel] = blob
         return None if blob is None else snapshot.read_blob(root, blob).decode()
 
@@ -258,10 +283,8 @@ class Checkout:
         data: dict[str, bytes | None] | None = None,
     ) -> dict[str, Any]:
         state = self._state(ctx)
-        exe = ctx._exe  # the step and decision an edit is tagged with (the journal's own)
-        # The checkout's own look at a path the run never saw is no decision of the agent's:
-        # the snapshot is tagged with the decision the workflow made last, taken before it.
-        decided = exe.last_decision
+        exe = ctx._exe  # the step an edit is tagged with (the journal's own)
+        decided = self._agent_decision(ctx)
         unseen = [p for p in blobs if p not in state]
         if unseen:
             self.look(ctx, *unseen)
