@@ -12,7 +12,7 @@ from test_workspace_drift import git_repo
 
 import daybook
 from daybook import Daybook, RunStatus
-from daybook.errors import RunParked, Suspended, WorkspaceConflict
+from daybook.errors import CheckoutBusy, RunParked, Suspended, WorkspaceConflict
 from daybook.workspace.checkout import lease_name
 
 
@@ -92,3 +92,17 @@ def test_a_rewind_refuses_to_overwrite_a_file_another_run_edited_after_it(book: 
     with pytest.raises(WorkspaceConflict, match=r"app\.py"):
         book.rewind("over-a", 0)
     assert (repo / "app.py").read_text() == "written by over-b\n"
+
+
+def test_a_rewind_waits_for_another_run_that_holds_the_checkouts_lease(book: Daybook, repo: Path) -> None:
+    with pytest.raises(Suspended):
+        book.run(edit_then_wait, str(repo), "a.txt", False, False, run_id="lease-a")
+    with pytest.raises(Suspended):
+        book.run(edit_then_wait, str(repo), "b.txt", True, False, run_id="lease-b")  # holds the lease
+
+    with pytest.raises(CheckoutBusy, match="lease-b"):
+        book.rewind("lease-a", 0)
+    assert (repo / "a.txt").exists()
+
+    book.entity(lease_name(str(repo))).release("lease-b")
+    assert book.rewind("lease-a", 0).removed == ["a.txt"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..books.cost import CostLine
-from ..errors import ConfigError, RunNotFound, WorkspaceConflict
+from ..coordination.entity import Entity
+from ..errors import CheckoutBusy, ConfigError, RunNotFound, WorkspaceConflict
 from ..journal.execution import Execution
 from ..records import JSON, Event, Kind, RunStatus, Status
 from ..runtime import operator
@@ -30,6 +31,7 @@ from ..runtime.claim import Claims
 from ..runtime.fork import expand
 from ..store import Store
 from . import snapshot
+from .checkout import lease_name
 
 REWINDABLE = (
     RunStatus.FAILED,
@@ -148,6 +150,8 @@ def _rewind(
             "the first edit"
         )
     roots = sorted({_root(rows) for rows in edits.values()})
+    for root in roots:
+        _not_leased_by_another(store, root, run_id)
     plans = [_plan(root, run_id, to, force, [s for s in edits if _root(edits[s]) == root]) for root in roots]
     later = sorted(s for s in steps if s > to)
     soft = [s for s in later if s not in edits and _confirmed_effect(steps[s])]
@@ -184,6 +188,17 @@ def _root(rows: list[Event]) -> str:
 
 def _confirmed_effect(rows: list[Event]) -> bool:
     return bool(rows) and rows[0].kind == Kind.INTENT and rows[-1].status == Status.CONFIRMED
+
+
+def _not_leased_by_another(store: Store, root: str, run_id: str) -> None:
+    """A checkout another run holds the lease of is being edited now: a restore would race it."""
+    view = Entity(store, lease_name(root)).view()
+    if view.state == "held" and view.holder not in (None, run_id):
+        raise CheckoutBusy(
+            f"checkout {root} is leased by run {view.holder!r}, which may be editing it now; a rewind of "
+            f"run {run_id!r} would race it. Wait for that run to release it (or its lease to lapse), "
+            "then rewind again"
+        )
 
 
 def _plan(root: str, run_id: str, to: int, force: bool, steps: list[int]) -> _Plan:
