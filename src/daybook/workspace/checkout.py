@@ -41,7 +41,7 @@ def _bytes(content: str | bytes) -> bytes:
 def _edit_status(key: str, args: dict[str, Any]) -> ReconcileResult:
     """After a kill between the edit and its outcome row: the snapshot under this key says the
     edit happened; none means it did not finish, and doing it again finishes it."""
-    found = snapshot.find(str(args["root"]), str(args["run"]), key)
+    found, _ = snapshot.find(str(args["root"]), str(args["run"]), key)
     if found is None:
         return Absent()
     return Confirmed(_done(str(args["root"]), found, args), ref=found)
@@ -55,7 +55,7 @@ def _done(root: str, commit: str, args: dict[str, Any]) -> dict[str, Any]:
         "after": files,
         "before": dict(args["assumed"]),
         "bytes": int(args["size"]),
-        "live": [p for p in files if snapshot.is_ignored(str(args["root"]), p)],
+        "live": snapshot.ignored_of(str(args["root"]), list(files)),
     }
 
 
@@ -81,7 +81,7 @@ def edit_files(
 ) -> dict[str, Any]:
     """Write `files` (path -> blob id, None: remove) if each still holds what the run assumed;
     else change nothing and return the drift. Then commit the snapshot on the run's ref."""
-    done = snapshot.find(root, run, idempotency_key)
+    done, parent = snapshot.find(root, run, idempotency_key)
     if done is not None:
         return _done(root, done, locals())
     now = snapshot.live_all(root, list(files))
@@ -94,12 +94,11 @@ def edit_files(
         if now[path] is not None and now[path] != blob:
             # The content the run replaces goes into git first, so a rewind can put it back.
             snapshot.store_blob(root, (Path(root) / path).read_bytes())
-    live = [p for p in files if snapshot.is_ignored(root, p)]
+    live = snapshot.ignored_of(root, list(files))
     for path, blob in files.items():
         snapshot.put(root, path, blob)
     kept = {p: b for p, b in files.items() if p not in live}
     manifest = {"run": run, "step": step, "key": idempotency_key, "decision": decided, "bytes": size}
-    parent = snapshot.tip(root, run)
     commit = snapshot.take(root, run, parent, kept, assumed, manifest)
     if keep:
         snapshot.compact(root, run, keep)

@@ -23,6 +23,7 @@ import re
 import subprocess
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from ..errors import ConfigError, DaybookError
 
 REF_PREFIX = "refs/daybook/runs/"
+RECENT = 8
 SUBJECT = "daybook snapshot"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Inherited from a parent git process (a hook), these would point git at another repository.
@@ -121,13 +123,52 @@ def live_all(root: str, paths: list[str]) -> dict[str, str | None]:
     return {p: live(root, p) for p in paths}
 
 
+_OBJECTS: dict[str, Path] = {}
+
+
+def _objects(root: str) -> Path:
+    """The repository's object directory (asked of git once per checkout and process)."""
+    objects = _OBJECTS.get(root)
+    if objects is None:
+        found = git(root, "rev-parse", "--git-path", "objects").decode().strip()
+        objects = _OBJECTS[root] = Path(root, found) if not os.path.isabs(found) else Path(found)
+    return objects
+
+
 def store_blob(root: str, data: bytes) -> str:
-    """Write `data` as a git object of the checkout's repository and return its id."""
-    return git(root, "hash-object", "-w", "--stdin", stdin=data).decode().strip()
+    """Write `data` as a loose git object of the checkout's repository and return its id: the
+    object git itself would write (zlib of `blob <size>\\0<data>`, renamed into place whole),
+    without a `git` process per file."""
+    blob = blob_id(data)
+    target = _objects(root) / blob[:2] / blob[2:]
+    if target.exists():
+        return blob
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix="tmp_obj_")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(zlib.compress(b"blob %d\0" % len(data) + data))
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return blob
 
 
 def read_blob(root: str, blob: str) -> bytes:
-    return git(root, "cat-file", "blob", blob)
+    """The content of `blob`: read from its loose object when there is one (the objects daybook
+    writes are), else through `git cat-file` (packed by a `git gc` since)."""
+    loose = _objects(root) / blob[:2] / blob[2:]
+    try:
+        raw = zlib.decompress(loose.read_bytes())
+    except (FileNotFoundError, zlib.error):
+        return git(root, "cat-file", "blob", blob)
+    header, _, data = raw.partition(b"\0")
+    if header != b"blob %d" % len(data) or blob_id(data) != blob:
+        return git(root, "cat-file", "blob", blob)
+    return data
 
 
 def put(root: str, path: str, blob: str | None) -> None:
@@ -162,10 +203,25 @@ def ignored(root: str) -> list[str]:
     return sorted(p for p in out.decode().split("\0") if p)
 
 
-def is_ignored(root: str, path: str) -> bool:
+def ignored_of(root: str, paths: list[str]) -> list[str]:
+    """Which of `paths` git ignores (one `git check-ignore` for all of them)."""
+    if not paths:
+        return []
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
-    proc = subprocess.run(["git", "-C", root, "check-ignore", "-q", "--", path], env=env, check=False)
-    return proc.returncode == 0
+    stdin = "".join(f"{p}\0" for p in paths).encode()
+    proc = subprocess.run(
+        ["git", "-C", root, "check-ignore", "-z", "--stdin"],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode not in (0, 1):  # 1: none of them is ignored
+        raise SnapshotError(
+            f"`git check-ignore` in {root} failed: {proc.stderr.decode(errors='replace').strip()}"
+        )
+    hits = set(proc.stdout.decode().split("\0"))
+    return [p for p in paths if p in hits]
 
 
 @dataclass(frozen=True)
@@ -200,7 +256,7 @@ def take(
     the run touches for the first time."""
     if parent is None:
         parent = _base(root, run_id)
-    touched: dict[str, str | None] = dict(read(root, parent).touched)
+    touched: dict[str, str | None] = dict(_manifest(root, parent).get("touched") or {})
     for path in changes:
         touched.setdefault(path, before.get(path))
     body = dict(manifest, touched=touched, at=time.time())
@@ -248,11 +304,16 @@ def move(root: str, run_id: str, commit: str, why: str) -> None:
     git(root, "update-ref", "--create-reflog", "-m", f"daybook: {why}", ref_for(run_id), commit)
 
 
-def read(root: str, commit: str) -> Snapshot:
-    """The snapshot `commit`: its manifest and its files."""
+def _manifest(root: str, commit: str) -> dict[str, Any]:
     raw = git(root, "cat-file", "commit", commit).decode()
     body = raw.split("\n\n", 1)[1].split("\n", 2)
-    manifest = json.loads(body[2] if len(body) > 2 else "{}")
+    manifest: dict[str, Any] = json.loads(body[2] if len(body) > 2 else "{}")
+    return manifest
+
+
+def read(root: str, commit: str) -> Snapshot:
+    """The snapshot `commit`: its manifest and its files."""
+    manifest = _manifest(root, commit)
     listing = git(root, "ls-tree", "-r", "-z", commit).decode()
     files: dict[str, str] = {}
     for entry in listing.split("\0"):
@@ -289,18 +350,28 @@ def chain(root: str, run_id: str) -> list[str]:
     return out.split()
 
 
-def find(root: str, run_id: str, key: str) -> str | None:
-    """The snapshot an edit under `key` made, if it made one (its status, after a kill between
-    the edit and its outcome row): searched on the run's ref, newest first, in one git call."""
-    if tip(root, run_id) is None:
-        return None
-    out = git(root, "log", "--first-parent", "--format=%H %s", ref_for(run_id)).decode()
+def find(root: str, run_id: str, key: str) -> tuple[str | None, str | None]:
+    """(the snapshot an edit under `key` made, if it made one; the ref's tip), in one git call:
+    an edit's status after a kill between the edit and its outcome row, and the parent of the
+    snapshot it is about to take. A run's edits are steps, one after another, so an edit that
+    made its snapshot and was killed before its outcome row left it at the tip: only the
+    `RECENT` newest are searched (a constant cost however long the run)."""
+    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
+    proc = subprocess.run(
+        ["git", "-C", root, "log", "--first-parent", f"-{RECENT}", "--format=%H %s", ref_for(run_id), "--"],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:  # no ref yet: the run has no snapshot here
+        return None, None
+    lines = proc.stdout.decode().splitlines()
     wanted = f"{SUBJECT} {key}"
-    for line in out.splitlines():
+    for line in lines:
         commit, _, subject = line.partition(" ")
         if subject == wanted:
-            return commit
-    return None
+            return commit, lines[0].split(" ", 1)[0]
+    return None, lines[0].split(" ", 1)[0] if lines else None
 
 
 def reflog(root: str, run_id: str) -> list[str]:
