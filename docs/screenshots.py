@@ -62,7 +62,7 @@ def _store(folder: str) -> tuple[str, str]:
     url = f"sqlite:///{folder}/inspector.db"
     subprocess.run([sys.executable, "-m", "daybook", "demo", "--db", url], check=True, capture_output=True)
     with Daybook(url, inline_wait=0.1) as book:
-        token = book.add_approver("oncall")
+        token = book.add_approver("oncall", roles=("approver", "operator"))  # the run page's acts too
         with contextlib.suppress(Suspended):
             book.run(restart_api, run_id="sre-restart-api")
         with contextlib.suppress(daybook.DaybookError):
@@ -97,11 +97,12 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        driver.get(base + "/login")
-        driver.find_element(By.NAME, "name").send_keys("oncall")
-        driver.find_element(By.NAME, "token").send_keys(token)
-        driver.find_element(By.CSS_SELECTOR, "#login button").click()
-        time.sleep(0.5)
+        for key in ("dbk1_a-wrong-key", token):  # a refused sign-in, then the right one (the audit log)
+            driver.get(base + "/login")
+            driver.find_element(By.NAME, "name").send_keys("oncall")
+            driver.find_element(By.NAME, "token").send_keys(key)
+            driver.find_element(By.CSS_SELECTOR, "#login button").click()
+            time.sleep(0.5)
         for name, path in (("runs", "/"), ("approvals", "/approvals"), ("attention", "/attention")):
             driver.get(base + path)
             driver.save_screenshot(str(HERE / f"web-{name}.png"))
@@ -109,6 +110,12 @@ def main() -> None:
         driver.find_element(By.PARTIAL_LINK_TEXT, "treasury-").click()
         time.sleep(0.5)
         driver.save_screenshot(str(HERE / "web-run.png"))
+        driver.get(base + "/approvals")
+        driver.find_element(By.CSS_SELECTOR, "form.approve input[name=reason]").send_keys("error rate is real")
+        driver.find_element(By.CSS_SELECTOR, "form.approve button").click()
+        time.sleep(0.5)
+        driver.get(base + "/audit")
+        driver.save_screenshot(str(HERE / "web-audit.png"))
     finally:
         driver.quit()
         server.terminate()

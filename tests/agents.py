@@ -329,9 +329,9 @@ def tree_spender(ctx: Context, usd: float) -> float:
 
 
 @daybook.workflow
-def household(ctx: Context, cap: float, spends: list[float]) -> list[Any]:
+def household(ctx: Context, cap: float, spends: list[float], on_cap: str | None = None) -> list[Any]:
     """A parent with a budget cap whose children spend against it."""
-    ctx.budget.cap(usd=cap)
+    ctx.budget.cap(usd=cap, on_cap=on_cap)
     out: list[Any] = []
     for usd in spends:
         try:

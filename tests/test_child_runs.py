@@ -6,11 +6,12 @@ tree. Asserted at the bank (its own counts), on both stores."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 
 import agents
 import pytest
-from conftest import cli, last_json, run_child, start_child, wait_until
+from conftest import cli, last_json, run_child, run_worker, start_child, wait_until
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -71,8 +72,8 @@ def test_a_parent_killed_while_two_children_run_resumes_and_each_payment_happens
         assert len(book.runs(parent="fam")) == 2
 
 
-def test_a_childs_spend_past_its_parents_cap_is_refused(book: Daybook) -> None:
-    done = book.run(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="h")
+def test_a_childs_spend_past_its_parents_fail_cap_is_refused(book: Daybook) -> None:
+    done = book.run(agents.household, 10.0, [4.0, 5.0, 3.0], "fail", run_id="h")
     assert done[0] == 4.0 and done[1] == 5.0
     assert "ended failed" in done[2] and "BudgetExceeded" in done[2]
     refused = book.get_run("h~child6")
@@ -141,3 +142,60 @@ def test_a_child_signal_name_is_reserved(book: Daybook) -> None:
         book.run(waiting_parent, run_id="forged")
     with pytest.raises(daybook.ConfigError, match="reserved"):
         book.signal("forged", "child:forged~child1", {"status": "completed"})
+
+
+def test_a_child_past_its_parents_cap_pauses_and_a_raise_through_it_lets_the_tree_finish_on_a_worker(
+    db_url: str,
+) -> None:
+    with Daybook(db_url) as book:
+        book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hp")
+    assert run_worker(db_url).returncode == 0  # a real worker drives the parent and its children
+    with Daybook(db_url) as book:
+        assert book.get_run("hp~child6").status == RunStatus.SUSPENDED  # paused, not failed
+        assert book.get_run("hp").status == RunStatus.SUSPENDED  # waiting for its child
+    shown = cli("budget", "hp~child6", db=db_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "across the run tree of 'hp'" in shown.stdout and "past that run's cap of 10" in shown.stdout
+    assert "daybook budget hp~child6 --raise usd=AMOUNT" in shown.stdout and "--stop" in shown.stdout
+    listed = json.loads(cli("budget", "hp~child6", "--json", db=db_url).stdout)
+    assert "across the run tree of 'hp'" in listed["paused"]
+    parent = cli("budget", "hp", db=db_url).stdout  # the parent says what spent against its cap
+    assert "with runs below" in parent and "run hp~child6 waits at this run's cap" in parent
+    raised = cli("budget", "hp~child6", "--raise", "usd=5", db=db_url)
+    assert raised.returncode == 0, raised.stderr
+    assert run_worker(db_url).returncode == 0
+    with Daybook(db_url) as book:
+        assert book.get_run("hp").status == RunStatus.COMPLETED
+        assert book.get_run("hp").result == [4.0, 5.0, 3.0]
+        # The raise went to the parent's cap for its tree; nothing was charged twice.
+        assert sum(book.budget(k.run_id)["spent"]["usd"] for k in book.runs(parent="hp")) == 12.0
+        assert book.replay("hp") == [4.0, 5.0, 3.0]
+
+
+def test_raising_the_parents_cap_wakes_its_child_paused_at_it_and_the_tree_finishes_on_a_worker(
+    db_url: str,
+) -> None:
+    with Daybook(db_url) as book:
+        book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hr")
+    assert run_worker(db_url).returncode == 0
+    raised = cli("budget", "hr", "--raise", "usd=2", db=db_url)  # the cap's own run, not the child
+    assert raised.returncode == 0, raised.stderr
+    assert run_worker(db_url).returncode == 0
+    with Daybook(db_url) as book:
+        assert book.get_run("hr").status == RunStatus.COMPLETED
+        assert book.get_run("hr").result == [4.0, 5.0, 3.0]
+        assert book.get_run("hr~child6").status == RunStatus.COMPLETED
+
+
+def test_stopping_a_child_paused_at_its_parents_cap_cancels_it_and_the_parent_goes_on(db_url: str) -> None:
+    with Daybook(db_url) as book:
+        book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hs")
+    assert run_worker(db_url).returncode == 0
+    stopped = cli("budget", "hs~child6", "--stop", db=db_url)
+    assert stopped.returncode == 0, stopped.stderr
+    assert run_worker(db_url).returncode == 0  # the cancelled child woke its parent
+    with Daybook(db_url) as book:
+        assert book.get_run("hs~child6").status == RunStatus.CANCELLED
+        done = book.get_run("hs")
+        assert done.status == RunStatus.COMPLETED
+        assert done.result[:2] == [4.0, 5.0] and "ended cancelled" in done.result[2]  # type: ignore[index]

@@ -85,6 +85,26 @@ def test_a_cap_pauses_the_run_and_a_raise_from_another_process_lets_it_go_on(boo
     assert book.budget("capped")["spent"]["usd"] == pytest.approx(3 * CALL_USD)
 
 
+def test_daybook_runs_says_a_run_paused_at_its_cap_waits_for_a_budget_raise(book: Daybook) -> None:
+    book.inline_wait = 0
+    with pytest.raises(Suspended):
+        book.run(agents.capped_calls, 3, 0.015, run_id="waits-cap")
+    book.run(agents.model_calls, 1, run_id="done-calls")
+    listed = cli("runs", db=book.url)
+    assert listed.returncode == 0, listed.stderr
+    (line,) = [ln for ln in listed.stdout.splitlines() if ln.startswith("waits-cap")]
+    assert "suspended (budget cap)" in line
+    assert "(budget cap)" not in next(ln for ln in listed.stdout.splitlines() if ln.startswith("done-calls"))
+    docs = {d["run_id"]: d for d in json.loads(cli("runs", "--json", db=book.url).stdout)}
+    # A field added for the run at its cap; `status` stays what it was, and other runs' documents
+    # are unchanged.
+    assert docs["waits-cap"]["status"] == "suspended"
+    assert "daybook budget waits-cap --raise usd=AMOUNT" in docs["waits-cap"]["budget_paused"]
+    assert "budget_paused" not in docs["done-calls"]
+    filtered = cli("runs", "--status", "suspended", db=book.url)
+    assert "waits-cap" in filtered.stdout and "done-calls" not in filtered.stdout
+
+
 def test_stopping_a_run_paused_at_its_cap_cancels_it(book: Daybook) -> None:
     book.inline_wait = 0
     with pytest.raises(Suspended):

@@ -79,9 +79,16 @@ def proxy_with_policy(tmp_path: Path, db: str, raw: Any) -> subprocess.Completed
     ("raw", "says"),
     [
         ({"tools": {"wire": {"approvers": "alice"}}}, "tools.wire.approvers"),
-        ({"tools": {"Wire": {"class": "read"}}}, "no tool 'Wire' (its tools: count, put, send, sent, wire)"),
+        (
+            {"tools": {"Wire": {"class": "read"}}},
+            "no tool 'Wire' (its tools: count, put, quote, send, sent, wire)",
+        ),
         ({"tools": {"wire": {"key_argument": "nope"}}}, "key_argument 'nope' is not an argument"),
         ({"tools": {"send": {"status": "lookup"}}}, "status tool 'lookup' is not a tool of the upstream"),
+        ({"tools": {"wire": {"precheck": "lookup"}}}, "precheck tool 'lookup' is not a tool of the upstream"),
+        ({"tools": {"wire": {"precheck": "send"}}}, "precheck tool 'send' is not read-only"),
+        ({"tools": {"send": {"precheck": "quote"}}}, "a precheck needs a gated tool"),
+        ({"tools": {"wire": {"precheck": {"tool": "quote", "args": []}}}}, "tools.wire.precheck"),
     ],
 )
 def test_daybook_proxy_refuses_a_bad_policy_with_exit_2_and_no_traceback(

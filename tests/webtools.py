@@ -39,7 +39,8 @@ def web_server(db_url: str, *extra: str) -> Iterator[str]:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(base + "/", timeout=5).status_code == 200:
+                # /login: open to everyone, also with --require-sign-in (where / redirects to it)
+                if httpx.get(base + "/login", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -8,6 +8,7 @@ ledger too) to `daybook.books`, approvals to `daybook.gates`, queues, schedules 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import time
@@ -29,7 +30,7 @@ from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
 from .coordination.pool import BudgetPool
 from .dispatch.methods import DispatchMethods
-from .errors import ConfigError
+from .errors import ConfigError, DaybookError
 from .gates import roster
 from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
@@ -42,7 +43,7 @@ from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation, unwind
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
-from .runtime.inbox import ENDED
+from .runtime.inbox import ENDED, notify
 from .runtime.replay import replay as replay_run
 from .runtime.replay import replay_check as replay_runs
 from .runtime.runner import Runner
@@ -250,6 +251,15 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         """Start a run (or attach to run `run_id` if it exists) and return its result."""
         return self._runner.run(workflow, args, kwargs, run_id)
 
+    def run_below(
+        self, parent_run: str, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON
+    ) -> Any:
+        """`run`, a new run created below `parent_run` (its child in the tree: its spend counts
+        against that run's caps, `daybook cost PARENT --tree` sums it) with no step taken in the
+        parent. For calls an integration keys as runs of their own (LangGraph's model calls
+        under the run that drives the graph); a workflow starts its children with `ctx.child`."""
+        return self._runner.run(workflow, args, kwargs, run_id, parent_run)
+
     async def run_async(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any:
         """`run` for `async def` workflows (store writes are short and made inline)."""
         return await self._runner.run_async(workflow, args, kwargs, run_id)
@@ -346,6 +356,10 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
                 self.cancel(kid.run_id, compensate, by=by, app=app, token=token)
         if info.status != RunStatus.CANCELLED:
             operator.cancel(self._store, run_id, name, compensate, who)
+            # A cancelled child wakes its parent now, as an ended one does (the parent reads
+            # the outcome; otherwise it would only notice at its next recheck).
+            with contextlib.suppress(DaybookError):
+                notify(self._store, self.get_run(run_id))
         return unwind(self._store, self.get_run(run_id), self._runner.context, app) if compensate else None
 
     def execute_claimed(self, run_id: str, app: Apps = None) -> Any:

@@ -1,13 +1,19 @@
-"""Approval gates from the command line: approvers (add, remove, list), approvals, approve, deny."""
+"""Approval gates from the command line: approvers (add, remove, list), approvals, approve, deny,
+and the audit log of what people did in the web inspector (audit)."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 
 import click
 
 from .. import Daybook
+from ..dispatch.search import when
+from ..errors import ConfigError
+from ..gates import audit as audit_log
 from ..gates import roster
 from ..gates.signing import write_key_file
 from . import render
@@ -37,8 +43,9 @@ def approvers() -> None:
     "roles",
     multiple=True,
     type=click.Choice(roster.ROLES),
-    help="approver (decides gates) and/or operator (pause, cancel, retry, resolve, steer); "
-    "repeat for both. Default: the name's roles so far, else approver.",
+    help="approver (decides gates), operator (pause, cancel, retry, resolve, steer) or viewer "
+    "(signs in to `daybook web` to read, nothing more); repeat for several. Default: the "
+    "name's roles so far, else approver.",
 )
 @click.option(
     "--key-file",
@@ -244,4 +251,63 @@ def deny(book: Daybook, run_id: str, gate: str, approver: str, token: str | None
     _verdict(book, run_id, gate, approver, token, reason, approve=False)
 
 
-COMMANDS = (approvers, approvals, approve, deny)
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _since(text: str | None) -> float | None:
+    """--since as epoch seconds: ISO 8601, epoch seconds, or an age (90s, 30m, 2h, 7d ago)."""
+    if text is None:
+        return None
+    ago = _AGO.fullmatch(text.strip())
+    if ago:
+        return time.time() - float(ago.group(1)) * _UNIT[ago.group(2)]
+    found = when(text, "--since")
+    assert found is not None  # text is not None
+    return found
+
+
+@click.command()
+@click.option(
+    "--since",
+    default=None,
+    metavar="TIME",
+    help="Only entries at or after TIME: ISO 8601, epoch seconds, or an age (30m, 2h, 7d).",
+)
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="At most the newest this many entries.",
+)
+@json_option("The entries as a JSON list, oldest first.")
+@with_book(read_only=True)
+def audit(book: Daybook, since: str | None, limit: int, as_json: bool) -> None:
+    """The web inspector's audit log, oldest first: every sign-in (refused ones too), sign-out,
+    verdict and act on a run taken there, done or refused, with who, from which address and
+    user agent. Append-only in the store; no token or session id is ever in it."""
+    try:
+        cutoff = _since(since)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    listing(
+        audit_log.entries(book.store, cutoff, limit),
+        as_json,
+        empty="the audit log is empty (nobody has signed in or acted in `daybook web` on this store)",
+        headers=["at", "who", "action", "outcome", "on", "said", "client", "user agent"],
+        row=lambda e: [
+            render.when(e.at),
+            e.who or "-",
+            e.action,
+            f"{e.outcome} {e.status}",
+            " ".join(f"{k}={v}" for k, v in e.detail.items()) or "-",
+            e.said,
+            e.client or "-",
+            e.user_agent or "-",
+        ],
+        data=lambda e: e.as_dict(),
+    )
+
+
+COMMANDS = (approvers, approvals, approve, deny, audit)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
 from ..book import MAX_LIMIT, MAX_SECONDS
-from ..coordination.budget import paused_at_cap
+from ..coordination.budget import paused_at, paused_at_cap, paused_below, pending_raises
 from ..records import bounded
 from ..runtime.tree import descendants
 from . import render
@@ -76,16 +77,52 @@ def runs(book: Daybook, status: str | None, limit: int, as_json: bool, **search:
     """List runs, newest first; filter them, and page with --cursor."""
     attributes = dict(_attribute(a) for a in search.pop("attrs"))
     page = book.runs(status, limit, attributes=attributes or None, **search)
+    capped = _at_cap(book, page)
+
+    def row(r: RunInfo) -> list[str]:
+        cells = _run_row(r)
+        if r.run_id in capped:
+            cells[2] = f"{r.status} (budget cap)"  # what it waits for: `daybook budget RUN`
+        return cells
+
+    def data(r: RunInfo) -> dict[str, Any]:
+        # Added for a run waiting at a cap (what `daybook budget RUN` prints); the document of
+        # any other run is the one it always was.
+        out = r.as_dict()
+        return {**out, "budget_paused": capped[r.run_id]} if r.run_id in capped else out
+
     listing(
         page,
         as_json,
         empty=f"no runs{' with status ' + status if status else ''} in {book.url}",
         headers=["run", "workflow", "status", "created", "updated", "lease"],
-        row=_run_row,
-        data=RunInfo.as_dict,
+        row=row,
+        data=data,
     )
     if page.cursor:
         say(f"more: daybook runs ... --cursor {page.cursor}", err=True)
+
+
+def _at_cap(book: Daybook, found: Sequence[RunInfo]) -> dict[str, str]:
+    """The suspended runs listed that wait at a budget cap (theirs, or an ancestor's for the
+    tree), each with what it was told to do; only suspended runs' journals are read."""
+    capped: dict[str, str] = {}
+    for r in found:
+        if r.status == RunStatus.SUSPENDED:
+            said = paused_at_cap(book.journal(r.run_id)) or _waiting_below(book, r.run_id)
+            if said:
+                capped[r.run_id] = said
+    return capped
+
+
+def _waiting_below(book: Daybook, run_id: str) -> str | None:
+    """What the first run below `run_id` waiting at its cap was told (a run that drives a
+    LangGraph graph waits with its model call's run, which holds the pause)."""
+    for below in paused_below(book.store, run_id):
+        said = paused_at_cap(book.journal(below))
+        if said:
+            return said
+    return None
 
 
 def _attribute(text: str) -> tuple[str, Any]:
@@ -262,11 +299,15 @@ def budget(
         return
     if raise_:
         amounts = _amounts(raise_)
+        events = book.journal(run_id)
+        # A run only its parent continues, at an ancestor's cap: the raise goes to the cap's run.
+        owner = paused_at(events) if paused_at(events, woken=True) is None else None
         signal_id = book.raise_budget(run_id, by=by, token=token, **amounts)
         if as_json:
             json_out({"signal": signal_id, "raised": amounts})
         else:
-            say(f"raise #{signal_id} sent to {run_id}: {amounts}")
+            to = f"{owner} (the run whose cap {run_id} waits at)" if owner else run_id
+            say(f"raise #{signal_id} sent to {to}: {amounts}")
         return
     _show_budget(book, run_id, as_json)
 
@@ -280,17 +321,33 @@ def _show_budget(book: Daybook, run_id: str, as_json: bool) -> None:
         # the one it always was.
         json_out({**state, "paused": paused} if paused else state)
         return
-    names = sorted(set(state["caps"]) | set(state["spent"]))
-    if not names:
+    below = descendants(book.store, run_id)
+    tree = dict(state["spent"])  # a cap holds across the runs below too: show what they spent
+    for run in below:
+        for n, v in book.budget(run.run_id)["spent"].items():
+            tree[n] = tree.get(n, 0.0) + v
+    names = sorted(set(state["caps"]) | set(state["spent"]) | set(tree))
+    journal = book.journal(run_id)
+    taken = {int(e.data["inbox_id"]) for e in journal if e.kind == "signal" and "inbox_id" in e.data}
+    sent = pending_raises(book.store, run_id, taken)  # raises the run has not taken yet
+
+    def cap(n: str) -> str:
+        shown = f"{state['caps'][n]:g}" if n in state["caps"] else "-"
+        return f"{shown} (+{sent[n]:g} sent)" if n in sent else shown
+
+    if names:
+        rows = [
+            [n, f"{state['spent'].get(n, 0.0):g}"] + ([f"{tree.get(n, 0.0):g}"] if below else []) + [cap(n)]
+            for n in names
+        ]
+        say(render.table(["quantity", "spent", *(["with runs below"] if below else []), "cap"], rows))
+    elif not paused:
         say(f"run {run_id} has no budget")
-        return
-    rows = [
-        [n, f"{state['spent'].get(n, 0.0):g}", f"{state['caps'][n]:g}" if n in state["caps"] else "-"]
-        for n in names
-    ]
-    say(render.table(["quantity", "spent", "cap"], rows))
-    if paused:
+    if paused:  # a child paused at an ancestor's cap may have no budget of its own
         say(paused)
+    for waiting in paused_below(book.store, run_id):
+        said = paused_at_cap(book.journal(waiting)) or ""
+        say(f"run {waiting} waits at this run's cap for its tree: {said}")
 
 
 def _amounts(text: str) -> dict[str, float]:

@@ -35,12 +35,37 @@ from .app import Bounded, apps_option, fail, import_apps, say, with_book
     envvar="DAYBOOK_OTEL",
     help="Export OpenTelemetry spans of runs and steps (daybook-runtime[otel]; OTEL_* settings).",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Show every page and view but take no action: every POST but sign-in and sign-out is "
+    "refused (403) and no action form is shown. Attempts still go to the audit log.",
+)
+@click.option(
+    "--require-sign-in",
+    is_flag=True,
+    help="Refuse every page, API answer and live stream to someone not signed in (any role: "
+    "`daybook approvers add NAME --role viewer` makes a reader). Default: reading is open.",
+)
 @apps_option("The module or script defining the workflows, for Resume from the page.")
 @with_book
 def web(
-    book: Daybook, host: str, port: int, allowed_hosts: tuple[str, ...], otel: bool, apps: tuple[str, ...]
+    book: Daybook,
+    host: str,
+    port: int,
+    allowed_hosts: tuple[str, ...],
+    otel: bool,
+    read_only: bool,
+    require_sign_in: bool,
+    apps: tuple[str, ...],
 ) -> None:
-    """Serve the local web inspector: runs, timelines, approvals, attention, steering, live."""
+    """Serve the local web inspector: runs, timelines, approvals, attention, steering, live.
+
+    People sign in with a name and key from `daybook approvers add NAME --role ROLE`: an
+    approver decides the gates that list them (or list nobody), an operator pauses, resumes,
+    retries, cancels, resolves and steers runs, a viewer only reads. Every sign-in (refused
+    ones too), sign-out and act taken here, done or refused, is appended to the audit log with
+    who and from where: `daybook audit`, or the /audit page (operators)."""
     try:
         from ..web import is_loopback, serve
         from ..web.guard import hosts_for
@@ -52,16 +77,18 @@ def web(
         raise click.UsageError(str(exc)) from None
     import_apps(apps)
     if not is_loopback(host):
+        reading = "signing in is needed to read" if require_sign_in else "signing in is needed only to act"
         say(
             f"warning: listening on {host}, not loopback: anyone who can reach it reads every run "
-            "(signing in is needed only to act), and signing in sends the approver's token, and "
+            f"({reading}), and signing in sends the approver's token, and "
             "then the session cookie, over plain HTTP (put it behind TLS, or keep it on 127.0.0.1); "
             f"it answers only requests whose Host is one of {', '.join(hosts)} (add others with "
             "--allowed-host)",
             err=True,
         )
-    say(f"daybook inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
-    serve(book, host, port, apps, otel, allowed_hosts)
+    mode = " read-only" if read_only else ""
+    say(f"daybook{mode} inspector on http://{host}:{port}/ over {book.url} (Ctrl-C stops it)", err=True)
+    serve(book, host, port, apps, otel, allowed_hosts, read_only=read_only, require_sign_in=require_sign_in)
 
 
 @click.command()

@@ -9,6 +9,14 @@ recorded, only when an admission would otherwise be refused, so replay takes the
 cap the run pauses (`on_cap="pause"`, the default): a recorded `budget:paused` step, then a
 durable wait for a raise (the run is suspended, holding no process); `on_cap="fail"` raises
 `BudgetExceeded` instead.
+
+A cap holds across the tree of runs below its run: a child's admission (a recorded
+`budget:tree` step) counts what the cap's run and every run below it spent, and the raises sent
+to it (taken or not: `pending_raises`) or taken for it below (`budget:tree-raise`). Past it the
+child pauses (or fails) as that cap's `on_cap` says; a raise sent to the cap's run wakes the
+runs below waiting at it. A run only its parent continues (a LangGraph model call's,
+`continued_by_parent`) stops at such a cap without waiting for a signal, and its parent
+suspends with it (`wait_below`).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from ..journal.price import PriceTable, defaults
 from ..journal.stop import Suspend
 from ..journal.stream import check_name
 from ..journal.tool import Tool, cost_of
-from ..journal.wait import Signal, Waits
+from ..journal.wait import Signal, Waits, opened
 from ..records import JSON, Kind, Why
 from ..runtime.tree import ancestors, descendants
 from ..store import Store
@@ -36,6 +44,9 @@ SOFT_LIMIT = 0.8  # past this share of a cap, `soft` turns true: time to narrow 
 ON_CAP = ("pause", "fail")  # what an admission past a cap does (`cap(on_cap=...)`)
 RAISE = "budget:raise"  # the signal a raise sends (`steering.acts.BUDGET_RAISE`)
 CHARS_PER_TOKEN = 4  # a model call's reservation: its prompt's input tokens, estimated
+TREE = "budget:tree"  # a child run's check against its ancestors' caps (recorded)
+PAUSED = "budget:paused"  # the step a run at a cap records before it waits (or stops)
+TREE_RAISE = "budget:tree-raise"  # a raise a run below took for an ancestor's cap
 
 
 class Budget:
@@ -51,6 +62,7 @@ class Budget:
         self.caps: dict[str, float] = {}
         self.spent: dict[str, float] = {}
         self.on_cap = "pause"
+        self._by_parent = False
 
     def cap(self, *, on_cap: str | None = None, **caps: float) -> None:
         """Set caps, e.g. `cap(usd=50, tokens=2_000_000)` (recorded; a later call adds or resets).
@@ -96,16 +108,25 @@ class Budget:
             for key, value in dict(raised.payload or {}).items():
                 self.caps[key] = self.caps.get(key, 0.0) + float(value)
 
-    def _paused(self, name: str, cap: float, after: float, said: str) -> Signal:
+    def _paused(self, name: str, cap: float, after: float, said: str, owner: str | None = None) -> Signal:
         """The run at a cap: a recorded step saying so, then a durable wait for a raise (the run
-        suspends, holding no process, until `daybook budget RUN --raise` or a stop)."""
+        suspends, holding no process, until `daybook budget RUN --raise` or a stop). `owner`:
+        the run above this one whose tree cap it is (recorded; a raise then raises that cap)."""
         run_id = self._exe.run_id
+        whose = "" if owner in (None, run_id) else f" (it raises {owner!r}'s cap for its whole tree)"
         todo = (
-            f"`daybook budget {run_id} --raise {name}=AMOUNT` to go on, or `daybook budget "
+            f"`daybook budget {run_id} --raise {name}=AMOUNT` to go on{whose}, or `daybook budget "
             f"{run_id} --stop` to cancel the run"
         )
-        info = {"name": name, "cap": cap, "after": after, "message": f"{said}; paused: {todo}"}
-        self._decisions.decide("budget:paused", lambda: info)
+        info: dict[str, JSON] = {
+            "name": name,
+            "cap": cap,
+            "after": after,
+            "message": f"{said}; paused: {todo}",
+        }
+        if owner not in (None, run_id):
+            info["run"] = owner
+        self._decisions.decide(PAUSED, lambda: info)
         try:
             raised = self._waits.wait_for(RAISE)
         except Suspend as wait:
@@ -167,10 +188,7 @@ class Budget:
                 return None
             if isinstance(ahead[0].data.get("reserve"), dict):
                 return {str(k): float(v) for k, v in ahead[0].data["reserve"].items()}
-        tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
-        price = self.prices.price(model)
-        usd = 0.0 if price is None else price.usd(tokens, 0)
-        return {"tokens": float(tokens), "usd": usd}
+        return self._estimate(model, prompt)
 
     def _pricer(self, cost: Callable[[dict[str, Any]], Mapping[str, float]] | None) -> Pricer:
         if cost is not None:
@@ -217,20 +235,96 @@ class Budget:
     def _admit_in_tree(self, estimate: dict[str, float]) -> None:
         """A child run's spend counts against every ancestor's caps (H8): the tree's spent so
         far plus this estimate must fit under each; the check is a recorded step, so replay
-        takes the same path whatever the tree spent since."""
+        takes the same path whatever the tree spent since. Past an ancestor's cap, the child
+        pauses or fails as that cap says (its `on_cap`)."""
         exe = self._exe
         if exe.settings.parent_run is None:
             return
         store, run_id = exe.store, exe.run_id
-        found = self._decisions.decide("budget:tree", lambda: tree_over(store, run_id, estimate)).value
-        if found:
-            raise BudgetExceeded(
-                f"run {run_id!r}: {found['name']} would reach {found['after']:g} across the run "
-                f"tree of {found['run']!r}, past that run's cap of {found['cap']:g}; raise it with "
-                f"`daybook budget {found['run']} --raise {found['name']}=AMOUNT` or narrow the work",
-                str(found["name"]),
-                float(found["cap"]),
-            )
+        while True:
+            found = self._decisions.decide(TREE, lambda: tree_over(store, run_id, estimate)).value
+            if not found:
+                return
+            self._at_tree_cap(found)
+
+    def continued_by_parent(self) -> None:
+        """Only the run that started this one continues it (a LangGraph model call's run, whose
+        live call only its graph holds): at an ancestor's cap it records the pause and stops,
+        waiting for no signal (nothing must wake it where its call is unknown); its parent
+        stops with it (`wait_below`), a raise sent to the ancestor wakes the parent, and the
+        next execution of this run looks at the caps again."""
+        self._by_parent = True
+
+    def wait_below(self, run_id: str) -> None:
+        """If run `run_id`, below this one, stopped at a budget cap, this run suspends with it
+        (no step taken: it goes on when a raise sent to it, or to the cap's run, wakes it);
+        otherwise nothing."""
+        events = self._exe.store.load(run_id)
+        said = paused_at_cap(events)
+        if said is None:
+            return
+        owner = paused_at(events) or run_id
+        raise Suspend(
+            self._exe.run_id, None, f"run {run_id!r} below it, at the budget cap of {owner!r}: {said}"
+        )
+
+    def _at_tree_cap(self, found: Mapping[str, Any]) -> None:
+        """A spend in this run's tree past the cap of `found["run"]` (this run or an ancestor):
+        take a pending raise, else fail (`on_cap="fail"` on that cap) or pause for one. A raise
+        this run takes for an ancestor's cap is recorded here (`budget:tree-raise`) and counts
+        toward that cap across its tree (`tree_raises`); for its own cap, it is its own."""
+        owner, name = str(found["run"]), str(found["name"])
+        cap, after = float(found["cap"]), float(found["after"])
+        run_id = self._exe.run_id
+        said = (
+            f"run {run_id!r}: {name} would reach {after:g} across the run tree of {owner!r}, "
+            f"past that run's cap of {cap:g}"
+        )
+        # A check recorded before caps across a tree paused names no on_cap: it failed then.
+        fail = str(found.get("on_cap") or "fail") == "fail"
+        if self._by_parent:
+            self._stopped(name, cap, after, said, owner, fail)
+            return
+        raised = self._waits.wait_for(RAISE, timeout=0)
+        if raised is None:
+            if fail:
+                raise BudgetExceeded(
+                    f"{said}; raise it with `daybook budget {owner} --raise {name}=AMOUNT` or "
+                    "narrow the work",
+                    name,
+                    cap,
+                )
+            raised = self._paused(name, cap, after, said, owner)
+        amounts = {str(k): float(v) for k, v in dict(raised.payload or {}).items()}
+        if owner == run_id:
+            for key, value in amounts.items():
+                self.caps[key] = self.caps.get(key, 0.0) + value
+        elif amounts:  # an empty raise only woke this run (its ancestor was raised): look again
+            self._decisions.decide(TREE_RAISE, lambda: {"run": owner, "amounts": dict(amounts)})
+
+    def _stopped(self, name: str, cap: float, after: float, said: str, owner: str, fail: bool) -> None:
+        """At an ancestor's cap, a run its parent continues (`continued_by_parent`): fail, or
+        record the pause and suspend (no wait: no signal wakes it). Replayed, a pause a later
+        execution went past returns, and the caller looks at the caps again (a new step)."""
+        todo = f"`daybook budget {owner} --raise {name}=AMOUNT`"
+        if fail:
+            raise BudgetExceeded(f"{said}; raise it with {todo} or narrow the work", name, cap)
+        exe = self._exe
+        replayed = exe.next_step in exe.steps
+        message = f"{said}; paused: {todo} to go on, or `daybook budget {owner} --stop` to cancel the run"
+        info: dict[str, JSON] = {"name": name, "cap": cap, "after": after, "run": owner}
+        info.update(message=message, continued_by="parent")
+        self._decisions.decide(PAUSED, lambda: info)
+        if not replayed:
+            raise Suspend(exe.run_id, None, f"a budget raise ({name} at the cap of {owner!r}): {todo}")
+
+    def _estimate(self, model: str, prompt: str) -> dict[str, float]:
+        """A model call's reservation: its prompt's input tokens, estimated, at the model's
+        input price."""
+        tokens = max(1, len(prompt) // CHARS_PER_TOKEN) if isinstance(prompt, str) else 1
+        price = self.prices.price(model)
+        usd = 0.0 if price is None else price.usd(tokens, 0)
+        return {"tokens": float(tokens), "usd": usd}
 
     def charge(self, **actual: float) -> None:
         """Record what a spend cost (exactly once: replay reads it back, never charges again)."""
@@ -310,14 +404,44 @@ def charged(ev: Any) -> dict[str, float]:
 
 def paused_at_cap(events: list[Any]) -> str | None:
     """What a run waiting at a budget cap was told (`budget:paused`), if it still waits: the
-    last such step with no raise received after it."""
+    last such step with no raise received after it (nor, for a run its parent continues, any
+    step after it: it went on)."""
     message: str | None = None
+    by_parent = False
     for ev in events:
-        if ev.kind == "decision" and ev.name == "budget:paused" and ev.status == "recorded":
-            message = str((ev.data.get("value") or {}).get("message") or "")
-        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+        if ev.kind == "decision" and ev.name == PAUSED and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            message = str(value.get("message") or "")
+            by_parent = value.get("continued_by") == "parent"
+            continue
+        raised = ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received"
+        if raised or (by_parent and ev.step is not None):
             message = None
     return message
+
+
+def paused_at(events: list[Any], *, woken: bool = False) -> str | None:
+    """The run whose cap a run paused at a cap waits at (None: its own, or not paused).
+    `woken`: only a pause that a signal ends (not one its parent continues)."""
+    owner: Any = None
+    for ev in events:
+        if ev.kind == "decision" and ev.name == PAUSED and ev.status == "recorded":
+            value = ev.data.get("value") or {}
+            owner = None if woken and value.get("continued_by") == "parent" else value.get("run")
+        elif ev.kind == "signal" and ev.name == "signal:budget:raise" and ev.status == "received":
+            owner = None
+    return None if owner is None else str(owner)
+
+
+def paused_below(store: Store, run_id: str, *, woken: bool = False) -> list[str]:
+    """The runs below `run_id` that wait, suspended, at its cap for its tree. `woken`: those a
+    raise sent to `run_id` wakes (`steering.acts.raise_budget`): the ones waiting for a
+    signal, not those their parent continues (the parent is woken instead)."""
+    return [
+        below.run_id
+        for below in descendants(store, run_id)
+        if below.status == "suspended" and paused_at(store.load(below.run_id), woken=woken) == run_id
+    ]
 
 
 def _amounts(raw: Any) -> dict[str, float]:
@@ -336,16 +460,77 @@ def _amount(value: Any) -> bool:
 
 def tree_over(store: Store, run_id: str, estimate: dict[str, float]) -> dict[str, Any] | None:
     """The first ancestor cap that `estimate` would pass, counting what the ancestor and every
-    run below it spent; None when it fits under all."""
+    run below it spent (and the raises runs below it took for that cap), with that cap's
+    `on_cap`; None when it fits under all."""
     for ancestor in ancestors(store, run_id):
-        books = summary(store.load(ancestor))
+        events = store.load(ancestor)
+        books = summary(events)
         spent = dict(books["spent"])
         for below in descendants(store, ancestor):
             for name, value in summary(store.load(below.run_id))["spent"].items():
                 spent[name] = spent.get(name, 0.0) + value
+        caps = dict(books["caps"])
+        taken = {int(ev.data["inbox_id"]) for ev in events if _received_raise(ev)}
+        for extra in (tree_raises(store, ancestor), pending_raises(store, ancestor, taken)):
+            for name, value in extra.items():
+                caps[name] = caps.get(name, 0.0) + value
         for name, value in estimate.items():
-            cap = books["caps"].get(name)
+            cap = caps.get(name)
             after = spent.get(name, 0.0) + float(value)
             if cap is not None and after > cap + 1e-12:
-                return {"run": ancestor, "name": name, "cap": cap, "after": after}
+                return {
+                    "run": ancestor,
+                    "name": name,
+                    "cap": cap,
+                    "after": after,
+                    "on_cap": on_cap_of(events),
+                }
     return None
+
+
+def pending_raises(store: Store, run_id: str, taken: set[int]) -> dict[str, float]:
+    """The raises sent to `run_id` that it has not taken yet (not in `taken`, the inbox ids its
+    journal consumed): a cap counts them for the runs below it from when they are sent (the
+    run itself takes one when a spend of its own needs it; then its journal counts it)."""
+    raised: dict[str, float] = {}
+    for inbox_id, name, text, _sender, _at in store.inbox(run_id):
+        if name != RAISE or inbox_id in taken:
+            continue
+        payload, _who = opened(text)
+        for key, amount in _amounts(payload).items():
+            raised[key] = raised.get(key, 0.0) + amount
+    return raised
+
+
+def _received_raise(ev: Any) -> bool:
+    return (
+        ev.kind == "signal"
+        and ev.name == "signal:budget:raise"
+        and ev.status == "received"
+        and isinstance(ev.data.get("inbox_id"), int)
+    )
+
+
+def tree_raises(store: Store, run_id: str) -> dict[str, float]:
+    """What runs below `run_id` raised its cap by, each while paused at it (`budget:tree-raise`
+    rows: a raise is recorded by the run that took it, never written into another's journal)."""
+    raised: dict[str, float] = {}
+    for below in descendants(store, run_id):
+        for ev in store.load(below.run_id):
+            if ev.kind == "decision" and ev.status == "recorded" and ev.name == TREE_RAISE:
+                value = ev.data.get("value") or {}
+                if value.get("run") == run_id:
+                    for name, amount in _amounts(value.get("amounts")).items():
+                        raised[name] = raised.get(name, 0.0) + amount
+    return raised
+
+
+def on_cap_of(events: list[Any]) -> str:
+    """What a run's caps do when passed, as its journal last set it ("pause" unless set)."""
+    chosen = "pause"
+    for ev in events:
+        if ev.kind == "decision" and ev.status == "recorded" and ev.name == "budget:cap":
+            value = ev.data.get("value") or {}
+            if isinstance(value, dict) and value.get("on_cap") in ON_CAP:
+                chosen = str(value["on_cap"])
+    return chosen

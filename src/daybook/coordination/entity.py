@@ -32,8 +32,11 @@ from ..store.erasure import OUTBOX
 OUTBOX_PREFIX = OUTBOX
 # Entities daybook keeps for itself (a run's span-export cursor, `daybook.telemetry.cursor`).
 INTERNAL_PREFIX = "daybook.otel:"
-# Neither is listed among the leases a person coordinates agents with.
-HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX)
+# The web inspector's audit log (`daybook.gates.audit.PREFIX`, a layer beside this one; `daybook
+# audit` shows it).
+AUDIT_PREFIX = "daybook.audit:"
+# None is listed among the leases a person coordinates agents with.
+HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX, AUDIT_PREFIX)
 
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})

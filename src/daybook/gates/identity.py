@@ -4,10 +4,11 @@ Pause, cancel, retry, resolve, recover, steer, fork, gc, budget raises, updates 
 who acts (`by=`, `author=`, `sender=`, `--by`, `--as`). A name in the approvers file
 (`gates.roster`) is a claim that needs its credential: the token (private key) given with it
 must be that person's, and the person must hold the act's role (`operator`; a signal's sender
-any role), else `NotAuthorized` and nothing is written. Any other name is taken as given but
-journaled as unauthenticated, beside what the process can tell for sure: the OS user and, on
-PostgreSQL, the database role (`current_user`). An authenticated act also carries a signature
-over (act, run, name, time), which `verify` checks against the approvers file.
+`approver` or `operator`: a `viewer` signs nothing), else `NotAuthorized` and nothing is
+written. Any other name is taken as given but journaled as unauthenticated, beside what the
+process can tell for sure: the OS user and, on PostgreSQL, the database role (`current_user`).
+An authenticated act also carries a signature over (act, run, name, time), which `verify`
+checks against the approvers file.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def actor(
     store: Any, name: str | None, token: str | None, act: str, run_id: str, role: str | None = ROLE
 ) -> tuple[str, dict[str, JSON]]:
     """(the name to journal, the identity record beside it) for `act` on `run_id`; `role` the
-    role a registered name needs (None: any, as for a signal's sender)."""
+    role a registered name needs (None: approver or operator, as for a signal's sender; a
+    viewer alone signs nothing)."""
     check(name, token)
     os_user = getpass.getuser()
     record: dict[str, JSON] = {"authenticated": False, "os_user": os_user, "db_role": _db_role(store)}
@@ -45,10 +47,16 @@ def actor(
         )
     if _public(token) != member.public_key:
         raise NotAuthorized(f"the key given is not {name!r}'s; nothing was done")
-    if role is not None and not member.may(role):
+    if role is None and not _acts(member):
         raise NotAuthorized(
-            f"{name!r} is an approver of gates, not an operator of runs ({_what(act)} needs the "
-            f"operator role): `daybook approvers add {name} --role approver --role operator`"
+            f"{name!r} is a viewer: it reads (`daybook web`) and signs nothing, a signal included; "
+            f"`daybook approvers add {name} --role viewer --role operator` lets it act"
+        )
+    if role is not None and not member.may(role):
+        what = "an approver of gates" if member.may("approver") else "a viewer"
+        raise NotAuthorized(
+            f"{name!r} is {what}, not an operator of runs ({_what(act)} needs the operator role): "
+            f"`daybook approvers add {name} {' '.join(f'--role {r}' for r in (*member.roles, 'operator'))}`"
         )
     at = time.time()
     signed = signing.sign(token, _fields(act, run_id, name, at))
@@ -76,10 +84,15 @@ def verify(store: Any, act: str, run_id: str, name: str, record: Any, role: str 
     if not isinstance(record, dict) or not record.get("authenticated"):
         return False
     member = roster.member(store, name)
-    if member is None or (role is not None and not member.may(role)):
+    if member is None or (role is not None and not member.may(role)) or not _acts(member):
         return False
     fields = _fields(act, run_id, name, record.get("at"))
     return signing.verify(member.public_key, fields, record.get("signature"))
+
+
+def _acts(member: roster.Member) -> bool:
+    """Whether `member` may sign anything at all: a `viewer` alone only reads."""
+    return member.may("approver") or member.may("operator")
 
 
 def _what(act: str) -> str:

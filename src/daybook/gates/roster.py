@@ -1,10 +1,11 @@
 """The approvers file: who may decide gates and operate runs, kept OUTSIDE the store.
 
 Each registered person has a name, an Ed25519 public key (`gates.signing`) and roles:
-`approver` (decides the gates that allow them) and `operator` (pauses, cancels, retries,
-resolves and steers runs under their name). The file is JSON, written only by
-`daybook approvers add|remove` (the owner), and read afresh at every check, so a key rotated
-or removed takes effect at once, in every process.
+`approver` (decides the gates that allow them), `operator` (pauses, cancels, retries,
+resolves and steers runs under their name) and `viewer` (signs in to the web inspector to read,
+and nothing more: what `daybook web --require-sign-in` asks of a reader; every role reads).
+The file is JSON, written only by `daybook approvers add|remove` (the owner), and read afresh
+at every check, so a key rotated or removed takes effect at once, in every process.
 
 It lives outside the database on purpose: the process that checks a verdict is the agent's own,
 and the agent's database role can write rows; it must not be able to name whose key counts.
@@ -37,7 +38,7 @@ from ..records import check_text
 from . import signing
 
 ENV = "DAYBOOK_APPROVERS_FILE"
-ROLES = ("approver", "operator")
+ROLES = ("approver", "operator", "viewer")
 FORMAT = "daybook.approvers"
 
 _BOUND: weakref.WeakKeyDictionary[Any, Path] = weakref.WeakKeyDictionary()

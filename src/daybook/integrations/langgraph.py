@@ -36,7 +36,16 @@ from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 import daybook
-from daybook import ConfigError, Context, Daybook, NotInRun, ReconcileResult
+from daybook import (
+    BudgetExceeded,
+    ConfigError,
+    Context,
+    Daybook,
+    NotInRun,
+    ReconcileResult,
+    RunFailed,
+    Suspended,
+)
 
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
 Execute = Callable[[ToolCallRequest], Any]
@@ -91,6 +100,9 @@ def model_call(ctx: Context, thread: str, digest: str) -> Any:
     live = _LIVE.get()
     here = live if live is not None and live.run_id == ctx.run_id else _Live(ctx.run_id, lambda: None)
     call = lambda: _live(ctx.run_id).call()  # noqa: E731  (the live call: never on replay)
+    # Only its graph continues this run (it holds the live call): at a cap it stops, waiting for
+    # no signal, and the run driving the graph suspends with it (`DurableChatModel._recorded`).
+    ctx.budget.continued_by_parent()
     return ctx.model_call("langgraph:model", call, model=here.model, usage=_usage, prompt=here.prompt).value
 
 
@@ -239,10 +251,36 @@ class DurableChatModel(BaseChatModel):
         model = getattr(self.inner, "model_name", None) or getattr(self.inner, "model", None) or ""
         text = json.dumps([m.get("data", {}).get("content") for m in dumped], default=str)
         live = _Live(key, call, model=str(model), prompt=text)
+        driving = self._driving()
         with _handing(live):
-            recorded = self.book.run(model_call, thread, digest, run_id=key)
+            if driving is None:
+                recorded = self.book.run(model_call, thread, digest, run_id=key)
+            else:
+                # Inside a run (a workflow invoked the graph): the call's run is created below
+                # it, so that run's caps hold across the graph, with no step of the driving run
+                # (a graph resumed from its checkpoint makes fewer calls). At a cap the call's
+                # run stops and the driving run suspends with it (`Budget.wait_below`): a raise
+                # sent to the driving run wakes it, and its graph makes the call again.
+                try:
+                    recorded = self.book.run_below(driving.run_id, model_call, thread, digest, run_id=key)
+                except Suspended:
+                    driving.budget.wait_below(key)
+                    raise
+                except RunFailed as exc:
+                    said = exc.error if isinstance(exc.error, dict) else {}
+                    if said.get("type") != "BudgetExceeded":
+                        raise
+                    # The cap said fail: the driving run fails at it, as a spend of its own would.
+                    raise BudgetExceeded(str(said.get("message") or exc)) from None
         reply = messages_from_dict([recorded])[0]
         return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
+
+    def _driving(self) -> Context | None:
+        """The run whose workflow invoked the graph, when it is a run of this model's book."""
+        if not daybook.in_run():
+            return None
+        ctx = daybook.current()
+        return ctx if self.book.store.get_run(ctx.run_id) is not None else None
 
 
 def _config() -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -84,18 +85,32 @@ class Runner:
 
     # -- starting and attaching ---------------------------------------------------------------
 
-    def run(self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None) -> Any:
+    def run(
+        self,
+        workflow: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        parent: str | None = None,
+    ) -> Any:
+        """Start (or attach to) a run; `parent`: a new run is created below that one (its
+        spend counts against that run's caps), with no step taken in it."""
         wf = as_workflow(workflow)
         if wf.is_async:
-            return asyncio.run(self.run_async(wf, args, kwargs, run_id))
-        begun = self._begin(wf, run_id, args, kwargs)
+            return asyncio.run(self.run_async(wf, args, kwargs, run_id, parent))
+        begun = self._begin(wf, run_id, args, kwargs, parent)
         return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun), run_id)
 
     async def run_async(
-        self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None
+        self,
+        workflow: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        parent: str | None = None,
     ) -> Any:
         wf = as_workflow(workflow)
-        begun = self._begin(wf, run_id, args, kwargs)
+        begun = self._begin(wf, run_id, args, kwargs, parent)
         if isinstance(begun, Finished):
             return await self._follow_async(begun.result, run_id)
         return await self._follow_async(await self._body_async(*begun), run_id)
@@ -155,9 +170,16 @@ class Runner:
         self.store.finish(run_id, self.owner, RunStatus.NEEDS_ATTENTION.value, None, error, None, time.time())
 
     def _begin(
-        self, wf: Workflow[Any], run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        wf: Workflow[Any],
+        run_id: str | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        parent: str | None = None,
     ) -> Begun | Finished:
         info, first = new_run(wf, run_id, args, kwargs, owner=self.owner, lease_ttl=self.lease_ttl)
+        if parent is not None:
+            info = dataclasses.replace(info, parent_run=parent)
         if self.store.create_run(info, first):
             self.claims.reserve(info.run_id)
             return self._execution(info, [first], wf)

@@ -10,6 +10,7 @@ when it reads the message, with `authenticated` as the approvers file checks it 
 
 from __future__ import annotations
 
+from ..coordination.budget import paused_at, paused_below
 from ..errors import ConfigError
 from ..gates import identity
 from ..records import JSON
@@ -41,12 +42,23 @@ def signal(
 def raise_budget(
     claims: Claims, run_id: str, amounts: dict[str, float], by: str | None, token: str | None
 ) -> int:
-    """Raise caps of a run by `amounts`; a registered approver's name as `by` needs its `token`
-    and the operator role."""
+    """Raise caps of a run by `amounts` (and wake the runs below it waiting at its cap); a
+    registered approver's name as `by` needs its `token` and the operator role."""
     if not amounts or any(not _positive(v) for v in amounts.values()):
         raise ConfigError("raise_budget needs positive amounts, e.g. usd=10")
     who = identify(claims, by, token, identity.ROLE)
-    return send(claims, run_id, BUDGET_RAISE, dict(amounts), by, internal=True, identify=who)
+    events = claims.store.load(run_id)
+    owner = paused_at(events)
+    if owner is not None and paused_at(events, woken=True) is None:
+        # A run only its parent continues (a LangGraph model call's) waits at an ancestor's cap
+        # for no signal: the raise goes to the cap's run, which wakes the one driving it.
+        run_id = owner
+    sent = send(claims, run_id, BUDGET_RAISE, dict(amounts), by, internal=True, identify=who)
+    # The runs below waiting at this run's cap for its tree count the raise from now on
+    # (`budget.pending_raises`); each is woken by an empty raise of its own, to look again.
+    for below in paused_below(claims.store, run_id, woken=True):
+        send(claims, below, BUDGET_RAISE, {}, by, internal=True, identify=who)
+    return sent
 
 
 def _positive(value: object) -> bool:

@@ -6,7 +6,8 @@ store as the CLI.
     pages.py    the read-only pages
     actions.py  what a signed-in approver does: approve/deny, resolve, retry, cancel, pause,
                 resume, steer, each through the same `Daybook` call as its command
-    auth.py     sign-in with an approver's token, sessions, CSRF
+    auth.py     sign-in with an approver's token, sessions, CSRF, roles, --require-sign-in
+    audit_page.py  the audit log written for every POST, and the /audit page
     live.py     Server-Sent Events from the journal (`journal.follow`)
     otel.py     `daybook.telemetry.otel` under its old name (the exporter, the `otel` extra)
     app.py      the Starlette app: routes, body limits, errors as 4xx
@@ -47,10 +48,14 @@ def serve(
     apps: Sequence[str] = (),
     otel: bool = False,
     allowed_hosts: Sequence[str] = (),
+    *,
+    read_only: bool = False,
+    require_sign_in: bool = False,
 ) -> None:
     """Serve the inspector over `book` until interrupted, answering the loopback names, `host`
     and `allowed_hosts` as Host (`guard.hosts_for`); with `otel`, export OpenTelemetry spans of
-    the store's runs as their steps settle (`daybook.telemetry.otel`)."""
+    the store's runs as their steps settle (`daybook.telemetry.otel`); `read_only` and
+    `require_sign_in` as `build` takes them."""
     import uvicorn
 
     hosts = hosts_for(host, allowed_hosts)
@@ -60,4 +65,5 @@ def serve(
 
         Follower(book.store, configured_provider()).start()
 
-    uvicorn.run(build(book, apps, hosts), host=host, port=port, log_level="warning")
+    app = build(book, apps, hosts, read_only=read_only, require_sign_in=require_sign_in)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

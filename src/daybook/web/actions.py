@@ -1,14 +1,16 @@
 """What a signed-in approver can do from the inspector, each through the same checked call as
 its command: `Daybook.approve` with the approver's own key (`daybook approve`; the `approver`
-role), and, with the `operator` role, `resolve`, `retry`, `cancel`, `pause`, `resume` and
-`steer`. Each is journaled with the approver's name as who did it, authenticated by its key. An
-action returns the line the page shows; a refusal raises (DaybookError or `BadRequest`), and
-nothing is written."""
+role), and, with the `operator` role, `resolve`, `retry`, `cancel`, `pause`, `resume`,
+`steer` and `raise-budget` (`daybook budget RUN --raise NAME=AMOUNT`). Each is journaled with
+the approver's name as who did it, authenticated by its key. An action returns the line the
+page shows; a refusal raises (DaybookError or `BadRequest`), and nothing is written. The
+inspector writes each attempt, done or refused, to the audit log (`audit_page`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from typing import Any
 
@@ -105,6 +107,19 @@ def _steer(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) ->
     return f"revision #{ack['id']} acknowledged by the run at step {ack['step']}{conflicts}"
 
 
+def _raise_budget(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
+    """Raise one cap of the run by an amount, as `daybook budget RUN --raise NAME=AMOUNT`."""
+    name = fields.get("quantity", "").strip()
+    try:
+        amount = float(fields.get("amount", ""))
+    except ValueError:
+        amount = math.nan
+    if name in ("", "by", "token") or not math.isfinite(amount) or amount <= 0:
+        raise ConfigError("name the quantity (usd, tokens, ...) and give a finite amount above zero")
+    signal_id = ins.book.raise_budget(run_id, by=who.name, token=who.token, **{name: amount})
+    return f"raise #{signal_id} of {name} by {amount:g} sent to {run_id}: applied when it next needs it"
+
+
 def _resolve(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
     """An unknown effect settled by hand: confirmed (with the counterparty's reference, and the
     result as JSON if given), absent (never received: sent again on resume) or failed."""
@@ -151,4 +166,5 @@ _RUN_ACTS = {
     "cancel": _cancel,
     "steer": _steer,
     "resolve": _resolve,
+    "raise-budget": _raise_budget,
 }

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -25,12 +26,18 @@ from starlette.staticfiles import StaticFiles
 
 from ..book import Daybook
 from ..errors import ConfigError, DaybookError, NotAuthorized, RunNotFound
+from ..gates import audit, roster
 from ..gates.approval import is_approver
-from . import actions, approvals, guard, live, pages, views
-from .auth import COOKIE, Inspector, Session, csrf_ok
+from . import actions, approvals, audit_page, guard, live, pages, views
+from .auth import COOKIE, Inspector, Session, SignInRequired, csrf_ok
 from .html import Markup, field, page, tag
 
 MAX_BODY = 64 * 1024  # bytes a form or JSON body may hold
+READ_ONLY = (
+    "refused: this inspector is read-only (`daybook web --read-only`): it shows runs and "
+    "gates but takes no action; act with the CLI, or from an inspector started without --read-only"
+)
+READ_ONLY_BANNER = "read-only: this inspector takes no action"
 log = logging.getLogger("daybook.web")
 
 
@@ -90,18 +97,32 @@ def _json_fields(text: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _answer(request: Request, who: str | None, code: int, message: str) -> Response:
+def _answer(
+    request: Request, who: str | None, code: int, message: str, ins: Inspector | None = None
+) -> Response:
     if "application/json" in request.headers.get("accept", "") or request.url.path.startswith("/api/"):
         return JSONResponse({"error": message}, status_code=code)
-    return HTMLResponse(
-        page("Error", tag("p", message), who=who, flash=message, error=True), status_code=code
-    )
+    if ins is not None:
+        session = ins.session(request.cookies)
+        text = framed(ins, session, "Error", tag("p", message), flash=message, error=True)
+    else:
+        text = page("Error", tag("p", message), who=who, flash=message, error=True)
+    return HTMLResponse(text, status_code=code)
 
 
-def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] | None = None) -> Starlette:
+def build(
+    book: Daybook,
+    apps: Sequence[str] = (),
+    allowed_hosts: Sequence[str] | None = None,
+    *,
+    read_only: bool = False,
+    require_sign_in: bool = False,
+) -> Starlette:
     """The ASGI app over an open `Daybook`, answering the Host names `allowed_hosts` lists
-    (`guard.hosts_for`); by default the loopback names and Starlette's TestClient's."""
-    ins = Inspector(book, apps)
+    (`guard.hosts_for`); by default the loopback names and Starlette's TestClient's. With
+    `read_only` every act is refused (403) and no action form is shown; with `require_sign_in`
+    every page, API answer and stream needs a signed-in person (any role, `viewer` included)."""
+    ins = Inspector(book, apps, read_only=read_only, require_sign_in=require_sign_in)
     readers = live.Readers(book.store)  # one journal reader per live run, shared by its viewers
     view = _viewer(ins)
     act = _actor(ins)
@@ -117,19 +138,24 @@ def build(book: Daybook, apps: Sequence[str] = (), allowed_hosts: Sequence[str] 
             ),
             methods=["GET"],
         ),
-        Route("/approvals", view(lambda r, c: ("Approvals", approvals.approvals_page(book, c)))),
+        Route("/approvals", _approvals(ins)),
         Route("/approvals/{verb}", act(actions.on_gate), methods=["POST"]),
         Route("/attention", view(lambda r, c: ("Attention", pages.attention_page(book, c)))),
+        Route("/audit", view(lambda r, c: ("Audit log", audit_page.audit_page(ins, r)))),
         Route("/login", _login_page(ins), methods=["GET"]),
         Route("/login", _login(ins), methods=["POST"]),
         Route("/logout", act(actions.logout), methods=["POST"]),
         Route("/api/runs", _api_runs(book)),
+        Route("/api/audit", audit_page.api_endpoint(ins)),
         Route("/api/views/{name}", _api_view(book)),
         Route("/api/runs/{run_id:path}", _api_run(book)),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
     hosts = [*guard.LOCAL_HOSTS, guard.TEST_HOST] if allowed_hosts is None else allowed_hosts
-    app = Starlette(routes=routes, middleware=guard.middleware(hosts))
+    middleware = guard.middleware(hosts)
+    if require_sign_in:
+        middleware.append(Middleware(SignInRequired, inspector=ins))
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.inspector = ins
     app.state.readers = readers
     return app
@@ -148,49 +174,98 @@ def _run_view(book: Daybook, request: Request, csrf: str | None) -> tuple[str, M
     return "Run " + run_id, pages.run_page(book, run_id, csrf, query)
 
 
-def _viewer(ins: Inspector) -> Callable[[Viewer], Callable[[Request], Any]]:
-    def wrap(fn: Viewer) -> Callable[[Request], Any]:
+def _viewer(ins: Inspector) -> Callable[..., Callable[[Request], Any]]:
+    """A page: the body is given the session's CSRF token only when the signed-in person may
+    take the acts its forms post (`role`, and the inspector not read-only), so a viewer, an
+    approver on an operator's page and everyone on a read-only inspector see no action form."""
+
+    def wrap(fn: Viewer, role: str = "operator") -> Callable[[Request], Any]:
         def endpoint(request: Request) -> Response:  # sync: Starlette runs it in a thread
             session = ins.session(request.cookies)
             who = session.name if session else None
+            acts = session.csrf if session and ins.may_act(session, role) else None
             try:
-                title, body = fn(request, session.csrf if session else None)
+                title, body = fn(request, acts)
             except DaybookError as exc:
-                return _answer(request, who, status_of(exc), str(exc))
+                return _answer(request, who, status_of(exc), str(exc), ins)
             except ValueError as exc:
-                return _answer(request, who, 400, f"bad query: {exc}")
+                return _answer(request, who, 400, f"bad query: {exc}", ins)
             said = request.query_params.get("said", "")
-            return HTMLResponse(
-                page(title, body, who=who, flash=said, csrf=session.csrf if session else None)
-            )
+            return HTMLResponse(framed(ins, session, title, body, flash=said))
 
         return endpoint
 
     return wrap
 
 
+def framed(
+    ins: Inspector, session: Session | None, title: str, body: Any, *, flash: str = "", error: bool = False
+) -> str:
+    """A page in the inspector's frame: who is signed in and with which roles, the audit
+    link for an operator, and the read-only banner."""
+    roles = ins.roles(session)
+    return page(
+        title,
+        body,
+        who=f"{session.name} ({', '.join(roles) or 'no role'})" if session else None,
+        flash=flash,
+        error=error,
+        csrf=session.csrf if session else None,
+        audit="operator" in roles,
+        banner=READ_ONLY_BANNER if ins.read_only else "",
+    )
+
+
+def _approvals(ins: Inspector) -> Callable[[Request], Any]:
+    """The approvals inbox: forms only on the gates the signed-in person may decide."""
+
+    def body(request: Request, csrf: str | None) -> tuple[str, Markup]:
+        session = ins.session(request.cookies)
+        why = "sign in to decide"
+        if ins.read_only:
+            why = "read-only inspector"
+        elif session is not None:
+            why = f"{session.name} does not hold the approver role"
+        return "Approvals", approvals.approvals_page(
+            ins.book, csrf, session.name if session else None, why_not=why
+        )
+
+    return _viewer(ins)(body, "approver")
+
+
 Action = Callable[[Inspector, Session, dict[str, str], dict[str, str]], str]
 
 
 def _actor(ins: Inspector) -> Callable[[Action], Callable[[Request], Any]]:
-    """A POST endpoint: body read and bounded, signed in, CSRF checked, then the action (run in
-    a thread: it writes to the store); it answers with a redirect to where the person was."""
+    """A POST endpoint: body read and bounded, the inspector not read-only, signed in, CSRF
+    checked, then the action (run in a thread: it writes to the store); it answers with a
+    redirect to where the person was. Whatever the outcome, one audit entry says who tried
+    what, from where, and how it ended."""
 
     def wrap(fn: Action) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             session = ins.session(request.cookies)
             who = session.name if session else None
+            action = "sign-out" if fn is actions.logout else request.path_params.get("verb", "?")
+            ref = ins.session_ref(session)
+            fields: dict[str, str] = {}
             try:
                 fields = await read_body(request)
+                if ins.read_only and fn is not actions.logout:
+                    raise BadRequest(403, READ_ONLY)
                 if session is None:
                     raise BadRequest(401, "sign in as a registered approver first (/login)")
                 if not csrf_ok(session, fields.get("csrf") or request.headers.get("x-csrf-token")):
                     raise BadRequest(403, "the form's CSRF token is missing or wrong; reload the page")
                 said = await _in_thread(fn, ins, session, dict(request.path_params), fields)
             except BadRequest as exc:
-                return _answer(request, who, exc.status, str(exc))
+                await audit_page.record(ins, request, action, who, ref, exc.status, str(exc), fields)
+                return _answer(request, who, exc.status, str(exc), ins)
             except DaybookError as exc:
-                return _answer(request, who, status_of(exc), str(exc))
+                code = status_of(exc)
+                await audit_page.record(ins, request, action, who, ref, code, str(exc), fields)
+                return _answer(request, who, code, str(exc), ins)
+            await audit_page.record(ins, request, action, who, ref, 200, said, fields)
             if "application/json" in request.headers.get("accept", ""):
                 return JSONResponse({"said": said})
             back = request.headers.get("referer") or "/"
@@ -260,31 +335,37 @@ def _login_page(ins: Inspector) -> Callable[[Request], Response]:
             id="login",
         )
         session = ins.session(request.cookies)
-        return HTMLResponse(
-            page(
-                "Sign in",
-                body,
-                who=session.name if session else None,
-                flash=request.query_params.get("said", ""),
-            )
-        )
+        return HTMLResponse(framed(ins, session, "Sign in", body, flash=request.query_params.get("said", "")))
 
     return endpoint
 
 
 def _login(ins: Inspector) -> Callable[[Request], Any]:
+    """Sign in (also on a read-only inspector: it changes no run, and `--require-sign-in`
+    needs it to read). Every attempt is audited; a refused one under a name nobody registered
+    keeps only a digest of that name (it may be a token pasted in the wrong box)."""
+
     async def endpoint(request: Request) -> Response:
         try:
             fields = await read_body(request)
         except BadRequest as exc:
-            return _answer(request, None, exc.status, str(exc))
+            await audit_page.record(ins, request, "sign-in", None, None, exc.status, str(exc), {})
+            return _answer(request, None, exc.status, str(exc), ins)
         name, token = fields.get("name", ""), fields.get("token", "")
         if not name or not token or not is_approver(ins.book.store, name, token):
-            log.warning("sign-in refused for approver %r", name)
             message = "refused: that approver is unknown or the token does not match"
-            return _answer(request, None, 403, message)
-        response = RedirectResponse(_with_said("/approvals", f"signed in as {name}"), status_code=303)
-        response.set_cookie(COOKIE, ins.sessions.open(name, token), httponly=True, samesite="strict")
+            known = await run_in_threadpool(roster.member, ins.book.store, name) if name else None
+            claimed = (
+                name if known is not None else (f"unregistered name #{audit.digest(name)}" if name else None)
+            )
+            log.warning("sign-in refused for approver %r", claimed)  # never a pasted key, here either
+            await audit_page.record(ins, request, "sign-in", claimed, None, 403, message, {})
+            return _answer(request, None, 403, message, ins)
+        sid = ins.sessions.open(name, token)
+        said = f"signed in as {name}"
+        await audit_page.record(ins, request, "sign-in", name, audit.digest(sid), 200, said, {})
+        response = RedirectResponse(_with_said("/approvals", said), status_code=303)
+        response.set_cookie(COOKIE, sid, httponly=True, samesite="strict")
         return response
 
     return endpoint

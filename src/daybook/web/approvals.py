@@ -75,13 +75,24 @@ def gate_section(book: Daybook, run_id: str, events: list[Event]) -> Markup:
     )
 
 
-def approvals_page(book: Daybook, csrf: str | None) -> Markup:
+def approvals_page(
+    book: Daybook, csrf: str | None, who: str | None = None, why_not: str = "sign in to decide"
+) -> Markup:
     """Open gates across runs, each with its request, where its approval request's delivery
-    stands (`notice`) and approve / deny forms."""
+    stands (`notice`) and approve / deny forms: given `csrf` (the signed-in `who` may decide),
+    only on the gates whose approvers list `who` (or list nobody); the others say who may,
+    as `Daybook.approve` refuses anyone else. Without `csrf`, each says `why_not`."""
     rows = []
     for g in book.approvals():
-        acts: Any = "sign in to decide"
-        if csrf is not None:
+        acts: Any = why_not
+        listed = g["approvers"]
+        if csrf is not None and isinstance(listed, list) and who not in listed:
+            acts = tag(
+                "span",
+                f"not yours to decide: approvers are {', '.join(map(str, listed))}",
+                class_="not-listed",
+            )
+        elif csrf is not None:
             ids = join([hidden("run_id", str(g["run_id"])), hidden("gate", str(g["gate_id"]))])
             acts = join(
                 [

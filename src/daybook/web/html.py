@@ -108,14 +108,25 @@ font-size:12px;white-space:nowrap;background:#eee}.m-superseded,.m-undone{backgr
 
 
 def page(
-    title: str, body: Any, *, who: str | None, flash: str = "", error: bool = False, csrf: str | None = None
+    title: str,
+    body: Any,
+    *,
+    who: str | None,
+    flash: str = "",
+    error: bool = False,
+    csrf: str | None = None,
+    audit: bool = False,
+    banner: str = "",
 ) -> str:
-    """A whole page: the navigation, who is logged in, a message, the body."""
+    """A whole page: the navigation (the audit log's link for an operator), who is logged in,
+    the inspector's mode (`banner`: read-only), a message, the body."""
     nav = [
         link("/", "Runs"),
         link("/approvals", "Approvals"),
         link("/attention", "Attention"),
-        tag("span", f"signed in as {who}") if who else link("/login", "Sign in"),
+        link("/audit", "Audit") if audit else "",
+        tag("span", banner, id="mode") if banner else "",
+        tag("span", f"signed in as {who}", id="who") if who else link("/login", "Sign in"),
         form("/logout", csrf, button="Sign out", id="logout") if who and csrf else "",
     ]
     note = tag("p", flash, class_="flash error" if error else "flash", id="flash") if flash else ""

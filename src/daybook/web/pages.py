@@ -184,9 +184,16 @@ def _chain(book: Daybook, info: RunInfo) -> Markup:
 
 
 def _acts(info: RunInfo, csrf: str | None) -> Markup:
-    """Pause, resume, steer, retry, cancel: what a signed-in approver may do to this run."""
+    """Pause, resume, steer, retry, cancel, raise a budget: what a signed-in operator may do to this run."""
     if csrf is None:
-        return tag("p", link("/login", "Sign in"), " to pause, steer, retry, cancel or approve.")
+        # Not signed in, signed in without the operator role, or a read-only inspector (its
+        # banner says so): no form to post.
+        return tag(
+            "p",
+            link("/login", "Sign in"),
+            " as an operator to pause, steer, retry, cancel or raise its budget.",
+            id="no-acts",
+        )
     base = run_href(info.run_id)
     steer = form(
         base + "/steer",
@@ -211,7 +218,15 @@ def _acts(info: RunInfo, csrf: str | None) -> Markup:
             button="Cancel and compensate",
         ),
     ]
-    return tag("section", tag("h2", "Act"), *buttons, tag("div", steer))
+    budget = form(
+        base + "/raise-budget",
+        csrf,
+        field("quantity", "raise cap", value="usd"),
+        field("amount", "by"),
+        button="Raise budget",
+        id="raise-budget",
+    )
+    return tag("section", tag("h2", "Act"), *buttons, tag("div", steer), tag("div", budget))
 
 
 def event_cells(ev: Event, start: float) -> list[Any]:

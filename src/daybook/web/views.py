@@ -46,6 +46,7 @@ VIEWS: dict[str, View] = {}
 # The modules that register views, imported once on first use (a view imports `pages` helpers;
 # importing it from here at module load would be a cycle).
 VIEWS_MODULES: tuple[str, ...] = (
+    "daybook.web.timeline",
     "daybook.web.decisions",
     "daybook.web.frontiers",
     "daybook.web.cost",

@@ -14,12 +14,16 @@ by a policy file (JSON, or TOML when the name ends in `.toml`; its schema is `sc
     {"tools": {"send": {"class": "reversible", "gate": false, "approvers": ["alice"],
                         "timeout": 3600, "status": {"tool": "sent", "argument": "key"},
                         "secrets": ["pin"], "approvals": 2, "on_timeout": "escalate",
-                        "escalate_to": ["carol"]}},
+                        "escalate_to": ["carol"], "precheck": {"tool": "quote", "arguments": ["to"]}}},
      "default": {"gate": true}, "trust_hints": true}
 
 A status query is an upstream tool called with the call's key as `argument`; it answers
 `{"status": "confirmed", "result": ...}`, `{"status": "absent"}` or `{"status": "pending"}`
 (as structured content, or as the JSON text of its first content block).
+
+A precheck is an upstream read-only tool whose answer is a gated call's facts (`ctx.gate`'s
+`precheck=`): read before the approval request (shown with it, bound to the approval) and again
+after the approval, before the call is sent; changed facts ask again.
 """
 
 from __future__ import annotations
@@ -50,6 +54,21 @@ class StatusQuery:
 
 
 @dataclass(frozen=True)
+class Precheck:
+    """An upstream read-only tool whose answer is a gated call's facts: called with the call's
+    arguments, or only those named in `arguments`."""
+
+    tool: str
+    arguments: tuple[str, ...] | None = None
+
+    def given(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the precheck tool is called with, from the gated call's arguments."""
+        if self.arguments is None:
+            return dict(arguments)
+        return {k: arguments[k] for k in self.arguments if k in arguments}
+
+
+@dataclass(frozen=True)
 class ToolPolicy:
     """The proxy's profile of one upstream tool."""
 
@@ -66,6 +85,7 @@ class ToolPolicy:
     approvals: int = 1
     on_timeout: str = "deny"
     escalate_to: tuple[tuple[str, ...], ...] = ()
+    precheck: Precheck | None = None
 
     @property
     def read(self) -> bool:
@@ -128,6 +148,34 @@ class Policy:
                     f"tools policy {where!r}: status tool {status.tool!r} is not a tool of the "
                     f"upstream server (its tools: {listed})"
                 )
+            precheck = _precheck(entry.get("precheck"), where)
+            if precheck is not None and precheck.tool not in have:
+                raise ConfigError(
+                    f"tools policy {where!r}: precheck tool {precheck.tool!r} is not a tool of the "
+                    f"upstream server (its tools: {listed})"
+                )
+
+    @staticmethod
+    def check_prechecks(policies: dict[str, ToolPolicy]) -> None:
+        """Refuse a precheck whose tool is not read-only (the proxy calls it unjournaled, and
+        again after every approval) or that sits on a tool that is not gated (nothing would
+        read its facts)."""
+        for name, policy in sorted(policies.items()):
+            query = policy.precheck
+            if query is None:
+                continue
+            if not policy.gate:
+                raise ConfigError(
+                    f"tools policy for tool {name!r}: a precheck needs a gated tool (its facts go "
+                    'with the approval request); set "gate": true or remove the precheck'
+                )
+            used = policies.get(query.tool)
+            if used is None or not used.read:
+                raise ConfigError(
+                    f"tools policy for tool {name!r}: precheck tool {query.tool!r} is not read-only "
+                    "(the proxy calls it before the approval request and again after the approval, "
+                    'unjournaled); give a read-only tool, or make it one with "class": "read" if it is'
+                )
 
 
 def from_annotations(name: str, annotations: Any, input_schema: Any) -> ToolPolicy:
@@ -181,6 +229,7 @@ def _apply(base: ToolPolicy, raw: dict[str, Any], input_schema: Any) -> ToolPoli
         approvers=tuple(approvers) if approvers is not None else base.approvers,
         timeout=float(raw.get("timeout", base.timeout)),
         status=_status(raw["status"], where) if "status" in raw else base.status,
+        precheck=_precheck(raw["precheck"], where) if "precheck" in raw else base.precheck,
         key_argument=key_argument,
         secrets=base.secrets + tuple(raw.get("secrets", ())),
         default_secrets=bool(raw.get("default_secrets", base.default_secrets)),
@@ -202,6 +251,17 @@ def _status(raw: Any, where: str) -> StatusQuery | None:
     if isinstance(raw, dict) and isinstance(raw.get("tool"), str):
         return StatusQuery(raw["tool"], str(raw.get("argument", "key")))
     raise ConfigError(f'{where}: status must be a tool name or {{"tool": NAME, "argument": "key"}}')
+
+
+def _precheck(raw: Any, where: str) -> Precheck | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return Precheck(raw)
+    if isinstance(raw, dict) and isinstance(raw.get("tool"), str):
+        names = raw.get("arguments")
+        return Precheck(raw["tool"], tuple(str(n) for n in names) if names is not None else None)
+    raise ConfigError(f'{where}: precheck must be a tool name or {{"tool": NAME, "arguments": [...]}}')
 
 
 def policy_from(raw: Any, where: str = "(given)") -> Policy:
@@ -226,4 +286,13 @@ def load_policy(path: str | Path | None) -> Policy:
     return policy_from(raw, repr(str(p)))
 
 
-__all__ = ["KEY_ARGUMENTS", "Policy", "StatusQuery", "ToolEntry", "ToolPolicy", "load_policy", "policy_from"]
+__all__ = [
+    "KEY_ARGUMENTS",
+    "Policy",
+    "Precheck",
+    "StatusQuery",
+    "ToolEntry",
+    "ToolPolicy",
+    "load_policy",
+    "policy_from",
+]

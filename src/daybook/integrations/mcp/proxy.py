@@ -46,6 +46,7 @@ from daybook import (
     ReconcileResult,
     RunConflict,
     RunLeased,
+    Secret,
     StillUnknown,
     Suspended,
 )
@@ -126,6 +127,7 @@ class McpProxy:
         self.tools = {t.name: t for t in tools}
         policy.check(self.tools)
         self.policies = {t.name: policy.for_tool(t.name, t.annotations, t.inputSchema) for t in tools}
+        Policy.check_prechecks(self.policies)
         # Per identical positional call (tool, argument digest): how many have settled.
         self._ordinals: dict[tuple[str, str], int] = {}
         self._inflight: dict[object, asyncio.Task[types.CallToolResult]] = {}
@@ -280,6 +282,11 @@ class McpProxy:
         `arguments` are as journaled (secrets as digests), `live` as the upstream gets them."""
         policy = self.policies[name]
         if policy.gate:
+            # The gate is synchronous and the upstream is not: the facts are read here, now (in
+            # this execution, so after any approval it replays), and the gate takes them when it
+            # asks its precheck: before the first request, and after an approval, where facts
+            # other than those the approvers saw ask again.
+            facts = await self._facts(policy, live) if policy.precheck is not None else None
             verdict = ctx.gate(
                 f"mcp:{name}",
                 approvers=policy.approvers,
@@ -287,6 +294,7 @@ class McpProxy:
                 on_timeout=policy.on_timeout,
                 escalate_to=[list(level) for level in policy.escalate_to] or None,
                 approvals=policy.approvals,
+                precheck=(lambda: facts) if policy.precheck is not None else None,
                 about={"tool": name, "arguments": arguments, "key": ctx.run_id},
             )
             if not verdict.approved:
@@ -295,6 +303,7 @@ class McpProxy:
                     "approver": verdict.approver,
                     "approvers": list(verdict.approvers),
                     "reason": verdict.reason,
+                    **({"facts": verdict.facts} if verdict.outcome == "stale" else {}),
                 }
         try:
             result = await daybook.journaled_call(
@@ -314,6 +323,32 @@ class McpProxy:
         except EffectFailed as exc:
             return {"failed": str(exc)}
         return {"result": result}
+
+    async def _facts(self, policy: ToolPolicy, live: dict[str, Any]) -> Any:
+        """What the policy's precheck tool answers now for this call: its structured content,
+        else its first text block (as JSON when it is JSON). An upstream that cannot answer
+        gives facts saying so, which no approval given on real facts matches: the call is
+        asked again, never released on facts nobody could read."""
+        query = policy.precheck
+        assert query is not None
+        arguments = {k: v.reveal() if isinstance(v, Secret) else v for k, v in query.given(live).items()}
+        try:
+            up = await self.upstream.session()
+            reply = await up.call_tool(query.tool, arguments)
+        except (McpError, UpstreamDown, TimeoutError, *_LOST) as exc:
+            return {"unavailable": f"{query.tool}: {type(exc).__name__}: {exc}"}
+        if reply.isError:
+            said = " ".join(c.text for c in reply.content if isinstance(c, types.TextContent))
+            return {"unavailable": f"{query.tool} answered an error: {said}"}
+        if reply.structuredContent is not None:
+            return reply.structuredContent
+        first = reply.content[0] if reply.content else None
+        if not isinstance(first, types.TextContent):
+            return None
+        try:
+            return json.loads(first.text)
+        except ValueError:
+            return first.text
 
     def _sender(self, name: str, policy: ToolPolicy) -> Callable[..., Awaitable[dict[str, Any]]]:
         upstream = self.upstream

@@ -5,7 +5,8 @@ A policy file is refused, with an error naming the field, when a key is unknown 
 approvers, `"gate": "false"` is not a boolean), an approver list is empty (it would mean
 "anyone"), a timeout is not a number of seconds in range, `approvals` is not an int >= 1 or
 `on_timeout` not an expiry policy (deny, escalate, wait, needs_attention). Tools the upstream does not have
-are refused by `Policy.check` once the upstream's tools are known.
+are refused by `Policy.check` once the upstream's tools are known (and a precheck tool that is not
+read-only, or a precheck on a tool that is not gated, by the proxy once it has every tool's class).
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ class StatusEntry(BaseModel):
     argument: str = Field(default="key", min_length=1)
 
 
+class PrecheckEntry(BaseModel):
+    """`{"tool": NAME, "arguments": [...]}`: the upstream read-only tool whose answer is the gate's
+    facts, called with the gated call's arguments (only those named, when `arguments` is given)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tool: str = Field(min_length=1)
+    arguments: list[str] | None = None
+
+
 class ToolEntry(BaseModel):
     """One tool's entry (or the `default` entry): every field optional, each overriding what the
     tool's annotations say."""
@@ -41,6 +51,7 @@ class ToolEntry(BaseModel):
     approvers: list[str] | None = Field(default=None, min_length=1)
     timeout: float | None = None
     status: str | StatusEntry | None = None
+    precheck: str | PrecheckEntry | None = None
     key_argument: str | None = Field(default=None, min_length=1)
     secrets: list[str] | None = None
     default_secrets: bool | None = None
@@ -79,6 +90,8 @@ def overrides(entry: ToolEntry) -> dict[str, Any]:
     raw = entry.model_dump(by_alias=True, exclude_unset=True)
     if isinstance(entry.status, StatusEntry):
         raw["status"] = entry.status.model_dump()
+    if isinstance(entry.precheck, PrecheckEntry):
+        raw["precheck"] = entry.precheck.model_dump(exclude_none=True)
     return raw
 
 
@@ -91,7 +104,7 @@ def parse(raw: Any, where: str) -> PolicyFile:
         raise ConfigError(
             f"tools policy {where}: {problems}. Expected "
             '{"tools": {NAME: {"class": ..., "gate": ..., "approvers": [...], "timeout": ..., '
-            '"status": ..., "key_argument": ..., "secrets": [...], "default_secrets": ..., '
+            '"status": ..., "precheck": ..., "key_argument": ..., "secrets": [...], "default_secrets": ..., '
             '"trust_hints": ..., "approvals": 2, "on_timeout": "deny|escalate|wait|needs_attention", '
             '"escalate_to": [...]}}, "default": {...}, "trust_hints": true}'
         ) from None
@@ -99,7 +112,7 @@ def parse(raw: Any, where: str) -> PolicyFile:
 
 def _problem(error: Any) -> str:
     # A union (status: str | {...}) reports one error per branch; the field's path is what helps.
-    loc = [str(p) for p in error.get("loc", ()) if p not in ("str", "StatusEntry")]
+    loc = [str(p) for p in error.get("loc", ()) if p not in ("str", "StatusEntry", "PrecheckEntry")]
     field = ".".join(loc) or "(the file)"
     if error.get("type") == "extra_forbidden":
         return f"{field}: unknown key"
