@@ -559,7 +559,8 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, MessageM
         return audit.commits(self.store)
 
     def orphans(self, older_than: float = 0.0) -> list[dict[str, JSON]]:
-        """Staged records of transactions never committed (their process died), `older_than` s old."""
+        """Staged records of transactions that never committed (their process died), older
+        than `older_than` seconds."""
         return audit.orphans(self.store, older_than)
 
     def sweep_orphans(self, older_than: float = 3600.0) -> int:
