@@ -267,3 +267,20 @@ def test_a_screen_with_the_redecide_policy_looks_again_instead_of_clicking(book:
 def test_action_had_no_effect_is_a_daybook_error_saying_what_to_do() -> None:
     assert issubclass(ActionHadNoEffect, daybook.DaybookError)
     assert issubclass(ReplayDiverged, daybook.DaybookError)
+
+
+def test_a_path_that_leaves_the_checkout_is_refused_before_anything_is_written(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "link").symlink_to(outside, target_is_directory=True)
+
+    @daybook.workflow(name="ws_drift_escape")
+    def escape(ctx: daybook.Context, root: str, path: str) -> None:
+        daybook.Checkout(root).write(ctx, path, "x\n")
+
+    for path in ("link/evil.txt", "../evil.txt", ".git/config"):
+        with pytest.raises(RunParked, match=r"outside the checkout|not a file below the checkout"):
+            book.run(escape, str(repo), path, run_id=f"escape-{path}")
+    assert list(outside.iterdir()) == [] and not (tmp_path / "evil.txt").exists()

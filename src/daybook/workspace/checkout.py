@@ -281,6 +281,8 @@ class Checkout:
         size: int,
         data: dict[str, bytes | None] | None = None,
     ) -> dict[str, Any]:
+        for path in blobs:
+            snapshot.inside(root, path)
         state = self._state(ctx)
         exe = ctx._exe  # the step an edit is tagged with (the journal's own)
         decided = self._agent_decision(ctx)

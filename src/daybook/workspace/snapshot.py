@@ -105,6 +105,19 @@ def clean(path: str) -> str:
     return "/".join(parts)
 
 
+def inside(root: str, path: str) -> str:
+    """`path` (already `clean`) if it lands inside the checkout; a symlinked directory on the way
+    could point anywhere, so the real path of its folder must be under the real root."""
+    home = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root, os.path.dirname(path)))
+    if real != home and not real.startswith(home + os.sep):
+        raise ConfigError(
+            f"checkout path {path!r} resolves to {real}, outside the checkout {home} (a symlink on "
+            "the way); edit files below the checkout only"
+        )
+    return path
+
+
 def blob_id(data: bytes) -> str:
     """The git blob id of `data` (what `git hash-object` prints, with no filters)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
