@@ -18,7 +18,7 @@ from test_workspace_drift import git_repo
 
 import daybook
 from daybook import Daybook, Kind, RunStatus
-from daybook.errors import ConfigError, DaybookError, RunNotFound, Suspended, WorkspaceConflict
+from daybook.errors import ConfigError, DaybookError, RunNotFound, RunStuck, Suspended, WorkspaceConflict
 from daybook.workspace import snapshot
 
 IGNORED = {
@@ -313,3 +313,49 @@ def test_each_snapshot_lists_its_decision_and_what_the_steps_before_it_cost(
     )
     assert [first["decision"], second["decision"]] == [f"rw-cost/{step}" for step in calls]
     assert rows[2]["seconds"] >= 0 and rows[1]["bytes"] == len("content for a.py\n")
+
+
+@daybook.workflow(name="ws_rewind_undo")
+def edit_then_undo(ctx: daybook.Context, root: str) -> list[str]:
+    co = daybook.Checkout(root)
+    co.edit(ctx, {"app.py": "v = 1\n", "new.py": "new\n"})
+    co.write(ctx, "keep.md", None)
+    report = ctx.compensate()
+    return list(report.compensated)
+
+
+def test_compensation_puts_the_files_back_and_records_the_undo_on_the_runs_ref(
+    book: Daybook, repo: Path
+) -> None:
+    original = tree(repo)
+
+    undone = book.run(edit_then_undo, str(repo), run_id="rw-undo")
+
+    assert len(undone) == 2 and tree(repo) == original
+    log = snapshot.reflog(str(repo), "rw-undo")
+    assert log[0].split(" ", 1)[1].startswith("daybook: undo of the edit at step")
+    # Undone twice (a replay of the finished run) changes nothing more.
+    assert book.resume("rw-undo") == undone and tree(repo) == original
+
+
+def test_cancel_with_compensate_restores_a_coding_runs_files(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    original = tree(repo)
+    seven(book, repo, tmp_path, "rw-cancel")
+
+    # Every edit is undone; the message sent halfway has no inverse and is what remains.
+    with pytest.raises(RunStuck, match=r"no inverse for \['rw-cancel/\d+'\]"):
+        book.cancel("rw-cancel", compensate=True, app=[str(Path(__file__))])
+
+    assert tree(repo) == original and ignored_files(repo) == IGNORED
+
+
+def test_an_undo_refuses_a_file_changed_after_the_edit(book: Daybook, repo: Path, tmp_path: Path) -> None:
+    seven(book, repo, tmp_path, "rw-undo-conflict")
+    (repo / "mod7.py").write_text("# a person's fix\n")
+
+    with pytest.raises(DaybookError):
+        book.cancel("rw-undo-conflict", compensate=True, app=[str(Path(__file__))])
+
+    assert (repo / "mod7.py").read_text() == "# a person's fix\n"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from ..errors import CheckoutBusy, ConfigError, ReplayDiverged
+from ..errors import CheckoutBusy, ConfigError, DaybookError, ReplayDiverged, WorkspaceConflict
 from ..journal.decision import Decision
 from ..journal.tool import Absent, Confirmed, ReconcileResult, tool
 from . import snapshot
@@ -60,12 +60,50 @@ def _done(root: str, commit: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 @tool(
+    name="workspace.unedit",
+    idempotent=True,
+    irreversible=False,
+    effect_class="idempotent",
+    certain=(DaybookError,),
+)
+def unedit(*, original: dict[str, Any], result: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+    """Undo an edit (its compensation: `ctx.compensate`, `daybook cancel --compensate`, a
+    recovery's undo): put back what each file held before it, and record that as a snapshot on
+    the run's ref (tagged with the edit's step). Refuses, changing nothing, where a file was
+    changed after the edit: that change is someone else's."""
+    if not result.get("applied"):
+        return {"undone": []}  # a drift: the edit wrote nothing
+    root, run = str(original["root"]), str(original["run"])
+    after: dict[str, str | None] = result["after"]
+    before: dict[str, str | None] = result["before"]
+    done, parent = snapshot.find(root, run, idempotency_key)
+    if done is not None:
+        return {"undone": sorted(after), "snapshot": done}
+    now = snapshot.live_all(root, list(after))
+    changed = [p for p in after if now[p] not in (after[p], before.get(p))]
+    if changed:
+        raise WorkspaceConflict(
+            f"undo of the edit at step {original['step']} in {root}: {', '.join(changed)} changed after "
+            "the edit (neither what it wrote nor what was there before), so nothing is undone; "
+            "settle them by hand, then `daybook resolve` this step"
+        )
+    for path in after:
+        snapshot.put(root, path, before.get(path))
+    live = snapshot.ignored_of(root, list(after))
+    back = {p: before.get(p) for p in after if p not in live}
+    manifest = {"run": run, "step": original["step"], "key": idempotency_key, "decision": None, "bytes": 0}
+    commit = snapshot.take(root, run, parent, back, before, dict(manifest, undoes=result.get("snapshot")))
+    return {"undone": sorted(after), "snapshot": commit}
+
+
+@tool(
     name="workspace.edit",
     idempotent=True,
     status=_edit_status,
     reference=lambda r: r.get("snapshot"),
+    inverse=unedit,
     irreversible=False,
-    effect_class="idempotent",
+    effect_class="compensable",
 )
 def edit_files(
     *,

@@ -291,7 +291,8 @@ def take(
             os.unlink(index)
     message = f"{SUBJECT} {manifest.get('key')}\n\n{json.dumps(body, sort_keys=True)}\n"
     commit = git(root, "commit-tree", tree, "-p", parent, "-F", "-", stdin=message.encode()).decode().strip()
-    move(root, run_id, commit, f"edit step {manifest.get('step')} key {manifest.get('key')}")
+    what = "undo of the edit at" if manifest.get("undoes") else "edit"
+    move(root, run_id, commit, f"{what} step {manifest.get('step')} key {manifest.get('key')}")
     return commit
 
 
