@@ -185,9 +185,15 @@ def test_compaction_keeps_the_k_most_recent_snapshots_and_one_per_older_decision
     # Base, the last snapshot of the first decision, the last of the second's older ones, the 2 newest.
     assert [s.step for s in chain] == [0, steps[2], steps[3], steps[4], steps[5]]
 
+    # Off the ref, a compacted snapshot is still in git while the reflog names it: exact.
     done = book.rewind("rw-compact", steps[1], dry_run=True)
-    assert not done.exact and done.checkouts[root]["step"] == 0
+    assert done.exact and done.checkouts[root]["step"] == steps[1] and done.restored == ["a.txt"]
     assert tree(repo)["a.txt"] == "a2\n"  # a dry run changes nothing
+    # Once git has pruned it, the newest snapshot kept up to that step stands in, and says so.
+    subprocess.run(["git", "-C", root, "reflog", "expire", "--expire-unreachable=now", "--all"], check=True)
+    subprocess.run(["git", "-C", root, "gc", "-q", "--prune=now"], check=True)
+    pruned = book.rewind("rw-compact", steps[1], dry_run=True)
+    assert not pruned.exact and pruned.checkouts[root]["step"] == 0
 
 
 def test_rewind_from_the_command_line_prints_what_it_restored(
@@ -359,3 +365,29 @@ def test_an_undo_refuses_a_file_changed_after_the_edit(book: Daybook, repo: Path
         book.cancel("rw-undo-conflict", compensate=True, app=[str(Path(__file__))])
 
     assert (repo / "mod7.py").read_text() == "# a person's fix\n"
+
+
+@daybook.workflow(name="ws_rewind_undo_then_wait")
+def edit_undo_wait(ctx: daybook.Context, root: str) -> None:
+    co = daybook.Checkout(root)
+    co.write(ctx, "app.py", "v = 'tried'\n")
+    ctx.compensate()
+    co.write(ctx, "other.py", "after the undo\n")
+    ctx.wait_for("review")
+
+
+def test_a_rewind_puts_back_the_files_of_its_step_whether_before_or_after_an_undo(
+    book: Daybook, repo: Path
+) -> None:
+    with pytest.raises(Suspended):
+        book.run(edit_undo_wait, str(repo), run_id="rw-undo-step")
+    journal = book.journal("rw-undo-step")
+    edit = next(e.step for e in journal if e.name == "workspace.edit" and e.kind == Kind.OUTCOME)
+    undo = next(e.step for e in journal if e.name == "workspace.unedit" and e.kind == Kind.OUTCOME)
+    assert (repo / "app.py").read_text() == "v = 0\n" and (repo / "other.py").exists()
+
+    after_undo = book.rewind("rw-undo-step", undo, dry_run=True)
+    assert after_undo.removed == ["other.py"] and "app.py" in after_undo.unchanged
+
+    book.rewind("rw-undo-step", edit)
+    assert (repo / "app.py").read_text() == "v = 'tried'\n" and not (repo / "other.py").exists()

@@ -49,9 +49,7 @@ def _say(done: Rewind) -> None:
         say(f"  already so: {', '.join(done.unchanged)}")
     say(f"  not restored (ignored, live state): {', '.join(done.live) or 'none'}")
     if not done.exact:
-        say(
-            "  compaction merged that step's snapshot into an earlier one: the files are as of the step above"
-        )
+        say("  that step's snapshot was compacted and pruned by git: the files are as of the step above")
     steps = f"{done.superseded[0]}..{done.superseded[-1]}" if done.superseded else "none"
     soft = f"; effects outside the workspace replay, not repeat: steps {done.soft}" if done.soft else ""
     say(f"  steps run again: {steps}{soft}")

@@ -41,6 +41,7 @@ REWINDABLE = (
     RunStatus.SUSPENDED,
 )
 EDIT = "workspace.edit"
+UNEDIT = "workspace.unedit"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Rewind:
     checkout: `checkouts`); `restored`/`removed`: paths written back / deleted; `live`: ignored
     paths not restored (live state); `superseded`: steps that run again; `soft`: confirmed
     effects outside the workspace among them, replayed rather than repeated; `exact`: False when
-    compaction merged the snapshot of STEP into an earlier one (restored: that one's step)."""
+    the snapshot the journal names for STEP was compacted off the ref and since pruned by git
+    (restored instead: the newest snapshot kept up to STEP, its step in `checkouts`)."""
 
     run_id: str
     to: int
@@ -76,7 +78,7 @@ class _Plan:
     want: dict[str, str | None]
     conflicts: dict[str, str | None]
     live: list[str]
-    steps: list[int]  # the journal's edit steps on this checkout
+    exact: bool  # False: the journal's snapshot is gone (compacted, then pruned by git gc)
 
 
 def rewind(
@@ -138,6 +140,7 @@ def _rewind(
     view = Execution(store, run_id, expand(store, own), None, read_only=True)
     steps = dict(view.steps)
     edits = {s: rows for s, rows in steps.items() if _edit(rows) is not None}
+    marks = {s: m for s, rows in steps.items() if (m := _mark(rows)) is not None}
     if not edits:
         raise ConfigError(
             f"run {run_id!r} has no workspace edits to rewind (no confirmed `{EDIT}` step on its "
@@ -152,9 +155,13 @@ def _rewind(
     roots = sorted({_root(rows) for rows in edits.values()})
     for root in roots:
         _not_leased_by_another(store, root, run_id)
-    plans = [_plan(root, run_id, to, force, [s for s in edits if _root(edits[s]) == root]) for root in roots]
+    plans = [
+        _plan(root, run_id, to, force, {s: c for s, (r, c) in marks.items() if r == root}) for root in roots
+    ]
     later = sorted(s for s in steps if s > to)
-    soft = [s for s in later if s not in edits and _confirmed_effect(steps[s])]
+    # Effects outside the workspace replay if asked for again; the workspace's own (edits and
+    # their undos) run again, on the files put back.
+    soft = [s for s in later if s not in marks and _confirmed_effect(steps[s])]
     branch = 1 + sum(1 for ev in own if ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"))
     report = _report(run_id, to, branch, plans, later, soft, dry_run)
     if dry_run:
@@ -182,6 +189,22 @@ def _edit(rows: list[Event]) -> dict[str, Any] | None:
     return result if isinstance(result, dict) and result.get("applied") else None
 
 
+def _mark(rows: list[Event]) -> tuple[str, str] | None:
+    """(checkout, snapshot) a confirmed workspace act in this step's rows left: an edit that
+    went through, or an edit's undo (a compensation); else None."""
+    if not rows or rows[0].kind != Kind.INTENT or rows[0].name not in (EDIT, UNEDIT):
+        return None
+    last = rows[-1]
+    result = (
+        last.data.get("result") if last.kind == Kind.OUTCOME and last.status == Status.CONFIRMED else None
+    )
+    if not isinstance(result, dict) or not result.get("snapshot"):
+        return None
+    args = rows[0].data.get("args") or {}
+    root = args.get("root") if rows[0].name == EDIT else (args.get("original") or {}).get("root")
+    return str(root), str(result["snapshot"])
+
+
 def _root(rows: list[Event]) -> str:
     return str((rows[0].data.get("args") or {}).get("root"))
 
@@ -201,7 +224,7 @@ def _not_leased_by_another(store: Store, root: str, run_id: str) -> None:
         )
 
 
-def _plan(root: str, run_id: str, to: int, force: bool, steps: list[int]) -> _Plan:
+def _plan(root: str, run_id: str, to: int, force: bool, marks: dict[int, str]) -> _Plan:
     chain = [snapshot.read(root, c) for c in snapshot.chain(root, run_id)]
     if not chain:
         raise ConfigError(
@@ -209,7 +232,7 @@ def _plan(root: str, run_id: str, to: int, force: bool, steps: list[int]) -> _Pl
             "is gone: another clone, or deleted by hand); it cannot be rewound from here"
         )
     latest = chain[-1]
-    target = next(s for s in reversed(chain) if s.step <= to)
+    target, exact = _target(root, chain, to, marks)
     live = snapshot.ignored(root)
     want: dict[str, str | None] = {}
     conflicts: dict[str, str | None] = {}
@@ -227,7 +250,23 @@ def _plan(root: str, run_id: str, to: int, force: bool, steps: list[int]) -> _Pl
             "the run's last edit (another run, or a person), so not the run's own. Nothing was "
             "restored; commit or move those changes and rewind again, or rewind with --force"
         )
-    return _Plan(root, target, latest, want, conflicts, live, sorted(steps))
+    return _Plan(root, target, latest, want, conflicts, live, exact)
+
+
+def _target(
+    root: str, chain: list[snapshot.Snapshot], to: int, marks: dict[int, str]
+) -> tuple[snapshot.Snapshot, bool]:
+    """The snapshot the journal says the checkout was in after step `to`: the one the last
+    edit (or undo) up to it made, else the run's base. Compaction takes old snapshots off the
+    ref, but git keeps them while its reflog names them; one git has pruned since is replaced
+    by the newest on the ref up to that step (not exact)."""
+    made = [c for s, c in sorted(marks.items()) if s <= to]
+    if not made:
+        return chain[0], True
+    try:
+        return snapshot.read(root, made[-1]), True
+    except snapshot.SnapshotError:
+        return next(s for s in reversed(chain) if s.step <= to), False
 
 
 def _under(path: str, live: list[str]) -> bool:
@@ -248,7 +287,7 @@ def _report(
             now = snapshot.live(plan.root, path)
             (unchanged if now == blob else removed if blob is None else restored).append(path)
         live.extend(plan.live)
-        exact = exact and plan.target.step == max((s for s in plan.steps if s <= to), default=0)
+        exact = exact and plan.exact
         checkouts[plan.root] = {
             "snapshot": plan.target.commit,
             "step": plan.target.step,
