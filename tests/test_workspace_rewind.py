@@ -391,3 +391,41 @@ def test_a_rewind_puts_back_the_files_of_its_step_whether_before_or_after_an_und
 
     book.rewind("rw-undo-step", edit)
     assert (repo / "app.py").read_text() == "v = 'tried'\n" and not (repo / "other.py").exists()
+
+
+PATCH = daybook.Skeleton("Patch", outputs=("{entity}",))
+TEST_FAILURES: list[int] = []
+
+
+@daybook.tool(name="ws_rewind.run_tests", idempotent=True, irreversible=False)
+def run_tests(*, root: str, idempotency_key: str) -> str:
+    if TEST_FAILURES:
+        TEST_FAILURES.pop()
+        raise RuntimeError("2 tests failed")
+    return "green"
+
+
+@daybook.workflow(name="ws_rewind_recover")
+def patch_and_test(ctx: daybook.Context, root: str) -> str:
+    co = daybook.Checkout(root)
+    with ctx.subtask(PATCH, "app.py", reads=[]) as u:
+        co.write(ctx, "app.py", "v = 1\n")
+        co.write(ctx, "new.py", "new\n")
+        verdict: str = ctx.effect(run_tests, root=root)
+        u.exit(**{"app.py": 1})
+    return verdict
+
+
+def test_a_recovery_undoes_the_failed_subtasks_edits_before_it_runs_them_again(
+    book: Daybook, repo: Path
+) -> None:
+    TEST_FAILURES[:] = [1]
+    with pytest.raises(daybook.RunFailed):
+        book.run(patch_and_test, str(repo), run_id="rw-recover")
+
+    rec = book.recover("rw-recover")
+
+    assert rec.result == "green" and len(rec.compensated) == 2
+    assert tree(repo)["app.py"] == "v = 1\n" and tree(repo)["new.py"] == "new\n"
+    log = snapshot.reflog(str(repo), "rw-recover")
+    assert sum("undo of the edit" in line for line in log) == 2  # put back, then edited again
