@@ -129,6 +129,9 @@ def test_act_decides_again_when_the_file_changes_between_decision_and_edit(book:
     assert len(decisions) == 2
     outcomes = [e.data["result"]["applied"] for e in book.journal("drift-act") if e.kind == Kind.OUTCOME]
     assert outcomes == [False, True]
+    # The decisions hold blob ids; the texts they chose are in git, not in the journal.
+    assert "FLAG = 1" not in json.dumps([e.data for e in book.journal("drift-act")])
+    assert len(decisions[1].data["value"]["files"]["config.py"]) == 40
 
 
 @daybook.tool(name="ws_drift.plain_write", irreversible=False)
