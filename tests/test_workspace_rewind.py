@@ -429,3 +429,21 @@ def test_a_recovery_undoes_the_failed_subtasks_edits_before_it_runs_them_again(
     assert tree(repo)["app.py"] == "v = 1\n" and tree(repo)["new.py"] == "new\n"
     log = snapshot.reflog(str(repo), "rw-recover")
     assert sum("undo of the edit" in line for line in log) == 2  # put back, then edited again
+
+
+def test_the_web_recovery_view_shows_a_rewind_as_a_journal_branch_with_the_files_it_restored(
+    book: Daybook, repo: Path, tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from daybook.web.app import build
+
+    steps = seven(book, repo, tmp_path, "rw-web")
+    book.rewind("rw-web", steps[2])
+
+    client = TestClient(build(book))
+    got = client.get("/api/views/recovery", params={"run": "rw-web", "branch": "r1"}).json()
+    page = client.get("/runs/rw-web", params={"view": "recovery", "branch": "r1"})
+
+    assert "Rewind 1" in got["summary"] and "mod4.py" in got["summary"] and "node_modules/" in got["summary"]
+    assert page.status_code == 200 and "Rewind 1" in page.text
