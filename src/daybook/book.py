@@ -60,6 +60,7 @@ from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
 from .tx.methods import TxMethods
+from .workspace.methods import WorkspaceMethods
 
 # A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
 MAX_SECONDS = 86_400.0
@@ -77,7 +78,9 @@ def inline_wait_of(value: object) -> float:
 
 @functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 @name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
-class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods):
+class Daybook(
+    DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods, WorkspaceMethods
+):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
