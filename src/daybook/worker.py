@@ -121,11 +121,7 @@ class Worker:
         # The retention window (seconds) this worker enforces on its schedule: runs paused, or
         # finished with an environment, longer than that are expired and their environment
         # destroyed (`steering.expiry`), whether or not anyone runs `gc`. None: never.
-        self.retention = (
-            None
-            if retention is None
-            else bounded(retention, "retention (seconds)", low=0.0, high=MAX_RETENTION, above=True)
-        )
+        self.retention = _retention_of(retention)
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -465,3 +461,10 @@ def _handle(url: str | None, lease_ttl: float) -> Daybook:
     book = Daybook(url, lease_ttl=lease_ttl, otel=False)
     book.frontier_spin = book.inline_wait
     return book
+
+
+def _retention_of(value: float | None) -> float | None:
+    """A worker's retention window in seconds, checked (None: it expires nothing)."""
+    if value is None:
+        return None
+    return bounded(value, "retention (seconds)", low=0.0, high=MAX_RETENTION, above=True)
