@@ -38,12 +38,14 @@ def test_a_paused_run_checkpoint_has_three_parts_validates_and_keeps_its_workspa
     doc = book.checkpoint("cp")
     jsonschema.validate(doc, SCHEMA)
     assert doc["schema_version"] == 1 and str(doc["saved_at"]).startswith("20")
+    log = doc["environment"].pop("log")  # type: ignore[union-attr]
     assert doc["environment"] == {
         "kind": "directory",
         "handle": str(tmp_path),
         "remove_on_expiry": False,
         "status": "stopped",
     }
+    assert [e["action"] for e in log] == ["declared"]  # no hooks: declared, never started by daybook
     assert (tmp_path / "draft.txt").read_text() == "first draft"  # stopped, never destroyed
     progress = doc["progress"]
     assert progress["step_status"] == {"1": "committed", "2": "committed", "3": "committed", "4": "pending"}  # type: ignore[index]

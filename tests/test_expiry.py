@@ -1,5 +1,6 @@
-"""Retention for paused runs (S5): resuming within the window works; past it `gc` expires the
-run, resuming raises RunExpired, and only a workspace declared disposable is removed."""
+"""Retention (S5): resuming within the window works; past it `gc` expires the paused run, and a
+finished run whose environment was kept (S5: for every terminal status), resuming raises
+RunExpired, and only a workspace declared disposable is removed."""
 
 from __future__ import annotations
 
@@ -40,10 +41,13 @@ def test_within_the_window_a_paused_run_resumes_and_past_it_gc_expires_it(
     _paused(book, "old", tmp_path / "old", True)
     _paused(book, "kept", tmp_path / "kept", False)
     time.sleep(0.3)
-    assert sorted(r["run_id"] for r in book.gc(0.2, dry_run=True)["expired"]) == ["kept", "old"]  # type: ignore[union-attr,index]
+    # "young" completed with its workspace kept: past the window it expires too.
+    would = sorted(r["run_id"] for r in book.gc(0.2, dry_run=True)["expired"])  # type: ignore[union-attr,index]
+    assert would == ["kept", "old", "young"]
     done = book.gc(0.2, by="ops")
     expired = {r["run_id"]: r for r in done["expired"]}  # type: ignore[union-attr]
-    assert set(expired) == {"old", "kept"}
+    assert set(expired) == {"old", "kept", "young"}
+    assert expired["young"]["from"] == "completed" and (tmp_path / "young" / "draft.txt").exists()
     assert expired["old"]["removed"] is True and not (tmp_path / "old").exists()
     assert expired["kept"]["removed"] is False and (tmp_path / "kept" / "draft.txt").exists()
     assert book.get_run("old").status == RunStatus.EXPIRED
@@ -62,3 +66,18 @@ def test_daybook_gc_says_which_paused_runs_it_expired(db_url: str, tmp_path: Pat
     out = cli("gc", "--older-than", "0.1s", db=db_url)
     assert out.returncode == 0, out.stderr
     assert "expired paused run p" in out.stdout and "kept" in out.stdout
+
+
+def test_a_cancelled_run_keeps_its_workspace_until_the_window_then_expires(
+    book: Daybook, tmp_path: Path
+) -> None:
+    (tmp_path / "c").mkdir()
+    book.inline_wait = 0
+    with pytest.raises(daybook.Suspended):
+        book.run(drafting, str(tmp_path / "c"), True, run_id="c")
+    book.cancel("c")
+    assert book.gc(60.0)["expired"] == [] and (tmp_path / "c" / "draft.txt").exists()  # inside the window
+    time.sleep(0.3)
+    [done] = book.gc(0.2)["expired"]  # type: ignore[misc]
+    assert done["run_id"] == "c" and done["from"] == "cancelled" and done["removed"] is True  # type: ignore[index]
+    assert not (tmp_path / "c").exists() and book.get_run("c").status == RunStatus.EXPIRED

@@ -3,6 +3,7 @@ writes made visible at once, a crash at any write point leaves all or nothing.""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -14,22 +15,15 @@ from hypothesis import strategies as st
 import daybook
 from daybook import Daybook, InvariantViolated
 
+# The invoice example (examples/invoice.py): its staging function is the one tested here.
+sys.path.insert(0, str(HERE.parent / "examples"))
+import invoice
+
 
 def create_invoice(book: Daybook, number: str, lines: list[dict[str, float]], key: str | None = None):  # type: ignore[no-untyped-def]
-    """The composite tool: one call, one commit; the executor computes the totals."""
-    if not lines or any("unit_price" not in ln or "description" not in ln for ln in lines):
-        raise ValueError("lines must be non-empty, each with a description and a unit_price")
-
-    def write(tx: daybook.Transaction) -> float:
-        total = 0.0
-        for i, line in enumerate(lines, 1):
-            qty = line.get("qty", 1)
-            line_total = round(qty * line["unit_price"], 2)
-            total += line_total
-            tx.put("lines", f"{number}/{i}", {**line, "qty": qty, "line_total": line_total})
-        tx.put("invoices", number, {"total": round(total, 2), "lines": len(lines)})
-        return round(total, 2)
-
+    """The composite tool of the invoice example (examples/invoice.py): one call, one commit; the
+    executor computes the totals."""
+    write = functools.partial(invoice.write_invoice, number=number, lines=lines)
     return book.transaction(f"Create invoice {number}", write, author="billing-agent", key=key)
 
 

@@ -18,7 +18,9 @@ from .dispatch.queues import Queue
 from .dispatch.schedules import Schedule
 from .dispatch.search import RunPage
 from .errors import (
+    ActionHadNoEffect,
     BudgetExceeded,
+    CheckoutBusy,
     ConfigError,
     ContractViolation,
     CorruptJournal,
@@ -37,6 +39,7 @@ from .errors import (
     PriceTableError,
     RecoveryInProgress,
     ReleaseDeclined,
+    ReplayDiverged,
     RunCancelled,
     RunConflict,
     RunErased,
@@ -60,6 +63,7 @@ from .errors import (
     TransactionNotFound,
     UpdateTimeout,
     WorkflowFailed,
+    WorkspaceConflict,
 )
 from .gates.gate import Verdict
 from .gates.sink import LogSink, Webhook, verify_webhook
@@ -94,6 +98,9 @@ from .store.codec import FernetCodec, PayloadCodec, RedactingCodec
 from .store.secrets import Secret
 from .tx.atomix import EpochTransaction
 from .tx.commit import InvariantViolated, Transaction, TxResult
+from .workspace.checkout import Checkout
+from .workspace.rewind import Rewind
+from .workspace.screen import Screen
 
 __version__ = "0.1.0"
 
@@ -104,10 +111,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "Absent",
     "Action",
+    "ActionHadNoEffect",
     "AgentLoop",
     "Budget",
     "BudgetExceeded",
     "BudgetPool",
+    "Checkout",
+    "CheckoutBusy",
     "ChildFailed",
     "Chunk",
     "Compensation",
@@ -160,8 +170,10 @@ __all__ = [
     "RecoveryPolicy",
     "RedactingCodec",
     "ReleaseDeclined",
+    "ReplayDiverged",
     "Retry",
     "Revision",
+    "Rewind",
     "RunCancelled",
     "RunConflict",
     "RunErased",
@@ -178,6 +190,7 @@ __all__ = [
     "Schedule",
     "SchemaVersionError",
     "ScopeViolation",
+    "Screen",
     "ScriptedLLM",
     "Secret",
     "SecretUnavailable",
@@ -204,6 +217,7 @@ __all__ = [
     "Why",
     "Workflow",
     "WorkflowFailed",
+    "WorkspaceConflict",
     "__version__",
     "current",
     "idempotency_key",

@@ -44,7 +44,7 @@ from .runtime.runner import Runner
 from .runtime.versions import versions as code_versions
 from .runtime.workflow import Apps, Workflow, load
 from .steering.checkpoint import checkpoint as checkpoint_of
-from .steering.expiry import expire as expire_paused
+from .steering.expiry import expire as expire_runs
 from .steering.methods import MessageMethods
 from .steering.revision import binding as revision_binding
 from .steering.revision import steer as steer_run
@@ -60,6 +60,7 @@ from .tx import audit
 from .tx.commit import Transaction, TxResult, run_transaction
 from .tx.facet import release_policy
 from .tx.methods import TxMethods
+from .workspace.methods import WorkspaceMethods
 
 # A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
 MAX_SECONDS = 86_400.0
@@ -77,7 +78,9 @@ def inline_wait_of(value: object) -> float:
 
 @functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 @name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
-class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods):
+class Daybook(
+    DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods, WorkspaceMethods
+):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
     `lease_ttl` is how long a run stays owned by this process without a heartbeat; a process that
@@ -527,11 +530,11 @@ class Daybook(DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMe
     ) -> dict[str, JSON]:
         """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
         the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
-        when; cutoff; counts). Runs paused since before the cutoff are `expired` (`expired` in
-        the result; `steering/expiry.py`). `dry_run` only counts. Returns the pass."""
+        when; cutoff; counts). Runs paused, or finished with an environment, since before the
+        cutoff are `expired` (`expired`; `steering/expiry.py`). `dry_run` only counts."""
         who, done_by = self._actor(by, token, "gc", "*")
         done = retention.run(self.store, older_than, dry_run, who, key_for(self.store))
-        done["expired"] = expire_paused(self.store, float(done["cutoff"]), who, dry_run)
+        done["expired"] = expire_runs(self.store, float(done["cutoff"]), who, dry_run)
         done["identity"] = done_by
         return done
 

@@ -38,7 +38,7 @@ from .journal.wait import Signal, Waits
 from .records import JSON, Why, check_json
 from .recovery.compensation import Compensation, Compensations
 from .recovery.subtask import Skeleton, Subtask, Subtasks
-from .steering.checkpoint import Environments
+from .steering.environment import Environments
 from .steering.liveness import DEFAULT_GRACE
 from .steering.revision import Primers, Revision, Revisions
 from .steering.update import Updates
@@ -488,15 +488,35 @@ class Context:
         *,
         alive: Callable[[str], bool] | None = None,
         grace: float = DEFAULT_GRACE,
+        start: Callable[[str], Any] | None = None,
+        stop: Callable[[str], Any] | None = None,
+        snapshot: Callable[[str], JSON] | None = None,
+        restore: Callable[[str, JSON], Any] | None = None,
     ) -> str:
         """Declare the run's workspace (a directory path, a sandbox id): recorded, so every
         replay sees the same handle, and shown in the run's checkpoint as `running` or
-        `stopped`. daybook stops, never destroys it; only with `remove_on_expiry` (a
-        directory) does `gc` delete it, once the run expired. With `alive(handle)`, each
-        execution (a start, a resume) checks the workspace is up, waiting out a startup
+        `stopped`. The hooks are this workflow's code, given again by every execution:
+        `start(handle)` here at each execution (the first start; on a resume, the restart in
+        place: make it idempotent), after `restore(handle, snapshot)` if the last stop left a
+        snapshot; `stop(handle)` then `snapshot(handle)` (JSON) when the execution ends however
+        it ends (completed, failed, paused, waiting): stopped, never destroyed. Past the
+        retention window the run becomes `expired` (`gc`, or a worker on its schedule) and only
+        then, with `remove_on_expiry` (a directory), is the directory deleted. With
+        `alive(handle)`, each execution checks the workspace is up, waiting out a startup
         `grace` (seconds from the execution's start) before it fails the run with
-        `EnvironmentLost`. Returns `handle`."""
-        return self._environments.environment(handle, kind, remove_on_expiry, alive=alive, grace=grace)
+        `EnvironmentLost`. Each start, stop and expiry is in the run's environment log
+        (the checkpoint's `environment.log`). Returns `handle`."""
+        return self._environments.environment(
+            handle,
+            kind,
+            remove_on_expiry,
+            alive=alive,
+            grace=grace,
+            start=start,
+            stop=stop,
+            snapshot=snapshot,
+            restore=restore,
+        )
 
     def set_attributes(self, **attributes: JSON) -> None:
         """Set search attributes on this run (`customer="acme"`): `book.runs(attributes=...)`

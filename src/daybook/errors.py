@@ -155,12 +155,14 @@ class RunPaused(DaybookError):
 
 
 class RunExpired(DaybookError):
-    """The run stayed paused past the retention window and `gc` expired it; it never runs again."""
+    """The run (paused, or finished with its environment kept) outlived the retention window and
+    was expired (by `gc` or a worker); it never runs again."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(
-            f"run {run_id!r} expired: it stayed paused past the retention window and `daybook gc` "
-            f"ended it. Its journal is kept (`daybook show {run_id}`); start a new run, or fork "
+            f"run {run_id!r} expired: it stayed paused (or its environment stayed kept after it "
+            "ended) past the retention window, and `daybook gc` or a worker ended it. Its journal "
+            f"is kept (`daybook show {run_id}`); start a new run, or fork "
             f"this one (`daybook fork {run_id} --at STEP`)"
         )
         self.run_id = run_id
@@ -352,3 +354,52 @@ class ContractViolation(DaybookError):
 class PriceTableError(ConfigError):
     """A model price table daybook cannot use (`Daybook(prices=...)`): a file that is not JSON,
     a price that is negative or not a number, a model without input and output prices."""
+
+
+class ReplayDiverged(StepFailed):
+    """The world a step assumed is not the world it would act on: a workspace path (or a
+    screen's view) changed outside the run between the decision and the act, or while the run
+    was down. `assumed` and `live` map each changed path (or "view") to its hash (None: absent).
+    Left uncaught it parks the run (`daybook show RUN` says what changed): put the outside
+    change back and `daybook retry RUN`, or `daybook rewind RUN --to STEP`; a workflow whose
+    checkout has `on_drift="redecide"` decides again with the new state instead."""
+
+    def __init__(
+        self,
+        message: str = "",
+        error: dict[str, str] | None = None,
+        step: int | None = None,
+        bug: bool = True,
+        assumed: dict[str, str | None] | None = None,
+        live: dict[str, str | None] | None = None,
+    ) -> None:
+        super().__init__(message, error, step, bug)
+        self.assumed = dict(assumed or {})
+        self.live = dict(live or {})
+
+
+class ActionHadNoEffect(StepFailed):
+    """A UI act (a click, a keystroke) left the view exactly as it was: the act missed (a
+    disabled button, a stale element) and the agent must not go on as if it landed. Catch it
+    to look again and decide anew; left uncaught it parks the run."""
+
+    def __init__(
+        self,
+        message: str = "",
+        error: dict[str, str] | None = None,
+        step: int | None = None,
+        bug: bool = True,
+    ) -> None:
+        super().__init__(message, error, step, bug)
+
+
+class CheckoutBusy(DaybookError):
+    """Another live run holds the lease on this checkout: two runs editing one checkout would
+    overwrite each other's files. Wait for it to end (or its lease to lapse), or give each run
+    its own worktree (`daybook.Checkout(path, worktree=True)`)."""
+
+
+class WorkspaceConflict(DaybookError):
+    """A rewind would overwrite files the run does not own any more: someone (another run, a
+    person) changed them after the run's last edit. Nothing was restored; commit or move those
+    changes, then rewind again (or pass force=True / `--force` to overwrite them)."""

@@ -32,6 +32,7 @@ from .gates.sink import sinks_of
 from .records import RunStatus, bounded, whole
 from .runtime.lease import is_dead_here
 from .runtime.workflow import load_app
+from .steering.expiry import expire as expire_runs
 
 # Threads per worker process (each a store connection on PostgreSQL), and the longest idle poll.
 MAX_CONCURRENCY = 256
@@ -42,6 +43,11 @@ OPEN_RETRY = (0.5, 30.0)
 # Once asked to stop, how long a worker lets the runs it executes reach a stopping point
 # (finish, suspend: a frontier wait suspends within `inline_wait`) before it exits anyway.
 DEFAULT_GRACE = 30.0
+# The seed's retention window (30 days: most resumes come within 48 h), and the longest time
+# between two retention passes of a worker.
+DEFAULT_RETENTION = 30 * 86_400.0
+MAX_RETENTION = 100 * 365 * 86_400.0
+RETENTION_PASS = 60.0
 
 
 @dataclass
@@ -75,6 +81,8 @@ class Worker:
         grace: float = DEFAULT_GRACE,
         otel: Any = False,
         notify: Sequence[Any] = (),
+        retention: float | None = DEFAULT_RETENTION,
+        triggers: Sequence[tuple[str, Any, Any]] = (),
     ) -> None:
         concurrency = whole(concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
         poll = bounded(poll, "poll (seconds)", low=0.0, high=MAX_POLL, above=True)
@@ -107,6 +115,13 @@ class Worker:
         self._spans: Any = None
         # Sinks the approval outbox is delivered to, by a thread of this worker (`gates.delivery`).
         self.notify = sinks_of(list(notify))
+        # Reactive triggers this worker follows, each `(name, read, workflow)`: a pass of each
+        # every poll (`book.follow_changes`, `dispatch/triggers.py`), one follower at a time.
+        self.triggers = [_trigger(t) for t in triggers]
+        # The retention window (seconds) this worker enforces on its schedule: runs paused, or
+        # finished with an environment, longer than that are expired and their environment
+        # destroyed (`steering.expiry`), whether or not anyone runs `gc`. None: never.
+        self.retention = _retention_of(retention)
 
     def run(self, until_idle: bool = False) -> WorkerStats:
         """Work until `stop` is set; with `until_idle`, until no run is pending or running
@@ -191,6 +206,10 @@ class Worker:
         done = threading.Event()
         if self.schedules:
             threads.append(threading.Thread(target=self._fire, args=(shared, done), daemon=True))
+        if self.retention is not None:
+            threads.append(threading.Thread(target=self._expire, args=(shared, done), daemon=True))
+        if self.triggers:
+            threads.append(threading.Thread(target=self._follow, args=(shared, done), daemon=True))
         for t in threads:
             t.start()
         self._wait_for(threads[: self.concurrency])
@@ -214,6 +233,21 @@ class Worker:
                 "anyway: their leases lapse and another worker takes them over"
             )
 
+    def _follow(self, book: Daybook, done: threading.Event) -> None:
+        """A pass of each trigger every poll; a pass that fails (the store or the change log is
+        down) is said and tried again, its offset where it was."""
+        while not done.is_set():
+            for name, read, workflow in self.triggers:
+                try:
+                    done_pass = book.follow_changes(name, read, workflow)
+                    for change in done_pass["delivered"]:
+                        self.echo(
+                            f"worker: trigger {name} delivered {change['id']} as run {change['run_id']}"
+                        )
+                except Exception as exc:
+                    self.echo(f"worker: trigger {name}: {type(exc).__name__}: {exc}")
+            done.wait(self.poll)
+
     def _fire(self, book: Daybook, done: threading.Event) -> None:
         """Start the runs of schedule firings that have come, every poll (at most a second), on
         the worker's shared handle (the work threads of a PostgreSQL worker have their own)."""
@@ -230,6 +264,21 @@ class Worker:
             except Exception as exc:  # the store is down: keep trying, do not die
                 self.echo(f"worker: cannot fire schedules ({type(exc).__name__}: {exc})")
             done.wait(min(self.poll, 1.0))
+
+    def _expire(self, book: Daybook, done: threading.Event) -> None:
+        """The retention window, enforced: a pass every quarter window (at most a minute), on
+        the worker's shared handle; a pass that fails (the store is down) is tried again."""
+        assert self.retention is not None
+        every = min(max(self.retention / 4, 0.05), RETENTION_PASS)
+        while not done.is_set():
+            try:
+                cutoff = time.time() - self.retention
+                for run in expire_runs(book.store, cutoff, f"worker {book.owner}", False):
+                    gone = f"; its workspace {run['environment']} removed" if run["removed"] else ""
+                    self.echo(f"worker: expired {run['from']} run {run['run_id']} past the window{gone}")
+            except Exception as exc:
+                self.echo(f"worker: cannot enforce the retention window ({type(exc).__name__}: {exc})")
+            done.wait(every)
 
     def _sources(self, book: Daybook) -> list[str | None]:
         """Where to look for a run, in turn (None: runs in no queue)."""
@@ -396,6 +445,15 @@ def _unfinished(book: Daybook, version: str | None, queues: Sequence[str]) -> bo
     )
 
 
+def _trigger(given: Any) -> tuple[str, Any, Any]:
+    if not isinstance(given, tuple | list) or len(given) != 3 or not callable(given[1]):
+        raise ConfigError(
+            f"a worker's trigger is (name, read, workflow), read the change log's read(after, limit); "
+            f"got {given!r:.100}"
+        )
+    return (given[0], given[1], given[2])
+
+
 def _handle(url: str | None, lease_ttl: float) -> Daybook:
     """A worker's handle: a transaction blocked on a frontier suspends its run past the short
     spin (or at once when the holder's owner is dead), so its slot serves the run it waits on."""
@@ -403,3 +461,10 @@ def _handle(url: str | None, lease_ttl: float) -> Daybook:
     book = Daybook(url, lease_ttl=lease_ttl, otel=False)
     book.frontier_spin = book.inline_wait
     return book
+
+
+def _retention_of(value: float | None) -> float | None:
+    """A worker's retention window in seconds, checked (None: it expires nothing)."""
+    if value is None:
+        return None
+    return bounded(value, "retention (seconds)", low=0.0, high=MAX_RETENTION, above=True)

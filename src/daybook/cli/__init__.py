@@ -60,6 +60,7 @@ from . import (
     versions,
     web,
     workers,
+    workspaces,
 )
 from .app import main
 from .mcp_proxy import COMMANDS as MCP_PROXY_COMMANDS
@@ -71,7 +72,7 @@ __all__ = ["main"]
 def _register() -> None:
     nouns = (
         runs, lifecycle, steering, workers, demo, versions, books, tools, transactions, gates,
-        outbox, entities, check, retention, dispatch, web, recovery, cost,
+        outbox, entities, check, retention, dispatch, web, recovery, cost, workspaces,
     )  # fmt: skip
     for noun in nouns:
         for command in noun.COMMANDS:

@@ -43,7 +43,8 @@ def gc(
     book: Daybook, older_than: float, dry_run: bool, by: str | None, token: str | None, as_json: bool
 ) -> None:
     """Erase the payloads of finished runs older than --older-than; keep the audit spine. Runs
-    paused for longer than that are expired.
+    paused for longer than that, and finished runs whose environment was kept that long, are
+    expired.
 
     Kinds, keys, statuses, fingerprints and times stay, with a keyed digest of each payload;
     the pass is logged (who, when, cutoff, counts) in an append-only gc log."""
@@ -66,7 +67,7 @@ def gc(
     for run in done["expired"]:
         removed = f"; its workspace {run['environment']} removed" if run["removed"] else ""
         kept = f"; its workspace {run['environment']} kept" if run["environment"] and not removed else ""
-        say(f"{'would expire' if dry_run else 'expired'} paused run {run['run_id']}{removed}{kept}")
+        say(f"{'would expire' if dry_run else 'expired'} {run['from']} run {run['run_id']}{removed}{kept}")
 
 
 COMMANDS = (gc,)

@@ -14,6 +14,7 @@ from ..worker import DEFAULT_GRACE, MAX_CONCURRENCY, MAX_POLL, Worker
 from . import render
 from .app import Bounded, apps_option, db_option, fail, import_apps, say, with_db
 from .outbox import notify_options, notify_sinks
+from .retention import Age
 
 # The numbers a worker takes, checked as `Worker` checks them (a bad one is a usage error).
 concurrency_option = click.option(
@@ -84,6 +85,14 @@ grace_option = click.option(
     "OTEL_* settings).",
 )
 @notify_options
+@click.option(
+    "--retention",
+    default="30d",
+    show_default=True,
+    type=Age(),
+    help="Expire runs paused, or finished with an environment, longer than this (e.g. 30d, 12h), "
+    "destroying a disposable environment; checked on the worker's schedule, with or without `daybook gc`.",
+)
 def worker(db: str | None, apps: tuple[str, ...], until_idle: bool, quiet: bool, **options: Any) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""
     import_apps(apps)

@@ -35,8 +35,10 @@ INTERNAL_PREFIX = "daybook.otel:"
 # The web inspector's audit log (`daybook.gates.audit.PREFIX`, a layer beside this one; `daybook
 # audit` shows it).
 AUDIT_PREFIX = "daybook.audit:"
+# A run's environment log: its sandbox started, stopped, expired (`daybook.steering.environment`).
+ENVIRONMENT_PREFIX = "daybook.env:"
 # None is listed among the leases a person coordinates agents with.
-HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX, AUDIT_PREFIX)
+HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX, AUDIT_PREFIX, ENVIRONMENT_PREFIX)
 
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})

@@ -9,10 +9,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DaybookError
 from ..records import JSON
 from ..runtime.workflow import Apps, Workflow, as_workflow, load, registered
-from . import queues, schedules, search
+from . import queues, schedules, search, triggers
 from .queues import Queue
 from .schedules import Schedule
 from .search import RunPage
@@ -24,13 +24,48 @@ if TYPE_CHECKING:
 
 class DispatchMethods:
     """`submit`, `runs`, `queue`, `queues`, `schedule`, `schedules`, `unschedule`,
-    `pause_schedule`, `resume_schedule`, `fire_schedules`, `attributes`."""
+    `pause_schedule`, `resume_schedule`, `fire_schedules`, `attributes`, `follow_changes`,
+    `trigger_offset`."""
 
     if TYPE_CHECKING:  # given by Daybook
         _runner: Runner
 
         @property
         def store(self) -> Store: ...
+
+        @property
+        def owner(self) -> str: ...
+
+        def run(self, workflow: Any, *args: JSON, run_id: str | None = None, **kwargs: JSON) -> Any: ...
+
+    def follow_changes(
+        self, name: str, read: triggers.ChangeLog, workflow: Any, *, limit: int = 100
+    ) -> dict[str, JSON]:
+        """One pass of the reactive trigger `name` (`dispatch/triggers.py`): read the changes
+        past its stored offset with `read(after, limit)` (each a `Change(offset, id, data)`), run
+        `workflow(ctx, {"offset", "id", "data"})` for each as the run `trigger:<name>:<id>` (to its
+        end or first wait; the same event twice is the same run, so no effect twice), and
+        advance the offset past each once its run has journaled what it did. Returns the
+        changes delivered (offset, id, run_id, status) and the offset; `held_by` when another
+        live follower has the trigger."""
+        wf = as_workflow(workflow)
+
+        def handle(run_id: str, change: triggers.Change) -> str:
+            event: JSON = {"offset": change.offset, "id": change.id, "data": change.data}
+            try:
+                self.run(wf, event, run_id=run_id)
+            except DaybookError:
+                info = self.store.get_run(run_id)
+                if info is None or info.status not in triggers.HANDLED:
+                    raise  # nothing journaled it: the offset stays, the next pass delivers it again
+            info = self.store.get_run(run_id)
+            return info.status if info is not None else "unknown"
+
+        return triggers.follow(self.store, self.owner, name, read, handle, limit)
+
+    def trigger_offset(self, name: str) -> int:
+        """Trigger `name`'s stored offset: every change up to it was delivered (0: none yet)."""
+        return triggers.offset(self.store, name)
 
     def submit(
         self,

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import (
@@ -69,8 +69,7 @@ class Liveness(Protocol):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How one execution of a run behaves, fixed when the runner builds it (and the same for a
-    fresh execution of the run, `Rerun`)."""
+    """How one execution of a run behaves, fixed when the runner builds it (the same for a `Rerun`)."""
 
     # Waits up to `inline_wait` seconds happen in this process, longer ones suspend the run; a
     # frontier wait (`tx.frontier`) suspends past `frontier_spin` (a worker's), None: waits here.
@@ -85,10 +84,11 @@ class RunSettings:
     deadline: float | None = None
     # How a wait in this process sleeps (replay: not at all).
     sleep: Callable[[float], None] = _SLEEP
-    # `Daybook(defer_outcomes=)`: a confirmed outcome the tool's profile settles by itself if
-    # lost is committed with the run's next row (see the module docstring). Off unless the
-    # runner turns it on: an execution built elsewhere has no exit path that would flush it.
+    # `Daybook(defer_outcomes=)`: a confirmed outcome its tool settles by itself if lost is committed
+    # with the run's next row (module docstring); off unless the runner turns it on (no flush elsewhere).
     defer_outcomes: bool = False
+    # Called when the execution ends, however it ends: the environment's stop (`steering.environment`).
+    closers: dict[str, Callable[[], None]] = field(default_factory=dict)
 
 
 class BranchCut(DaybookError):

@@ -112,15 +112,19 @@ def pause(store: Store, run_id: str, by: str, identity: dict[str, Any] | None = 
     return "paused"
 
 
+EXPIRABLE = (RunStatus.PAUSED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
 def expire(store: Store, run_id: str, by: str, cutoff: float, environment: str | None) -> None:
-    """End a run that stayed paused past the retention window (`expired`, terminal), journaled
-    with who ran the gc, its cutoff and the environment it removes (if any)."""
+    """End a run that stayed paused, or whose environment outlived it, past the retention window
+    (`expired`, terminal), journaled with who ran the pass (gc or a worker), its cutoff, the
+    status it left and the environment it removes (if any)."""
 
     def mark(info: RunInfo, events: list[Event], now: float) -> Event:
-        data = {"by": by, "cutoff": cutoff, "environment": environment}
+        data = {"by": by, "cutoff": cutoff, "environment": environment, "from": info.status}
         return _event(run_id, events, Kind.RUN_EXPIRED, "expire", data, now)
 
-    _transition(store, run_id, (RunStatus.PAUSED,), RunStatus.EXPIRED, mark, "expired")
+    _transition(store, run_id, EXPIRABLE, RunStatus.EXPIRED, mark, "expired")
     release_ended(store, run_id, "expired")
 
 

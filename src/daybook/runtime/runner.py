@@ -243,7 +243,7 @@ class Runner:
     # -- executing ----------------------------------------------------------------------------
 
     def _body(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
-        with self._watched(exe.run_id):
+        with self._watched(exe.run_id), _closing(exe):
             return self._body_of(exe, wf, info)
 
     def _body_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -269,7 +269,7 @@ class Runner:
     async def _body_async(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
         if not wf.is_async:
             return self._body(exe, wf, info)
-        with self._watched(exe.run_id):
+        with self._watched(exe.run_id), _closing(exe):
             return await self._body_async_of(exe, wf, info)
 
     async def _body_async_of(self, exe: Execution, wf: Workflow[Any], info: RunInfo) -> Any:
@@ -395,3 +395,16 @@ def _cause(exc: BaseException) -> BaseException | None:
     if isinstance(exc, Stop):
         return None
     return exc.__cause__ if isinstance(exc, DaybookError) else exc
+
+
+@contextlib.contextmanager
+def _closing(exe: Execution) -> Iterator[None]:
+    """However the run's execution here ends (its end row written), what it asked to be done
+    at its end (`settings.closers`: the environment's stop) runs, each once, in the order declared."""
+    try:
+        yield
+    finally:
+        closers = list(exe.settings.closers.values())
+        exe.settings.closers.clear()
+        for close in closers:
+            close()

@@ -5,7 +5,8 @@ run up, in three parts, each from where it lives.
   (decisions and effects, step by step), and the scratchpad (each named decision's latest value).
 - `environment`: the workspace the workflow declared with `ctx.environment(handle)` (a
   directory, a sandbox id) and whether it is `running` (a process executes the run) or
-  `stopped` (paused, suspended, parked, finished: stopped, never destroyed by daybook).
+  `stopped` (paused, suspended, parked, finished: stopped, never destroyed by daybook), with its
+  `log` (each start, stop with its snapshot, and expiry: `environment.Log`).
 - `progress`: the current step, each step's status (`committed`, `running`: an act with no
   outcome yet, `pending`) and the committed boundary (every step up to it is committed).
 
@@ -17,49 +18,14 @@ this document is a view of it, never a second copy that could disagree.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import RunNotFound
-from ..journal.decision import Decisions
-from ..journal.execution import Execution
-from ..journal.facet import Facet
 from ..records import JSON, Event, Kind, RunStatus, settles
 from ..store import Store
-from .liveness import DEFAULT_GRACE, await_alive
+from .environment import ENVIRONMENT, Log
 
 CHECKPOINT_VERSION = 1
-ENVIRONMENT = "environment"
-
-
-class Environments(Facet):
-    """`ctx.environment`."""
-
-    def __init__(self, exe: Execution, decisions: Decisions) -> None:
-        super().__init__(exe)
-        self._decisions = decisions
-
-    def environment(
-        self,
-        handle: str,
-        kind: str = "directory",
-        remove_on_expiry: bool = False,
-        *,
-        alive: Callable[[str], bool] | None = None,
-        grace: float = DEFAULT_GRACE,
-    ) -> str:
-        """Declare the run's workspace (a directory path, a sandbox id): recorded, so every
-        replay sees the same handle, and shown in the run's checkpoint as `running` or
-        `stopped`. daybook stops, never destroys it; only with `remove_on_expiry` (a
-        directory) does `gc` delete it, once the run expired. With `alive(handle)`, each
-        execution (a start, a resume) checks the workspace is up, waiting out a startup
-        `grace` (seconds from the execution's start) before it fails the run with
-        `EnvironmentLost`. Returns `handle`."""
-        declared = {"kind": kind, "handle": handle, "remove_on_expiry": remove_on_expiry}
-        value = self._decisions.decide(ENVIRONMENT, lambda: declared).value
-        if alive is not None and not self._exe.read_only:
-            await_alive(self._exe, str(value["handle"]), alive, grace)
-        return str(value["handle"])
 
 
 def checkpoint(store: Store, run_id: str, now: float) -> dict[str, JSON]:
@@ -86,7 +52,7 @@ def checkpoint(store: Store, run_id: str, now: float) -> dict[str, JSON]:
             "trace": _trace(events),
             "scratchpad": _scratchpad(events),
         },
-        "environment": _environment(events, info.status),
+        "environment": {**_environment(events, info.status), "log": Log(store, run_id).entries()},
         "progress": {
             "current_step_id": max(statuses, default=0),
             "step_status": {str(step): status for step, status in sorted(statuses.items())},

@@ -1,10 +1,17 @@
-"""Retention for paused runs (S5): a run paused longer than the window is `expired` by `gc`.
+"""Retention of runs and their environments (S5): past the window a run is `expired`, and only
+then is its environment destroyed.
 
 A paused run keeps its journal and its workspace for the whole window (most resumes come within
-two days; the default window is 30 days); past it, `gc` ends it as `expired` (journaled with who
-and the cutoff), after which resuming raises `RunExpired`. Its workspace is deleted only if the
-workflow declared it `ctx.environment(path, remove_on_expiry=True)` as a directory; any other is
-listed for the operator, never touched.
+two days; the default window is 30 days); so does a finished run that declared an environment
+(`ctx.environment`): completed, failed (its state kept for inspection and `daybook retry`) or
+cancelled. Past the window the run ends as `expired` (journaled with who, the cutoff and the
+status it left), after which resuming raises `RunExpired`. The same pass runs from `gc` by hand
+and from every worker on its schedule (`Worker(retention=...)`), so the window holds whether or not
+anyone runs gc. Its workspace is deleted only if the workflow declared it
+`ctx.environment(path, remove_on_expiry=True)` as a directory; any other is listed for the
+operator, never touched. What to destroy is read from the run's environment log
+(`environment.Log`), which gc's erasure of payloads leaves alone; a run declared before that log
+existed is read from its journal.
 """
 
 from __future__ import annotations
@@ -12,35 +19,78 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from ..records import JSON, Kind, RunStatus
+from ..coordination.entity import ENVIRONMENT_PREFIX, Entity
+from ..errors import ConfigError
+from ..records import JSON, Kind, RunInfo, RunStatus
 from ..runtime import operator
 from ..store import Store
-from .checkpoint import ENVIRONMENT
+from .environment import ENVIRONMENT, Log
 
 MAX_LISTED = 1_000_000
+# Finished runs whose environment outlives them by the window (a paused run expires with or without one).
+ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
 
 
 def expire(store: Store, cutoff: float, by: str, dry_run: bool) -> list[dict[str, JSON]]:
-    """Expire every run paused before `cutoff` (only count them with `dry_run`): one entry each,
-    with the workspace it declared and whether gc removed it."""
+    """Expire every run paused before `cutoff`, and every finished run with an environment last
+    updated before it (only count them with `dry_run`): one entry each, with the status it
+    left, the workspace it declared and whether it was removed."""
     done: list[dict[str, JSON]] = []
-    for info in store.list_runs(RunStatus.PAUSED.value, MAX_LISTED):
-        if info.updated_at >= cutoff:
-            continue
-        env = _declared(store, info.run_id)
-        remove = bool(env and env.get("remove_on_expiry") and env.get("kind") == "directory")
-        handle = str(env["handle"]) if env else None
-        entry: dict[str, JSON] = {"run_id": info.run_id, "environment": handle, "removed": False}
-        if not dry_run:
-            operator.expire(store, info.run_id, by, cutoff, handle if remove else None)
-            if remove and handle:
-                shutil.rmtree(handle, ignore_errors=True)
-                entry["removed"] = True
-        done.append(entry)
+    for info in _due(store, cutoff):
+        entry = _expire_one(store, info, cutoff, by, dry_run)
+        if entry is not None:
+            done.append(entry)
     return done
 
 
+def _expire_one(store: Store, info: RunInfo, cutoff: float, by: str, dry_run: bool) -> dict[str, JSON] | None:
+    """Expire one run, then destroy its disposable environment and log it: in that order, so a
+    crash between them leaves an expired run whose log has no `expired` entry, which the next
+    pass finishes (`_due`). None if the run went on meanwhile (a retry, a resume): not expired."""
+    env = _declared(store, info.run_id)
+    remove = bool(env and env.get("remove_on_expiry") and env.get("kind") == "directory")
+    handle = str(env["handle"]) if env else None
+    entry: dict[str, JSON] = {
+        "run_id": info.run_id,
+        "from": info.status,
+        "environment": handle,
+        "removed": False,
+    }
+    if dry_run:
+        return entry
+    if info.status != RunStatus.EXPIRED:
+        try:
+            operator.expire(store, info.run_id, by, cutoff, handle if remove else None)
+        except ConfigError:
+            return None  # it is no longer paused or finished: someone resumed or retried it
+    if remove and handle:
+        shutil.rmtree(handle, ignore_errors=True)
+        entry["removed"] = True
+    if env is not None:
+        Log(store, info.run_id).write("expired", {"by": by, "removed": bool(entry["removed"])})
+    return entry
+
+
+def _due(store: Store, cutoff: float) -> list[RunInfo]:
+    due = [i for i in store.list_runs(RunStatus.PAUSED.value, MAX_LISTED) if i.updated_at < cutoff]
+    for name, _holder, _deadline in store.entity_list():
+        if not name.startswith(ENVIRONMENT_PREFIX):
+            continue
+        log = Entity(store, name).view().log
+        declared = [e.data for e in log if e.action == "declared"]
+        run_id = declared[-1].get("run_id") if declared and isinstance(declared[-1], dict) else None
+        info = store.get_run(run_id) if isinstance(run_id, str) else None
+        if info is None or any(e.action == "expired" for e in log):
+            continue  # done with: its environment was destroyed (or kept) at its expiry
+        if info.status == RunStatus.EXPIRED or (info.status in ENDED and info.updated_at < cutoff):
+            due.append(info)
+    return due
+
+
 def _declared(store: Store, run_id: str) -> dict[str, Any] | None:
+    logged = Log(store, run_id).declared()
+    if logged is not None:
+        return logged
     found = [
         ev.data.get("value")
         for ev in store.load(run_id)

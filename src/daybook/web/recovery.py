@@ -47,7 +47,7 @@ class Branch:
     """One journal branch point of a run: `key` names it in `?branch=` (r1, fork, s12)."""
 
     key: str
-    kind: str  # recovery | retry | fork | revision
+    kind: str  # recovery | retry | rewind | fork | revision
     index: int  # its row's position in the run's own journal
     row: Event
     title: str
@@ -63,7 +63,13 @@ def branches(run_id: str, own: list[Event]) -> list[Branch]:
         elif ev.kind == Kind.RUN_RETRIED and ev.data.get("supersede"):
             n = int(ev.data.get("branch") or 1)
             rec = ev.data.get("recovery")
-            kind = "recovery" if isinstance(rec, dict) else "retry"
+            kind = (
+                "recovery"
+                if isinstance(rec, dict)
+                else "rewind"
+                if isinstance(ev.data.get("rewind"), dict)
+                else "retry"
+            )
             found.append(Branch(f"r{n}", kind, i, ev, f"{kind} {n} ({when(ev.at)})"))
         elif ev.kind == Kind.SIGNAL and ev.name == "revisions" and ev.step is not None:
             found.append(Branch(f"s{ev.step}", "revision", i, ev, f"revision at step {ev.step}"))
@@ -226,6 +232,15 @@ def _branch_side(store: Store, run_id: str, own: list[Event], chosen: Branch, ou
     if isinstance(rec, dict):
         out.update(_recovery(rec, row, n))
         out["undo_run"] = run_id_of(run_id, n)
+    elif isinstance(row.data.get("rewind"), dict):  # `daybook rewind`: the checkout went back too
+        done = row.data["rewind"]
+        out["summary"] = (
+            f"Rewind {n} by {row.data.get('by')} to after step {done.get('to')}: files restored "
+            f"{done.get('restored') or 'none'}, removed {done.get('removed') or 'none'}; not restored "
+            f"(ignored, live state) {done.get('live') or 'none'}; step(s) {sorted(sup)} run again, "
+            "every other step replays."
+        )
+        out["rewind"] = done
     else:
         out["summary"] = (
             f"Retry {n} by {row.data.get('by')} (the run was {row.data.get('from')}): "
