@@ -12,7 +12,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -100,6 +100,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def book(db_url: str) -> Iterator[Daybook]:
     with Daybook(db_url, lease_ttl=5.0) as b:
         yield b
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A real headless Chromium (`webtools.chromium`: skipped when none is installed), quit after."""
+    from webtools import chromium
+
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 @pytest.fixture
