@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
@@ -173,34 +172,36 @@ def seq_of(text: str) -> int | None:
     return None
 
 
-async def _events(
-    readers: Readers, request: Request, run_id: str, after: int, start: float
-) -> AsyncIterator[str]:
+def _events(readers: Readers, request: Request, run_id: str, after: int, start: float) -> AsyncIterator[str]:
+    """A run's journal as SSE: each row as `event: row`, the run's status as `event: status`
+    when it changes."""
     shown_status = ""
-    async with aclosing(_batches(request, readers, run_id, after)) as batches:
-        async for batch in batches:
-            if isinstance(batch, str):
-                yield batch  # a heartbeat
-                continue
-            fresh, status = batch
-            for ev in fresh:
-                if ev.seq > after:  # else already sent (read by this viewer, then by the reader)
-                    yield _row(ev, start)
-                    after = ev.seq
-            if status != shown_status:
-                shown_status = status
-                yield f"event: status\ndata: {json.dumps({'status': status, 'html': str(esc(status))})}\n\n"
-            if status in TERMINAL:
-                return  # every row up to the run's end is sent (its end commits with its last row)
+
+    def say(fresh: list[Event], status: str, after: int) -> Iterator[str]:
+        nonlocal shown_status
+        for ev in fresh:
+            yield _row(ev, start)
+        if status != shown_status:
+            shown_status = status
+            yield f"event: status\ndata: {json.dumps({'status': status, 'html': str(esc(status))})}\n\n"
+
+    # Every row up to the run's end is sent when its status is final (its end commits with its
+    # last row).
+    return _follow(request, readers, run_id, after, say)
 
 
-async def _batches(
-    request: Request, readers: Shared[K, T], key: K, after: int
-) -> AsyncGenerator[str | tuple[list[T], str], None]:
+async def _follow(
+    request: Request,
+    readers: Shared[K, T],
+    key: K,
+    after: int,
+    say: Callable[[list[T], str, int], Iterable[str]],
+) -> AsyncIterator[str]:
     """What one viewer of `key` is sent, for `_events` and `_chunks`: its own first read (the
     items after position `after`, and the run's status), then each batch the key's shared reader
-    hands it, until the reader stops or the client leaves; while nothing comes, a comment line
-    every HEARTBEAT seconds keeps the connection alive. Closing it leaves the reader."""
+    hands it, each as `say(the items not sent yet, the status, the position sent up to)` says;
+    until the run's status is final, the reader stops or the client leaves. While nothing comes,
+    a comment line every HEARTBEAT seconds keeps the connection alive."""
     queue = readers.join(key)  # before the first read: nothing committed after it is missed
     try:
         try:
@@ -211,7 +212,15 @@ async def _batches(
             readers.begin(key, queue, readers.position(batch[0][-1]) if batch[0] else after)
         quiet = 0.0
         while batch is not None:
-            yield batch
+            fresh, status = batch
+            # Items at or before `after` were already sent (read by this viewer, then by the reader).
+            fresh = [item for item in fresh if readers.position(item) > after]
+            if fresh:
+                after = readers.position(fresh[-1])
+            for message in say(fresh, status, after):
+                yield message
+            if status in TERMINAL:
+                return
             batch = None  # stays None if the client left
             while not await request.is_disconnected():
                 try:
@@ -257,23 +266,18 @@ def chunk_stream(book: Daybook, readers: ChunkReaders) -> Callable[[Request], An
     return endpoint
 
 
-async def _chunks(
+def _chunks(
     readers: ChunkReaders, request: Request, key: tuple[str, str | None], after: int
 ) -> AsyncIterator[str]:
-    """As `_events`, for a stream's chunks. The status in a batch was read before its chunks, and
-    a run's chunks commit before the row that ends it: once that status is final, the chunks
-    sent are the last, and `event: end` follows."""
-    async with aclosing(_batches(request, readers, key, after)) as batches:
-        async for batch in batches:
-            if isinstance(batch, str):
-                yield batch  # a heartbeat
-                continue
-            fresh, status = batch
-            for chunk in fresh:
-                if chunk.cursor > after:  # else already sent (read by this viewer, then by the reader)
-                    body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
-                    yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
-                    after = chunk.cursor
-            if status in TERMINAL:
-                yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
-                return
+    """A stream's chunks as SSE: each as `event: chunk`. The status in a batch was read before
+    its chunks, and a run's chunks commit before the row that ends it: once that status is
+    final, the chunks sent are the last, and `event: end` follows."""
+
+    def say(fresh: list[Chunk], status: str, after: int) -> Iterator[str]:
+        for chunk in fresh:
+            body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
+            yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
+        if status in TERMINAL:
+            yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
+
+    return _follow(request, readers, key, after, say)
