@@ -7,7 +7,6 @@ in a real headless Chromium."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,6 @@ from daybook.web.app import build
 from daybook.web.recovery import diff
 
 IMAGES = Path(__file__).parent.parent / "docs" / "images"
-
-
-@pytest.fixture
-def sink() -> Iterator[ds.Sink]:
-    server = ds.Sink().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def cal(tmp_path: Path) -> str:
-    path = str(tmp_path / "calendar.db")
-    ds.calendar(path)
-    ds.arm(path, "confirm")  # the producer's confirmation fails once, after its consumers committed
-    return path
 
 
 def _failed(book: Daybook, cal: str, sink: ds.Sink) -> None:
