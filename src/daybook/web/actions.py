@@ -1,7 +1,8 @@
 """What a signed-in approver can do from the inspector, each through the same checked call as
 its command: `Daybook.approve` with the approver's own key (`daybook approve`; the `approver`
 role), and, with the `operator` role, `resolve`, `retry`, `cancel`, `pause`, `resume`,
-`steer` and `raise-budget` (`daybook budget RUN --raise NAME=AMOUNT`). Each is journaled with
+`steer`, `raise-budget` (`daybook budget RUN --raise NAME=AMOUNT`) and `rewind` (`daybook rewind
+RUN --to STEP`). Each is journaled with
 the approver's name as who did it, authenticated by its key. An action returns the line the
 page shows; a refusal raises (DaybookError or `BadRequest`), and nothing is written. The
 inspector writes each attempt, done or refused, to the audit log (`audit_page`)."""
@@ -84,7 +85,7 @@ def _retry(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) ->
 
 
 def _cancel(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
-    compensate = fields.get("compensate") in ("1", "true", "on")
+    compensate = _on(fields.get("compensate"))
     report = ins.book.cancel(run_id, compensate, by=who.name, app=ins.apps, token=who.token)
     if report is None:
         return f"run {run_id} cancelled"
@@ -118,6 +119,33 @@ def _raise_budget(ins: Inspector, who: Session, run_id: str, fields: dict[str, s
         raise ConfigError("name the quantity (usd, tokens, ...) and give a finite amount above zero")
     signal_id = ins.book.raise_budget(run_id, by=who.name, token=who.token, **{name: amount})
     return f"raise #{signal_id} of {name} by {amount:g} sent to {run_id}: applied when it next needs it"
+
+
+def _rewind(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
+    """A coding run's checkout put back to after a step, as `daybook rewind RUN --to STEP`
+    (`force` overwrites paths changed since the run's last edit; `dry_run` only says what)."""
+    try:
+        to = int(fields.get("to", ""))
+    except ValueError:
+        raise ConfigError("give the step to rewind to as a whole number (0: before the first edit)") from None
+    done = ins.book.rewind(
+        run_id,
+        to,
+        force=_on(fields.get("force")),
+        dry_run=_on(fields.get("dry_run")),
+        by=who.name,
+        token=who.token,
+    )
+    files = f"{len(done.restored)} file(s) restored, {len(done.removed)} removed"
+    live = f"; live, not restored: {', '.join(done.live)}" if done.live else ""
+    if done.dry_run:
+        return f"dry run: rewinding {run_id} to step {to} would leave {files}{live}"
+    again = f"steps after {to} run again ({len(done.soft)} effect(s) outside the workspace replay)"
+    return f"run {run_id} rewound to step {to}: {files}{live}; it is pending, its {again}"
+
+
+def _on(value: str | None) -> bool:
+    return value in ("1", "true", "on")
 
 
 def _resolve(ins: Inspector, who: Session, run_id: str, fields: dict[str, str]) -> str:
@@ -167,4 +195,5 @@ _RUN_ACTS = {
     "steer": _steer,
     "resolve": _resolve,
     "raise-budget": _raise_budget,
+    "rewind": _rewind,
 }

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlencode
 from ..book import MAX_LIMIT, Daybook
 from ..records import Event, Kind, RunInfo, RunStatus
 from ..runtime.chain import next_id
+from ..workspace.rewind import EDIT
 from . import views
 from .approvals import gate_section
 from .cost import cost_section
@@ -116,6 +117,7 @@ def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str]
         views.tabs(run_id),
         _chain(book, info),
         _acts(info, csrf),
+        _rewind_form(run_id, events, csrf),
         tag(
             "section",
             tag("h2", "Timeline"),
@@ -137,6 +139,33 @@ def run_page(book: Daybook, run_id: str, csrf: str | None, query: dict[str, str]
         '<script src="/static/live.js"></script>'
     )
     return join([*sections, live])
+
+
+def _rewind_form(run_id: str, events: list[Event], csrf: str | None) -> Markup:
+    """For a run that edited a checkout (`daybook.Checkout`) and an operator: put its files back
+    to after one of its edits, as `daybook rewind RUN --to STEP` (a dry run first, if asked)."""
+    edits = sorted(
+        {e.step for e in events if e.kind == Kind.INTENT and e.name == EDIT and e.step is not None}
+    )
+    if csrf is None or not edits:
+        return Markup("")
+    options = [tag("option", "before the first edit (0)", value="0")]
+    options += [
+        tag("option", f"after edit {n} (step {step})", value=str(step)) for n, step in enumerate(edits, 1)
+    ]
+    rewind = form(
+        run_href(run_id) + "/rewind",
+        csrf,
+        tag("label", "to ", tag("select", *options, name="to")),
+        tag("label", Markup('<input type="checkbox" name="dry_run" value="1" checked>'), " dry run"),
+        tag(
+            "label", Markup('<input type="checkbox" name="force" value="1">'), " overwrite changes made since"
+        ),
+        button="Rewind",
+        id="rewind",
+    )
+    note = tag("p", "Ignored paths (dependencies, .env, build output) are live state: never restored.")
+    return tag("section", tag("h2", "Rewind the checkout"), rewind, note, id="rewind-section")
 
 
 def _header(info: RunInfo) -> Markup:
