@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,18 +75,19 @@ def _store(folder: str) -> tuple[str, str]:
     return url, token
 
 
-def main() -> None:
+@contextlib.contextmanager
+def inspector(url: str, window: str) -> Iterator[tuple[str, Any]]:
+    """`daybook web` serving the store `url` on a free port, and a headless Chromium (window size
+    `window`, e.g. "1280,900") once the inspector answers: (its base URL, the driver); both are
+    stopped after. docs/timeline_screenshot.py uses it too."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
 
-    folder = tempfile.mkdtemp(prefix="daybook-shots-")
-    url, token = _store(folder)
     port = _port()
     server = subprocess.Popen([sys.executable, "-m", "daybook", "web", "--db", url, "--port", str(port)])
     base = f"http://127.0.0.1:{port}"
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={window}"):
         options.add_argument(arg)
     driver = webdriver.Chrome(
         service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")), options=options
@@ -97,6 +99,19 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+        yield base, driver
+    finally:
+        driver.quit()
+        server.terminate()
+        server.wait()
+
+
+def main() -> None:
+    from selenium.webdriver.common.by import By
+
+    folder = tempfile.mkdtemp(prefix="daybook-shots-")
+    url, token = _store(folder)
+    with inspector(url, "1280,900") as (base, driver):
         for key in ("dbk1_a-wrong-key", token):  # a refused sign-in, then the right one (the audit log)
             driver.get(base + "/login")
             driver.find_element(By.NAME, "name").send_keys("oncall")
@@ -111,15 +126,13 @@ def main() -> None:
         time.sleep(0.5)
         driver.save_screenshot(str(HERE / "web-run.png"))
         driver.get(base + "/approvals")
-        driver.find_element(By.CSS_SELECTOR, "form.approve input[name=reason]").send_keys("error rate is real")
+        driver.find_element(By.CSS_SELECTOR, "form.approve input[name=reason]").send_keys(
+            "error rate is real"
+        )
         driver.find_element(By.CSS_SELECTOR, "form.approve button").click()
         time.sleep(0.5)
         driver.get(base + "/audit")
         driver.save_screenshot(str(HERE / "web-audit.png"))
-    finally:
-        driver.quit()
-        server.terminate()
-        server.wait()
     print("wrote", ", ".join(str(p) for p in sorted(HERE.glob("web-*.png"))))
 
 

@@ -9,30 +9,21 @@ the run's timeline, clicks the wire's bar and photographs the page with the wire
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote
+
+from screenshots import inspector  # docs/screenshots.py: run as a script, docs/ is on the path
 
 from daybook import Daybook
 
 HERE = Path(__file__).parent
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
@@ -40,22 +31,7 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "daybook", "demo", "--db", url], check=True, capture_output=True)
     with Daybook(url) as book:
         run_id = book.runs(None, 1)[0].run_id
-    port = _port()
-    server = subprocess.Popen([sys.executable, "-m", "daybook", "web", "--db", url, "--port", str(port)])
-    base = f"http://127.0.0.1:{port}"
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1250"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(
-        service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")), options=options
-    )
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.1)
+    with inspector(url, "1280,1250") as (base, driver):
         driver.get(f"{base}/runs/{quote(run_id, safe='')}?view=timeline")
         for _ in range(200):
             if driver.find_element(By.ID, "view").get_attribute("data-ready") == "1":
@@ -83,10 +59,6 @@ def main() -> None:
         out = HERE / "images" / "web-timeline.png"
         driver.execute_script("window.scrollTo(0, 0)")
         driver.save_screenshot(str(out))
-    finally:
-        driver.quit()
-        server.terminate()
-        server.wait()
     print("wrote", out)
 
 

@@ -12,7 +12,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 import pytest
@@ -21,6 +21,9 @@ from click.testing import CliRunner
 from daybook import Daybook
 from daybook.cli import main
 from daybook.demo.bank import Bank
+
+if TYPE_CHECKING:  # imported when used: the DART child's mail server needs aiosmtpd
+    from dart_schedule import Sink
 
 # Cache bytecode, as Python does by default. The suite starts hundreds of Python processes
 # (agents, workers, CLI calls, and one pytest worker per xdist node); where the environment sets
@@ -100,6 +103,39 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def book(db_url: str) -> Iterator[Daybook]:
     with Daybook(db_url, lease_ttl=5.0) as b:
         yield b
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A real headless Chromium (`webtools.chromium`: skipped when none is installed), quit after."""
+    from webtools import chromium
+
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    """A real SMTP server on 127.0.0.1 that keeps what it is sent (the DART schedule's mail)."""
+    from dart_schedule import Sink
+
+    server = Sink().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cal(tmp_path: Path) -> str:
+    """A fresh calendar database for the DART schedule (tests/dart_schedule.py)."""
+    import dart_schedule as ds
+
+    path = str(tmp_path / "calendar.db")
+    ds.calendar(path)
+    ds.arm(path, "confirm")  # the producer's confirmation fails once, after its consumers committed
+    return path
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import dart_schedule as ds
@@ -30,21 +29,6 @@ from daybook.recovery.signal import normalize
 
 CHILD = Path(__file__).parent / "dart_schedule.py"
 FINAL, SLOT1 = "FinalizeSchedule::final::0", "ResolveSlot::slot[1]::0"
-
-
-@pytest.fixture
-def sink() -> Iterator[ds.Sink]:
-    server = ds.Sink().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def cal(tmp_path: Path) -> str:
-    path = str(tmp_path / "calendar.db")
-    ds.calendar(path)
-    ds.arm(path, "confirm")  # the producer's confirmation fails once, after its consumers committed
-    return path
 
 
 def _failed_run(book: Daybook, cal: str, sink: ds.Sink, run_id: str = "sched", **kw: bool) -> str:

@@ -27,7 +27,7 @@ from conftest import HERE, killed, run_child, wait_until
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
 from tx_child import put_file
-from webtools import chromium, web_server
+from webtools import open_view, table_rows, web_server
 
 import daybook
 from daybook import Daybook, Suspended, Why
@@ -353,21 +353,8 @@ def book_tx(found: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
 # -- in a real headless Chromium ----------------------------------------------------------------
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 def _open_view(browser: Any, base: str, run_id: str, view: str) -> None:
-    browser.get(f"{base}/runs/{run_id}?view={view}")
-    wait_until(lambda: browser.find_element(By.ID, "view").get_attribute("data-ready") == "1", timeout=60)
-    logged = browser.get_log("browser")
-    errors = [e for e in logged if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
-    assert errors == [], errors  # no CSP violation, no script error
+    open_view(browser, f"{base}/runs/{run_id}?view={view}")
 
 
 def _option(browser: Any, element_id: str) -> dict[str, Any]:
@@ -387,13 +374,6 @@ def _shot(browser: Any, name: str) -> None:
         browser.save_screenshot(str(Path(SHOTS) / name))
 
 
-def _rows(browser: Any, table: str) -> list[list[str]]:
-    return [
-        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
-    ]
-
-
 def test_in_a_browser_the_decisions_view_draws_the_decision_its_act_and_its_obligation(
     browser: Any, tmp_path: Path
 ) -> None:
@@ -410,7 +390,7 @@ def test_in_a_browser_the_decisions_view_draws_the_decision_its_act_and_its_obli
         edges = {(e["source"], e["target"]) for e in graph["links"]}
         assert (f"d:{run}/1", "a:3") in edges and ("a:3", f"o:{run}/2") in edges  # what the act opened
         assert {f"d:{run}/1", "a:3", f"o:{run}/2"} <= ids
-        [refund_row, unlock_row] = _rows(browser, "acts")
+        [refund_row, unlock_row] = table_rows(browser, "acts")
         assert refund_row[1].startswith("refund") and refund_row[2] == "confirmed"
         assert (refund_row[4], refund_row[5]) == ("scripted-1", "15")
         assert refund_row[6] == "0.000000"  # scripted-1 is not in the price table: 0 USD
@@ -441,16 +421,16 @@ def test_in_a_browser_the_transactions_view_draws_a_waiter_arrow_to_the_holder_i
                 and "run holder" in nodes[link["target"]]["name"]
             )
             assert link["label"]["formatter"].startswith("waits ") and "acct" in link["label"]["formatter"]
-            [wait_row] = _rows(browser, "tx-waits")
+            [wait_row] = table_rows(browser, "tx-waits")
             assert "run waiter" in wait_row[0] and wait_row[1] == "waits for" and "run holder" in wait_row[2]
             assert wait_row[4].endswith("s")
-            [scope_row] = _rows(browser, "tx-scopes")
+            [scope_row] = table_rows(browser, "tx-scopes")
             assert (
                 scope_row[0].endswith("/acct")
                 and "run holder" in scope_row[2]
                 and "run waiter" in scope_row[3]
             )
-            [attempt] = _rows(browser, "tx-attempts")
+            [attempt] = table_rows(browser, "tx-attempts")
             assert (attempt[4], attempt[5]) == ("open", "begun") and "begin" in attempt[6]
             _shot(browser, "web-transactions.png")
         contention.release()
@@ -479,9 +459,9 @@ def test_in_a_browser_the_cost_view_draws_spend_against_the_cap_line_and_each_mo
         assert caps[0] == pytest.approx(0.015) and caps[-1] == pytest.approx(0.025)
         assert series["usd cap"]["lineStyle"]["type"] == "dashed"
         assert option["title"][0]["text"] == "usd spent over steps against its cap"
-        totals = {row[0]: row for row in _rows(browser, "cost-totals")}
+        totals = {row[0]: row for row in table_rows(browser, "cost-totals")}
         assert totals["saved by replay"][3] == "2 calls" and totals["spent"][3] == "3 calls"
-        [usd] = [r for r in _rows(browser, "cost-caps") if r[0] == "usd"]
+        [usd] = [r for r in table_rows(browser, "cost-caps") if r[0] == "usd"]
         share = f"{100 * 3 * agents_call_usd() / 0.025:.0f}% (over the cap)"  # the last reply passed it
         assert (usd[3], usd[4], usd[5]) == ("0.025", share, share)  # a run alone: its tree is itself
         _shot(browser, "web-cost.png")

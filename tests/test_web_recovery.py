@@ -7,7 +7,6 @@ in a real headless Chromium."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +16,13 @@ import web_family as wf
 from conftest import wait_until
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
-from webtools import chromium, web_server
+from webtools import wait_drawn, web_server
 
 from daybook import Daybook, RunFailed
 from daybook.web.app import build
 from daybook.web.recovery import diff
 
 IMAGES = Path(__file__).parent.parent / "docs" / "images"
-
-
-@pytest.fixture
-def sink() -> Iterator[ds.Sink]:
-    server = ds.Sink().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def cal(tmp_path: Path) -> str:
-    path = str(tmp_path / "calendar.db")
-    ds.calendar(path)
-    ds.arm(path, "confirm")  # the producer's confirmation fails once, after its consumers committed
-    return path
 
 
 def _failed(book: Daybook, cal: str, sink: ds.Sink) -> None:
@@ -155,15 +139,6 @@ def test_the_page_picks_a_branch_and_an_unknown_one_is_refused_naming_the_known(
     assert "No journal branch" in never.text
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 def _diff_rows(browser: Any) -> dict[str, list[str]]:
     """step -> [before, before mark, after, after mark], as the page shows them."""
     out: dict[str, list[str]] = {}
@@ -184,7 +159,7 @@ def test_in_a_browser_a_recovered_run_shows_its_restored_checkpoint_and_marked_s
         fork_id = wf.make_fork(book)
     with web_server(db_url) as base:
         browser.get(base + "/runs/sched?view=recovery")
-        wait_until(lambda: browser.find_element(By.ID, "view").get_attribute("data-ready") == "1")
+        wait_drawn(browser)
         assert "to checkpoint commit@3" in browser.find_element(By.ID, "diff-summary").text
         verdicts = [
             [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
@@ -204,7 +179,7 @@ def test_in_a_browser_a_recovered_run_shows_its_restored_checkpoint_and_marked_s
             browser.save_screenshot(str(IMAGES / "web-recovery.png"))
         # The run tree of the recovered run: its journal branch and its recovery run.
         browser.get(base + "/runs/sched~recover1?view=tree")
-        wait_until(lambda: browser.find_element(By.ID, "view").get_attribute("data-ready") == "1")
+        wait_drawn(browser)
         drawn = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#tree-chart svg text") if t.text]
         assert drawn == [
             "sched [completed]",

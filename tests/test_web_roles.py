@@ -19,10 +19,9 @@ import agents
 import httpx
 import pytest
 from conftest import HERE, wait_until
-from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
-from webtools import chromium, csrf_of, web_server
+from webtools import csrf_of, sign_in_as, text_of, web_server
 
 import daybook
 from daybook import Daybook, NotAuthorized, Suspended
@@ -251,21 +250,6 @@ def test_daybook_web_help_names_the_roles_and_both_modes() -> None:
     assert "viewer" in roles.stdout
 
 
-def _text(browser: Any, element_id: str) -> str:
-    try:
-        return str(browser.find_element(By.ID, element_id).text)
-    except WebDriverException:
-        return ""
-
-
-def _sign_in(browser: Any, base: str, name: str, token: str) -> None:
-    browser.get(base + "/login")
-    browser.find_element(By.NAME, "name").send_keys(name)
-    browser.find_element(By.NAME, "token").send_keys(token)
-    browser.find_element(By.CSS_SELECTOR, "#login button").click()
-    wait_until(lambda: f"signed in as {name}" in _text(browser, "flash"))
-
-
 _POST_APPROVE = """
 const done = arguments[arguments.length - 1];
 const body = new URLSearchParams({run_id: "sre", gate: "sre/1",
@@ -276,7 +260,7 @@ fetch("/approvals/approve", {method: "POST", body, headers: {accept: "applicatio
 
 
 def test_in_a_browser_a_viewer_sees_no_action_button_and_an_unlisted_approver_cannot_approve(
-    tmp_path: Path, bank: Any
+    browser: Any, tmp_path: Path, bank: Any
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'roles.db'}"
     with Daybook(db_url, inline_wait=0.1) as book:
@@ -284,28 +268,26 @@ def test_in_a_browser_a_viewer_sees_no_action_button_and_an_unlisted_approver_ca
             book.run(agents.restart, bank.url, 3600.0, run_id="sre")
         vera = book.add_approver("vera", roles=("viewer",))
         bob = book.add_approver("bob", roles=("approver",))
-    browser = chromium()
-    try:
-        with web_server(db_url) as base:
-            _sign_in(browser, base, "vera", vera)
-            for path in ("/approvals", "/runs/sre", "/attention", "/"):
-                browser.get(base + path)
-                posting = "form[method=post]:not(#logout) button"
-                assert browser.find_elements(By.CSS_SELECTOR, posting) == [], path
-                assert _text(browser, "who") == "signed in as vera (viewer)"
-            browser.get(base + "/approvals")
-            assert "vera does not hold the approver role" in _text(browser, "gates")
-            browser.find_element(By.CSS_SELECTOR, "#logout button").click()
-            wait_until(lambda: "signed out" in _text(browser, "flash"))
-            _sign_in(browser, base, "bob", bob)
-            browser.get(base + "/approvals")
-            assert "not yours to decide: approvers are oncall" in _text(browser, "gates")
-            assert browser.find_elements(By.CSS_SELECTOR, "form.approve") == []
-            # Posting anyway (as a crafted request from bob's own page would) is refused.
-            status, text = browser.execute_async_script(_POST_APPROVE)
-            assert status == 403 and "'bob' may not decide gate 'sre/1'" in text
-    finally:
-        browser.quit()
+    with web_server(db_url) as base:
+        sign_in_as(browser, base, "vera", vera)
+        wait_until(lambda: "signed in as vera" in text_of(browser, "flash"))
+        for path in ("/approvals", "/runs/sre", "/attention", "/"):
+            browser.get(base + path)
+            posting = "form[method=post]:not(#logout) button"
+            assert browser.find_elements(By.CSS_SELECTOR, posting) == [], path
+            assert text_of(browser, "who") == "signed in as vera (viewer)"
+        browser.get(base + "/approvals")
+        assert "vera does not hold the approver role" in text_of(browser, "gates")
+        browser.find_element(By.CSS_SELECTOR, "#logout button").click()
+        wait_until(lambda: "signed out" in text_of(browser, "flash"))
+        sign_in_as(browser, base, "bob", bob)
+        wait_until(lambda: "signed in as bob" in text_of(browser, "flash"))
+        browser.get(base + "/approvals")
+        assert "not yours to decide: approvers are oncall" in text_of(browser, "gates")
+        assert browser.find_elements(By.CSS_SELECTOR, "form.approve") == []
+        # Posting anyway (as a crafted request from bob's own page would) is refused.
+        status, text = browser.execute_async_script(_POST_APPROVE)
+        assert status == 403 and "'bob' may not decide gate 'sre/1'" in text
     with Daybook(db_url) as book:
         assert book.get_run("sre").status == "suspended"
         assert [(v["approver"], v["state"]) for v in book.verdicts("sre")] == [("bob", "refused")]

@@ -10,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,7 +21,7 @@ from conftest import wait_until
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
-from webtools import chromium, web_server
+from webtools import open_view, web_server
 
 import daybook
 from daybook import Daybook
@@ -243,15 +242,6 @@ def test_without_script_the_page_has_the_counts_by_lane_and_the_marks(book: Dayb
 # -- in a browser -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 _OPTION = """
 var chart = echarts.getInstanceByDom(document.getElementById('timeline-chart'));
 var o = chart.getOption();
@@ -262,12 +252,7 @@ return {lanes: o.yAxis[0].data, series: o.series.map(function (s) {
 
 
 def _open(driver: Any, base: str, run_id: str) -> dict[str, Any]:
-    driver.get(f"{base}/runs/{quote(run_id, safe='')}?view=timeline")
-    wait_until(lambda: driver.find_element(By.ID, "view").get_attribute("data-ready") == "1", timeout=60)
-    errors = [
-        e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]
-    ]
-    assert not errors, errors  # a CSP refusal or a script error
+    open_view(driver, f"{base}/runs/{quote(run_id, safe='')}?view=timeline")
     option: dict[str, Any] = driver.execute_script(_OPTION)
     return option
 

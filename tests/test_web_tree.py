@@ -7,7 +7,6 @@ that opens a node's run."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import web_family as wf
 from conftest import wait_until
 from selenium.webdriver.common.by import By
 from starlette.testclient import TestClient
-from webtools import chromium, web_server
+from webtools import wait_drawn, web_server
 
 from daybook import Daybook
 from daybook.web.app import build
@@ -126,18 +125,9 @@ def test_a_revision_text_with_markup_is_shown_escaped_in_the_tree(book: Daybook)
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 def _drawn(browser: Any) -> list[str]:
     """The labels the picture shows (ECharts draws SVG text)."""
-    wait_until(lambda: browser.find_element(By.ID, "view").get_attribute("data-ready") == "1")
+    wait_drawn(browser)
     return [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#tree-chart svg text") if t.text]
 
 

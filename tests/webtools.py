@@ -106,3 +106,55 @@ def chromium() -> Any:
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console: CSP violations
     return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+# -- in the browser (`browser`, the fixture in conftest.py, is a `chromium()`) -----------------
+
+
+def text_of(driver: Any, element_id: str) -> str:
+    """An element's text, or "" while the page that has it is still loading."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return str(driver.find_element(By.ID, element_id).text)
+    except WebDriverException:
+        return ""
+
+
+def table_rows(driver: Any, table: str) -> list[list[str]]:
+    """The cells of each body row of the table `#TABLE`, as the page shows them."""
+    from selenium.webdriver.common.by import By
+
+    return [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
+    ]
+
+
+def sign_in_as(driver: Any, base: str, name: str, token: str) -> None:
+    """Fills and sends the sign-in form (the caller waits for the flash it expects)."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(base + "/login")
+    driver.find_element(By.NAME, "name").send_keys(name)
+    driver.find_element(By.NAME, "token").send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, "#login button").click()
+
+
+def wait_drawn(driver: Any, timeout: float = 120.0) -> None:
+    """Waits until the view's script has drawn it (`#view[data-ready="1"]`)."""
+    from conftest import wait_until
+    from selenium.webdriver.common.by import By
+
+    wait_until(lambda: driver.find_element(By.ID, "view").get_attribute("data-ready") == "1", timeout=timeout)
+
+
+def open_view(driver: Any, url: str) -> None:
+    """Opens a view's page, waits until it is drawn, and checks the console said no error (a CSP
+    refusal or a script error)."""
+    driver.get(url)
+    wait_drawn(driver, timeout=60)
+    said = driver.get_log("browser")
+    errors = [e for e in said if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert errors == [], errors

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
@@ -156,7 +156,7 @@ def stream(book: Daybook, readers: Readers) -> Callable[[Request], Any]:
         except DaybookError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
         return StreamingResponse(
-            _events(book, readers, request, run_id, after, first[0].at if first else 0.0),
+            _events(readers, request, run_id, after, first[0].at if first else 0.0),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -172,27 +172,55 @@ def seq_of(text: str) -> int | None:
     return None
 
 
-async def _events(
-    book: Daybook, readers: Readers, request: Request, run_id: str, after: int, start: float
+def _events(readers: Readers, request: Request, run_id: str, after: int, start: float) -> AsyncIterator[str]:
+    """A run's journal as SSE: each row as `event: row`, the run's status as `event: status`
+    when it changes."""
+    shown_status = ""
+
+    def say(fresh: list[Event], status: str, after: int) -> Iterator[str]:
+        nonlocal shown_status
+        for ev in fresh:
+            yield _row(ev, start)
+        if status != shown_status:
+            shown_status = status
+            yield f"event: status\ndata: {json.dumps({'status': status, 'html': str(esc(status))})}\n\n"
+
+    # Every row up to the run's end is sent when its status is final (its end commits with its
+    # last row).
+    return _follow(request, readers, run_id, after, say)
+
+
+async def _follow(
+    request: Request,
+    readers: Shared[K, T],
+    key: K,
+    after: int,
+    say: Callable[[list[T], str, int], Iterable[str]],
 ) -> AsyncIterator[str]:
-    queue = readers.join(run_id)  # before the first read: nothing committed after it is missed
+    """What one viewer of `key` is sent, for `_events` and `_chunks`: its own first read (the
+    items after position `after`, and the run's status), then each batch the key's shared reader
+    hands it, each as `say(the items not sent yet, the status, the position sent up to)` says;
+    until the run's status is final, the reader stops or the client leaves. While nothing comes,
+    a comment line every HEARTBEAT seconds keeps the connection alive."""
+    queue = readers.join(key)  # before the first read: nothing committed after it is missed
     try:
-        batch = await _first(book, run_id, after)
+        try:
+            batch: Batch[T] = await run_in_threadpool(readers.read, key, after)
+        except DaybookError:
+            batch = None
         if batch is not None:
-            readers.begin(run_id, queue, batch[0][-1].seq if batch[0] else after)
-        shown_status = ""
+            readers.begin(key, queue, readers.position(batch[0][-1]) if batch[0] else after)
         quiet = 0.0
         while batch is not None:
             fresh, status = batch
-            for ev in fresh:
-                if ev.seq > after:  # else already sent (read by this viewer, then by the reader)
-                    yield _row(ev, start)
-                    after = ev.seq
-            if status != shown_status:
-                shown_status = status
-                yield f"event: status\ndata: {json.dumps({'status': status, 'html': str(esc(status))})}\n\n"
+            # Items at or before `after` were already sent (read by this viewer, then by the reader).
+            fresh = [item for item in fresh if readers.position(item) > after]
+            if fresh:
+                after = readers.position(fresh[-1])
+            for message in say(fresh, status, after):
+                yield message
             if status in TERMINAL:
-                return  # every row up to the run's end is sent (its end commits with its last row)
+                return
             batch = None  # stays None if the client left
             while not await request.is_disconnected():
                 try:
@@ -205,15 +233,7 @@ async def _events(
                         quiet = 0.0
                         yield ": still here\n\n"
     finally:
-        readers.leave(run_id, queue)
-
-
-async def _first(book: Daybook, run_id: str, after: int) -> Batch[Event]:
-    """The viewer's own first read: the rows after its seq, and the status; None if it failed."""
-    try:
-        return await run_in_threadpool(since, book.store, run_id, after)
-    except DaybookError:
-        return None
+        readers.leave(key, queue)
 
 
 def _row(ev: Event, start: float) -> str:
@@ -238,7 +258,7 @@ def chunk_stream(book: Daybook, readers: ChunkReaders) -> Callable[[Request], An
         except DaybookError as exc:  # no such run, or its header needs a codec this handle lacks
             return JSONResponse({"error": str(exc)}, status_code=404)
         return StreamingResponse(
-            _chunks(book, readers, request, (run_id, stream), after),
+            _chunks(readers, request, (run_id, stream), after),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -246,42 +266,18 @@ def chunk_stream(book: Daybook, readers: ChunkReaders) -> Callable[[Request], An
     return endpoint
 
 
-async def _chunks(
-    book: Daybook, readers: ChunkReaders, request: Request, key: tuple[str, str | None], after: int
+def _chunks(
+    readers: ChunkReaders, request: Request, key: tuple[str, str | None], after: int
 ) -> AsyncIterator[str]:
-    """As `_events`, for a stream's chunks: the viewer's own first read, then the batches of
-    the (run, stream)'s shared reader. The status in a batch was read before its chunks, and a
-    run's chunks commit before the row that ends it: once that status is final, the chunks
-    sent are the last, and `event: end` follows."""
-    queue = readers.join(key)
-    try:
-        try:
-            batch: Batch[Chunk] = await run_in_threadpool(chunks_since, book.store, key[0], after, key[1])
-        except DaybookError:
-            batch = None
-        if batch is not None:
-            readers.begin(key, queue, batch[0][-1].cursor if batch[0] else after)
-        quiet = 0.0
-        while batch is not None:
-            fresh, status = batch
-            for chunk in fresh:
-                if chunk.cursor > after:  # else already sent (read by this viewer, then by the reader)
-                    body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
-                    yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
-                    after = chunk.cursor
-            if status in TERMINAL:
-                yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
-                return
-            batch = None  # stays None if the client left
-            while not await request.is_disconnected():
-                try:
-                    batch = await asyncio.wait_for(queue.get(), POLL)  # None: the reader stopped
-                    quiet = 0.0
-                    break
-                except TimeoutError:  # nothing new in a poll's time: keep the connection alive
-                    quiet += POLL
-                    if quiet >= HEARTBEAT:
-                        quiet = 0.0
-                        yield ": still here\n\n"
-    finally:
-        readers.leave(key, queue)
+    """A stream's chunks as SSE: each as `event: chunk`. The status in a batch was read before
+    its chunks, and a run's chunks commit before the row that ends it: once that status is
+    final, the chunks sent are the last, and `event: end` follows."""
+
+    def say(fresh: list[Chunk], status: str, after: int) -> Iterator[str]:
+        for chunk in fresh:
+            body = json.dumps({k: v for k, v in chunk.as_dict().items() if k != "divergent"})
+            yield f"id: {chunk.cursor}\nevent: chunk\ndata: {body}\n\n"
+        if status in TERMINAL:
+            yield f"event: end\ndata: {json.dumps({'status': status, 'cursor': after})}\n\n"
+
+    return _follow(request, readers, key, after, say)

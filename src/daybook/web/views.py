@@ -24,6 +24,9 @@ from .html import Markup, join, link, tag
 
 # The chart library every view draws with (Apache ECharts, vendored: no CDN at run time).
 CHART_JS = "/static/vendor/echarts-6.1.0.min.js"
+# What the views' scripts share (`window.daybookViews`: fetching `#view[data-src]`, the canvas
+# tooltips, data-ready), loaded before each view's own script.
+VIEWS_JS = "/static/views.js"
 
 Query = Mapping[str, str]
 Shell = Callable[[Daybook, str, Query], Markup]
@@ -123,6 +126,7 @@ def view_page(book: Daybook, run_id: str, name: str, query: Query) -> Markup:
     ]
     if view.script:
         body.append(Markup(f'<script src="{CHART_JS}"></script>'))
+        body.append(Markup(f'<script src="{VIEWS_JS}"></script>'))
         body.append(Markup(f'<script src="/static/{quote(view.script)}"></script>'))
     return join(body)
 

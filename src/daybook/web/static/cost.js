@@ -3,11 +3,8 @@
 // /api/views/cost. Labels and tooltips are canvas text.
 (function () {
   "use strict";
-  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
-  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
-  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
-  var root = document.getElementById("view");
-  if (!root || !window.echarts) { return; }
+  var views = window.daybookViews;
+  if (!views || !views.root || !window.echarts) { return; }
 
   function extend(points, last) {
     // A cap holds from where it was set to the run's last charged step.
@@ -19,7 +16,7 @@
   }
 
   function draw(found) {
-    var charts = root.querySelectorAll("[data-quantity]");
+    var charts = views.root.querySelectorAll("[data-quantity]");
     Array.prototype.forEach.call(charts, function (el) {
       var q = el.getAttribute("data-quantity");
       var s = found.series[q];
@@ -52,37 +49,23 @@
       Object.keys(s.models).sort().forEach(function (m) {
         series.push({ name: m, type: "line", step: "end", data: s.models[m], symbolSize: 4, lineStyle: { width: 1 } });
       });
-      var chart = window.echarts.init(el);
-      chart.setOption({
+      views.chart(el, {
         animation: false,
         title: { text: q + " spent over steps" + (s.cap.length ? " against its cap" : ""), textStyle: { fontSize: 13 } },
-        tooltip: {
-          trigger: "axis", renderMode: "richText",
-          formatter: function (items) {
-            return items.map(function (p) {
-              return plain(p.seriesName + ": " + p.value[1] + " (step " + p.value[0] + ")");
-            }).join("\n");
-          }
-        },
+        tooltip: views.tooltip(function (items) {
+          return items.map(function (p) {
+            return p.seriesName + ": " + p.value[1] + " (step " + p.value[0] + ")";
+          }).join("\n");
+        }, { trigger: "axis" }),
         legend: { top: 22, data: series.map(function (x) { return x.name; }) },
         grid: { top: 60, left: 70, right: 30, bottom: 40 },
         xAxis: { type: "value", name: "step", minInterval: 1 },
         yAxis: { type: "value", name: q },
         series: series
       });
-      window.addEventListener("resize", function () { chart.resize(); });
     });
-    root.setAttribute("data-ready", "1");
+    views.ready();
   }
 
-  fetch(root.getAttribute("data-src"), { credentials: "same-origin" })
-    .then(function (r) { return r.json(); })
-    .then(draw)
-    .catch(function (err) {
-      var p = document.createElement("p");
-      p.className = "flash error";
-      p.textContent = "the chart could not be drawn: " + err;
-      root.insertBefore(p, root.firstChild);
-      root.setAttribute("data-ready", "error");
-    });
+  views.load(draw, views.failure("the chart"));
 }());

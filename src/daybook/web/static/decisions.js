@@ -3,12 +3,9 @@
 // ECharts as canvas text (labels and tooltips alike): nothing from the journal becomes markup.
 (function () {
   "use strict";
-  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
-  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
-  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
-  var root = document.getElementById("view");
+  var views = window.daybookViews;
   var el = document.getElementById("decisions-chart");
-  if (!root || !el || !window.echarts) { return; }
+  if (!views || !views.root || !el || !window.echarts) { return; }
 
   function short(value, n) {
     var text = typeof value === "string" ? value : JSON.stringify(value);
@@ -54,10 +51,9 @@
     });
     var most = Math.max(rows.decision, rows.act, rows.obligation, 1);
     el.style.height = Math.min(most * 80 + 70, 2400) + "px";  // 500 acts: dense, not 40,000 px
-    var chart = window.echarts.init(el);
-    chart.setOption({
+    views.chart(el, {
       animation: false,
-      tooltip: { renderMode: "richText", formatter: function (p) { return plain(p.data.detail); } },
+      tooltip: views.tooltip(),
       legend: { data: ["decision", "mandate", "act", "obligation"], top: 0 },
       grid: { top: 40, bottom: 10, left: 40, right: 220 },
       xAxis: { type: "value", show: false, min: -0.1, max: 2.1 },
@@ -71,18 +67,8 @@
         data: nodes, links: links
       }]
     });
-    window.addEventListener("resize", function () { chart.resize(); });
-    root.setAttribute("data-ready", "1");
+    views.ready();
   }
 
-  fetch(root.getAttribute("data-src"), { credentials: "same-origin" })
-    .then(function (r) { return r.json(); })
-    .then(draw)
-    .catch(function (err) {
-      var p = document.createElement("p");
-      p.className = "flash error";
-      p.textContent = "the picture could not be drawn: " + err;
-      root.insertBefore(p, root.firstChild);
-      root.setAttribute("data-ready", "error");
-    });
+  views.load(draw, views.failure("the picture"));
 }());

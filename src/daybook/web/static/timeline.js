@@ -10,7 +10,8 @@
 // pointer is matched to a bar here (`barAt`), for the click and for the tip.
 (function () {
   "use strict";
-  var view = document.getElementById("view");
+  var views = window.daybookViews;
+  var view = views && views.root;
   var box = document.getElementById("timeline-chart");
   var panel = document.getElementById("timeline-rows");
   if (!view || !box || !window.echarts) { return; }
@@ -339,8 +340,5 @@
     }
   });
   view.setAttribute("data-axis", axis);
-  fetch(src, { credentials: "same-origin" })
-    .then(function (r) { return r.json(); })
-    .then(function (d) { if (d.error) { failed(d.error); } else { draw(d); } })
-    .catch(function (e) { failed(String(e)); });
+  views.load(function (d) { if (d.error) { failed(d.error); } else { draw(d); } }, failed);
 })();

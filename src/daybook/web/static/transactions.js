@@ -4,12 +4,9 @@
 // the scopes and how long it has waited. Holders on the right, waiters to their left.
 (function () {
   "use strict";
-  // Tooltips are drawn on the canvas (renderMode "richText"): no DOM, no inline style (the CSP
-  // allows none), no markup. `plain` keeps ECharts' rich-text braces from styling journal text.
-  function plain(value) { return String(value === undefined || value === null ? "" : value).replace(/[{}|]/g, " "); }
-  var root = document.getElementById("view");
+  var views = window.daybookViews;
   var el = document.getElementById("transactions-chart");
-  if (!root || !el || !window.echarts) { return; }
+  if (!views || !views.root || !el || !window.echarts) { return; }
 
   function secs(s) { return s < 60 ? s.toFixed(1) + "s" : (s / 60).toFixed(1) + "min"; }
 
@@ -51,11 +48,10 @@
       };
     });
     el.style.height = found.nodes.length ? (most * 90 + 80) + "px" : "60px";
-    var chart = window.echarts.init(el);
-    chart.setOption({
+    views.chart(el, {
       animation: false,
       title: found.nodes.length ? undefined : { text: "no open transaction of this run, nobody waiting", textStyle: { fontSize: 13 } },
-      tooltip: { renderMode: "richText", formatter: function (p) { return plain(p.data.detail); } },
+      tooltip: views.tooltip(),
       legend: { data: ["holding", "waiting"], top: 0 },
       grid: { top: 40, bottom: 10, left: 40, right: 260 },
       xAxis: { type: "value", show: false, min: -0.1, max: Math.max(deepest, 1) + 0.1 },
@@ -70,18 +66,8 @@
         data: nodes, links: links
       }]
     });
-    window.addEventListener("resize", function () { chart.resize(); });
-    root.setAttribute("data-ready", "1");
+    views.ready();
   }
 
-  fetch(root.getAttribute("data-src"), { credentials: "same-origin" })
-    .then(function (r) { return r.json(); })
-    .then(draw)
-    .catch(function (err) {
-      var p = document.createElement("p");
-      p.className = "flash error";
-      p.textContent = "the picture could not be drawn: " + err;
-      root.insertBefore(p, root.firstChild);
-      root.setAttribute("data-ready", "error");
-    });
+  views.load(draw, views.failure("the picture"));
 }());

@@ -3,9 +3,9 @@
 // /api/views/tree; labels go in as text, never as HTML. A click opens the node's page.
 (function () {
   "use strict";
-  var view = document.getElementById("view");
+  var views = window.daybookViews;
   var box = document.getElementById("tree-chart");
-  if (!view || !box || !window.echarts) { return; }
+  if (!views || !views.root || !box || !window.echarts) { return; }
   var colours = {
     completed: "#3a9d4f", won: "#3a9d4f", chosen: "#3a9d4f", read: "#3a9d4f", restored: "#2f7fc1",
     rerun: "#2f7fc1", retried: "#2f7fc1",
@@ -37,55 +37,46 @@
       children: (node.children || []).map(item)
     };
   }
-  fetch(view.getAttribute("data-src"), { credentials: "same-origin" })
-    .then(function (r) { return r.json(); })
-    .then(function (data) {
-      var root = item(data.root);
-      box.style.height = Math.max(240, count * 34) + "px";
-      var chart = window.echarts.init(box, null, { renderer: "svg" });
-      chart.setOption({
-        animation: false,
-        tooltip: {
-          trigger: "item",
-          formatter: function (p) {
-            // Built from text nodes: nothing from the store is read as HTML.
-            var div = document.createElement("div");
-            [p.name, p.data.relation + " - " + p.value, p.data.detail].forEach(function (line) {
-              var d = document.createElement("div");
-              d.textContent = line;
-              div.appendChild(d);
-            });
-            return div;
-          }
+  views.load(function (data) {
+    var root = item(data.root);
+    box.style.height = Math.max(240, count * 34) + "px";
+    var chart = window.echarts.init(box, null, { renderer: "svg" });
+    chart.setOption({
+      animation: false,
+      tooltip: {
+        trigger: "item",
+        formatter: function (p) {
+          // Built from text nodes: nothing from the store is read as HTML.
+          var div = document.createElement("div");
+          [p.name, p.data.relation + " - " + p.value, p.data.detail].forEach(function (line) {
+            var d = document.createElement("div");
+            d.textContent = line;
+            div.appendChild(d);
+          });
+          return div;
+        }
+      },
+      series: [{
+        type: "tree",
+        data: [root],
+        orient: "LR",
+        top: 20, bottom: 20,
+        left: Math.min(240, 20 + 3.5 * (data.root.label.length + data.root.status.length + 3)),
+        right: Math.min(420, 30 + 7 * widest),
+        initialTreeDepth: -1,
+        expandAndCollapse: false,
+        roam: true,
+        label: {
+          position: "top", distance: 8, fontSize: 12,
+          formatter: function (p) { return p.name + " [" + p.value + "]"; }
         },
-        series: [{
-          type: "tree",
-          data: [root],
-          orient: "LR",
-          top: 20, bottom: 20,
-          left: Math.min(240, 20 + 3.5 * (data.root.label.length + data.root.status.length + 3)),
-          right: Math.min(420, 30 + 7 * widest),
-          initialTreeDepth: -1,
-          expandAndCollapse: false,
-          roam: true,
-          label: {
-            position: "top", distance: 8, fontSize: 12,
-            formatter: function (p) { return p.name + " [" + p.value + "]"; }
-          },
-          leaves: { label: { position: "right", verticalAlign: "middle", align: "left", distance: 8 } },
-          lineStyle: { color: "#aab", width: 1.5, curveness: 0.4 }
-        }]
-      });
-      chart.on("click", function (p) {
-        if (p.data && p.data.href) { window.location.assign(p.data.href); }
-      });
-      view.setAttribute("data-ready", "1");
-    })
-    .catch(function (err) {
-      var p = document.createElement("p");
-      p.className = "flash error";
-      p.textContent = "The tree could not be drawn: " + err;
-      view.insertBefore(p, view.firstChild);
-      view.setAttribute("data-ready", "1");
+        leaves: { label: { position: "right", verticalAlign: "middle", align: "left", distance: 8 } },
+        lineStyle: { color: "#aab", width: 1.5, curveness: 0.4 }
+      }]
     });
+    chart.on("click", function (p) {
+      if (p.data && p.data.href) { window.location.assign(p.data.href); }
+    });
+    views.ready();
+  }, views.failure("The tree", "1"));  // "1" even so: the page is as drawn as it will be
 })();
