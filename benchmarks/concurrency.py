@@ -83,21 +83,23 @@ def measure(quick: bool = False, repeats: int | None = None, n: int | None = Non
         base = statistics.median(results[1])
         for runs in (1, 32):
             med = statistics.median(results[runs])
-            rows.append({
-                "system": "daybook",
-                "backend": "sqlite",
-                "measure": f"concurrent_runs_{runs}",
-                "durability": "synchronous=FULL",
-                "n": n if runs == 1 else max(50, n // 4),
-                "runs": repeats,
-                "concurrent_runs": runs,
-                "steps_per_s": round(med, 1),
-                "us_per_step": round(1e6 / med, 2),
-                "min": round(1e6 / max(results[runs]), 2),
-                "max": round(1e6 / min(results[runs]), 2),
-                "speedup_vs_1_run": round(med / base, 2),
-                "mean_commit_batch": round(statistics.median(batches[runs]), 1),
-            })
+            rows.append(
+                {
+                    "system": "daybook",
+                    "backend": "sqlite",
+                    "measure": f"concurrent_runs_{runs}",
+                    "durability": "synchronous=FULL",
+                    "n": n if runs == 1 else max(50, n // 4),
+                    "runs": repeats,
+                    "concurrent_runs": runs,
+                    "steps_per_s": round(med, 1),
+                    "us_per_step": round(1e6 / med, 2),
+                    "min": round(1e6 / max(results[runs]), 2),
+                    "max": round(1e6 / min(results[runs]), 2),
+                    "speedup_vs_1_run": round(med / base, 2),
+                    "mean_commit_batch": round(statistics.median(batches[runs]), 1),
+                }
+            )
     return rows
 
 
@@ -106,8 +108,10 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
     if 32 not in by:
         return []
     x = by[32]["speedup_vs_1_run"]
-    return [f"{'PASS' if x >= 5 else 'MISS'}  32 concurrent runs on one SQLite file reach >= 5x "
-            f"the step rate of one run: {x}x (mean commit batch {by[32]['mean_commit_batch']})"]
+    return [
+        f"{'PASS' if x >= 5 else 'MISS'}  32 concurrent runs on one SQLite file reach >= 5x "
+        f"the step rate of one run: {x}x (mean commit batch {by[32]['mean_commit_batch']})"
+    ]
 
 
 def main() -> None:
@@ -119,9 +123,11 @@ def main() -> None:
     opts = parser.parse_args()
     rows = measure(opts.quick, opts.runs, opts.n)
     for r in rows:
-        print(f"{r['concurrent_runs']:>3} runs: {r['steps_per_s']:>9.0f} steps/s "
-              f"({r['us_per_step']} us/step, {r['speedup_vs_1_run']}x, "
-              f"batch {r['mean_commit_batch']})")
+        print(
+            f"{r['concurrent_runs']:>3} runs: {r['steps_per_s']:>9.0f} steps/s "
+            f"({r['us_per_step']} us/step, {r['speedup_vs_1_run']}x, "
+            f"batch {r['mean_commit_batch']})"
+        )
     for line in targets(rows):
         print(line)
     if opts.json:

@@ -102,6 +102,7 @@ def noop_steps(ctx: Context, n: int, settled: bool = False) -> dict[str, int]:
 
 # -- rows ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class Bench:
     system: str
@@ -193,6 +194,7 @@ def _fmt(us: float) -> str:
 
 # -- floors -------------------------------------------------------------------------------------
 
+
 def python_floor(n: int) -> Sampler:
     return call_floor(noop.fn, n)
 
@@ -239,9 +241,7 @@ def crash_in_child(url: str, run_id: str, n: int) -> None:
     cmd = [sys.executable, script, "--child-crash", url, run_id, "--n", str(n)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != -signal.SIGKILL:
-        raise RuntimeError(
-            f"crash child for {url} exited {proc.returncode}, not SIGKILL:\n{proc.stderr}"
-        )
+        raise RuntimeError(f"crash child for {url} exited {proc.returncode}, not SIGKILL:\n{proc.stderr}")
 
 
 def child_crash(url: str, run_id: str, n: int) -> None:
@@ -289,13 +289,16 @@ def build(n: int, workdir: Path, pg_url: str, pg_skip: str | None, pg_sync: str)
         write, close = daybook_write(url, n)
         settled, settled_close = daybook_write(url.replace("daybook_", "settled_"), n, settled=True)
         benches += [
-            Bench("sqlite3", "sqlite", "floor", f"synchronous={sync}",
-                  once=sqlite_floor(workdir / f"floor_{sync.lower()}.db", sync, n)),
+            Bench(
+                "sqlite3",
+                "sqlite",
+                "floor",
+                f"synchronous={sync}",
+                once=sqlite_floor(workdir / f"floor_{sync.lower()}.db", sync, n),
+            ),
             Bench("daybook", "sqlite", "write", f"synchronous={sync}", once=write, close=close),
-            Bench("daybook", "sqlite", "settled", f"synchronous={sync}", once=settled,
-                  close=settled_close),
-            Bench("daybook", "sqlite", "replay", f"synchronous={sync}",
-                  once=daybook_replay(replay_url, n)),
+            Bench("daybook", "sqlite", "settled", f"synchronous={sync}", once=settled, close=settled_close),
+            Bench("daybook", "sqlite", "replay", f"synchronous={sync}", once=daybook_replay(replay_url, n)),
         ]
     pg = [
         Bench("psycopg", "postgresql", "floor", f"synchronous_commit={pg_sync}"),
@@ -348,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL rows")
     ap.add_argument("--pg", default=DEFAULT_PG, help=f"PostgreSQL URL (default {DEFAULT_PG})")
     ap.add_argument("--dir", default=None, help="parent of the scratch directory (default: TMPDIR)")
-    ap.add_argument("--profile", action="store_true",
-                    help="only profile one daybook SQLite NORMAL run of --n steps")
+    ap.add_argument(
+        "--profile", action="store_true", help="only profile one daybook SQLite NORMAL run of --n steps"
+    )
     ap.add_argument("--child-crash", nargs=2, metavar=("URL", "RUN_ID"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.n < 1 or args.runs < 1:
@@ -381,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     rss = peak_rss_kib()
     print(f"\nscratch files on {scratch_fs}; wall time {wall:.1f} s")
     if rss is not None:
-        print(f"peak RSS (VmHWM) of the measuring process: {rss / 1024:.1f} MiB "
-              "(replay children not included)")
+        print(
+            f"peak RSS (VmHWM) of the measuring process: {rss / 1024:.1f} MiB (replay children not included)"
+        )
 
     meta = {
         "n": args.n,

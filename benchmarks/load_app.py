@@ -26,8 +26,9 @@ def _post(bank: str, path: str, body: Any, key: str) -> Any:
         conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
         _local.conn = conn
     try:
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
-                                                      "Idempotency-Key": key})
+        conn.request(
+            "POST", path, json.dumps(body), {"Content-Type": "application/json", "Idempotency-Key": key}
+        )
         resp = conn.getresponse()
         data = resp.read()
     except BaseException:

@@ -153,15 +153,17 @@ def measure(quick: bool) -> list[dict[str, Any]]:
     rows.append(_row("ack_during_1s_tool_call", during, 0.8, "remaining tool time"))
     rows.append(_row("pause_when_executing", pause, 0.5, "heartbeat interval (lease_ttl/3)"))
     rows.append(_row("retract_running_act", cancel, 0.5, "heartbeat interval (lease_ttl/3)"))
-    rows.append({
-        "measure": "revisions_read_cost",
-        "backend": "sqlite",
-        "n": n,
-        "us_per_step_plain": round(plain * 1e6, 1),
-        "us_per_step_with_revisions": round(steered_cost * 1e6, 1),
-        "ratio_to_floor": round(steered_cost / plain, 2),
-        "floor": "the same steps without ctx.revisions()",
-    })
+    rows.append(
+        {
+            "measure": "revisions_read_cost",
+            "backend": "sqlite",
+            "n": n,
+            "us_per_step_plain": round(plain * 1e6, 1),
+            "us_per_step_with_revisions": round(steered_cost * 1e6, 1),
+            "ratio_to_floor": round(steered_cost / plain, 2),
+            "floor": "the same steps without ctx.revisions()",
+        }
+    )
     return rows
 
 
@@ -188,11 +190,15 @@ def main() -> None:
     print(f"{'measure':<28} {'median':>10} {'max':>10} {'floor':>10}  ratio  (floor)")
     for r in rows:
         if "median_ms" in r:
-            print(f"{r['measure']:<28} {r['median_ms']:>8} ms {r['max_ms']:>7} ms {r['floor_ms']:>7} ms  "
-                  f"{r['ratio_to_floor']:>5}  ({r['floor']})")
+            print(
+                f"{r['measure']:<28} {r['median_ms']:>8} ms {r['max_ms']:>7} ms {r['floor_ms']:>7} ms  "
+                f"{r['ratio_to_floor']:>5}  ({r['floor']})"
+            )
         else:
-            print(f"{r['measure']:<28} {r['us_per_step_with_revisions']:>8} us {'':>10} "
-                  f"{r['us_per_step_plain']:>7} us  {r['ratio_to_floor']:>5}  ({r['floor']})")
+            print(
+                f"{r['measure']:<28} {r['us_per_step_with_revisions']:>8} us {'':>10} "
+                f"{r['us_per_step_plain']:>7} us  {r['ratio_to_floor']:>5}  ({r['floor']})"
+            )
     if opts.json:
         Path(opts.json).write_text(json.dumps(rows, indent=2))
 

@@ -47,11 +47,26 @@ def _case(pg: str, workers: int, runs: int, kill_one: bool) -> dict[str, Any]:
         with Bank() as bank, Daybook(url) as book:
             for i in range(runs):
                 book.submit(load_run, bank.url, EFFECTS, run_id=f"load-{i:05d}")
-            cmd = [sys.executable, "-m", "daybook", "worker", "--db", url, "--app",
-                   str(HERE / "load_app.py"), "--poll", "0.05", "--lease-ttl", "2", "--quiet"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "daybook",
+                "worker",
+                "--db",
+                url,
+                "--app",
+                str(HERE / "load_app.py"),
+                "--poll",
+                "0.05",
+                "--lease-ttl",
+                "2",
+                "--quiet",
+            ]
             start = time.perf_counter()
-            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                     for _ in range(workers)]
+            procs = [
+                subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                for _ in range(workers)
+            ]
             killed_at = None
             done = 0
             deadline = time.monotonic() + 900
@@ -96,8 +111,15 @@ def measure(quick: bool = False, pg: str = PG) -> list[dict[str, Any]]:
     try:
         psycopg.connect(pg, connect_timeout=3).close()
     except psycopg.OperationalError as exc:
-        return [{"system": "daybook", "backend": "postgresql", "measure": "workers",
-                 "skipped": True, "reason": f"PostgreSQL unreachable: {exc}"}]
+        return [
+            {
+                "system": "daybook",
+                "backend": "postgresql",
+                "measure": "workers",
+                "skipped": True,
+                "reason": f"PostgreSQL unreachable: {exc}",
+            }
+        ]
     one = _case(pg, 1, runs, kill_one=False)
     four = _case(pg, 4, runs, kill_one=True)
     four["speedup_vs_1_worker"] = round(four["effects_per_s"] / one["effects_per_s"], 2)
