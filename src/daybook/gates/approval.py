@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError, NotAuthorized, RunNotFound
+from ..errors import ConfigError, CorruptJournal, NotAuthorized, RunNotFound
 from ..records import JSON, Event, Kind, RunStatus, dumps
 from ..runtime.tree import ancestors, descendants, root_of
-from ..store import Store, load_listed
+from ..store import Store, flag, load_listed
 from . import outbox, roster, seal, signing
 from .expiry import standing
 from .gate import action_digest
@@ -50,9 +50,9 @@ def _waiting(store: Store) -> list[dict[str, JSON]]:
     pending: list[dict[str, JSON]] = []
     for status in (RunStatus.SUSPENDED.value, RunStatus.RUNNING.value, RunStatus.PAUSED.value):
         for info in store.list_runs(status, 1000):
-            events = load_listed(store, info.run_id)
+            events = _gate_rows(store, info.run_id)
             if events is None:
-                continue  # damaged: flagged by load_listed, found by `daybook check`
+                continue  # damaged: flagged, found by `daybook check`
             found = gates(info.run_id, events)
             queued = _queued(store, info.run_id, events, found)
             now = time.time()
@@ -60,6 +60,17 @@ def _waiting(store: Store) -> list[dict[str, JSON]]:
                 if g["state"] == "waiting" and not _complete(g, queued):
                     pending.append(_approved_by(standing(g, now), queued))
     return pending
+
+
+def _gate_rows(store: Store, run_id: str) -> list[Event] | None:
+    """The rows of a run's journal its gates are read from, not the whole journal (a waiting
+    run of 20,000 rows has a few): None (and the run put in `store.damage`) when one does not
+    decode."""
+    try:
+        return store.load_named(run_id, _GATE_KINDS, _GATE_NAMES)
+    except CorruptJournal as exc:
+        flag(store.damage, run_id, str(exc))
+        return None
 
 
 def _approved_by(gate: dict[str, JSON], queued: dict[str, list[tuple[str, str]]]) -> dict[str, JSON]:
@@ -224,6 +235,11 @@ _PROGRESS: dict[str, Callable[[dict[str, JSON], dict[str, Any]], None]] = {
     "escalate": _escalated,
     "overdue": _overdue,
 }
+
+# What `gates` and `_queued` read of a journal: the signals (verdicts, and the inbox rows a wait
+# consumed) and the gate steps (a request, a verdict's check, an escalation, a deadline's).
+_GATE_KINDS = (Kind.SIGNAL.value,)
+_GATE_NAMES = ("gate:", *(head + ":" for head in _PROGRESS))
 
 
 def verdicts(store: Store, run_id: str | None = None) -> list[dict[str, JSON]]:

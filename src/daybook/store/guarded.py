@@ -274,6 +274,9 @@ class GuardedStore:
     def open_effects(self, skip_damaged: bool = False) -> list[Event]:
         return [self._event_out(e) for e in self.inner.open_effects(skip_damaged)]
 
+    def load_named(self, run_id: str, kinds: tuple[str, ...], prefixes: tuple[str, ...]) -> list[Event]:
+        return [self._event_out(e) for e in self.inner.load_named(run_id, kinds, prefixes)]
+
     def events_of_kind(self, kind: str) -> list[Event]:
         return [self._event_out(e) for e in self.inner.events_of_kind(kind)]
 

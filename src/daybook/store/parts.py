@@ -40,6 +40,11 @@ class JournalReads(Protocol):
         failed with a retry to come. A row that does not decode raises CorruptJournal, or with
         `skip_damaged` (a listing, not a decision) is left out and its run put in `damage`."""
 
+    def load_named(self, run_id: str, kinds: tuple[str, ...], prefixes: tuple[str, ...]) -> list[Event]:
+        """The run's journal rows of one of `kinds` or whose name starts with one of `prefixes`
+        (letters, digits, `-` and `:` only), in seq order: what a listing across runs needs of
+        each (e.g. its gates) without decoding all of its rows."""
+
     def events_of_kind(self, kind: str) -> list[Event]:
         """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations);
         a row that does not decode is left out and its run put in `damage`."""

@@ -27,7 +27,7 @@ class ReadOnlyStore:
         # JournalReads
         self.get_run, self.list_runs, self.load = inner.get_run, inner.list_runs, inner.load
         self.open_effects, self.events_of_kind = inner.open_effects, inner.events_of_kind
-        self.find_intent = inner.find_intent
+        self.find_intent, self.load_named = inner.find_intent, inner.load_named
         self.runs_page, self.run_counts = inner.runs_page, inner.run_counts
         # InboxReads, CommitsReads, EntitiesReads, EpochsReads
         self.inbox, self.approvers = inner.inbox, inner.approvers

@@ -10,11 +10,12 @@ unique violation on the journal becomes `DuplicateKey` (the key) or `LeaseLost` 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import LeaseLost, StoreUnavailable
+from ..errors import ConfigError, LeaseLost, StoreUnavailable
 from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
 from . import chunks as chunk_sql
 from . import retention, run_page
@@ -104,6 +105,10 @@ _INBOX_FROM_G = (
 _WAKE_FROM_G = (
     f"UPDATE daybook_runs SET wake_at = %s WHERE run_id IN (SELECT run_id FROM g) AND status NOT IN {_ENDED}"
 )
+
+
+# A name prefix `load_named` takes: nothing LIKE would read as a wildcard (`%`, `_`).
+_PREFIX = re.compile(r"[A-Za-z0-9:-]+")
 
 
 def _marks(n: int) -> str:
@@ -303,6 +308,20 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         if until is not None:
             sql, params = sql + " AND seq <= %s", (*params, until)
         return events_from_rows(self._read(sql + " ORDER BY seq", params))
+
+    def load_named(self, run_id: str, kinds: tuple[str, ...], prefixes: tuple[str, ...]) -> list[Event]:
+        for prefix in prefixes:
+            if not _PREFIX.fullmatch(prefix):
+                raise ConfigError(f"name prefix {prefix!r}: use letters, digits, '-' and ':' only")
+        # The run's rows are read in key order (run_id, seq) and filtered in the database: only
+        # the matching ones are sent and decoded.
+        where = [f"kind IN ({_marks(len(kinds))})"] if kinds else []
+        where += ["name LIKE %s"] * len(prefixes)
+        if not where:
+            return []
+        which = " OR ".join(where)
+        sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s AND ({which}) ORDER BY seq"
+        return events_from_rows(self._read(sql, (run_id, *kinds, *(p + "%" for p in prefixes))))
 
     def events_of_kind(self, kind: str) -> list[Event]:
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq"

@@ -2,7 +2,9 @@
 why, the recorded decision it followed (its value, policy and version, observation,
 alternatives, and for a model's decision the model and tokens), or the run's mandate when no
 decision came before it; and the obligations that decision opened (a refund promised beside the
-refund sent). A graph draws decision -> act and decision -> obligation.
+refund sent). A graph draws decision -> act and decision -> obligation for the latest `GRAPH`
+acts only (what can be read in one picture, and drawn at once on a long run); the page's table
+lists the latest `ROWS`.
 
 Everything is read from the journal as stored (`books.why.decisions`, the effect and obligation
 ledgers): a secret is its keyed digest there, and that is what is shown; nothing is revealed.
@@ -20,11 +22,43 @@ from .html import Markup, join, payload, status, table, tag, when
 from .views import Query, View, register
 
 ROWS = 500  # acts a page shows (the latest); `daybook effects RUN` lists every one
+# Acts the graph draws (the latest), with their decisions and obligations, and decisions no act
+# followed: past a few dozen nodes per column the labels overlap and nothing can be read, and
+# drawing 500 acts took the browser about half a second on a 10,000-step run.
+GRAPH = 40
 REASONS = ("policy", "version", "observation", "alternatives", "note")
 
 
 def data(book: Daybook, run_id: str, query: Query) -> dict[str, Any]:
-    """The run's acts with the decision each followed and the obligations it opened."""
+    """What the graph draws: the latest `GRAPH` acts with the decision each followed and the
+    obligations those decisions opened, and the latest `GRAPH` decisions no act followed.
+    `drawn`, `shown` and `total` count the acts drawn, in the page's table, and in the run."""
+    return _drawn(_found(book, run_id))
+
+
+def _drawn(found: dict[str, Any]) -> dict[str, Any]:
+    """`found` cut to what the graph draws."""
+    acts = found["acts"][-GRAPH:]
+    kept = {str(a["decision"]) for a in acts if a["decision"]}
+    decided = {str(d["id"]) for d in found["decisions"]}
+    # An obligation of a drawn decision, or one of the latest not tied to any decision shown.
+    owed = [o for o in found["obligations"] if str(o.get("decision") or "") in kept]
+    loose = [o for o in found["obligations"] if str(o.get("decision") or "") not in decided]
+    owed += loose[-GRAPH:]
+    kept |= {str(o["decision"]) for o in owed if o.get("decision")}
+    return {
+        **found,
+        "acts": acts,
+        "drawn": len(acts),
+        "decisions": [d for d in found["decisions"] if str(d["id"]) in kept],
+        "obligations": owed,
+        "idle": found["idle"][-GRAPH:],
+    }
+
+
+def _found(book: Daybook, run_id: str) -> dict[str, Any]:
+    """The run's latest `ROWS` acts with the decision each followed and the obligations it
+    opened, and the latest `ROWS` decisions no act followed."""
     info = book.get_run(run_id)
     events = book.journal(run_id)
     made = decisions_of(events)
@@ -70,11 +104,20 @@ def _obligation(row: dict[str, JSON]) -> dict[str, JSON]:
 
 def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     """The acts as a table (one row per act: what was done, then why), the graph's place."""
-    found = data(book, run_id, query)
+    found = _found(book, run_id)
     parts: list[Any] = [
         _mandate(found["mandate"]),
         tag("div", id="decisions-chart", class_="chart", role="img", aria_label="decisions and their acts"),
     ]
+    if found["shown"] > GRAPH:
+        parts.append(
+            tag(
+                "p",
+                f"The graph draws the latest {GRAPH} acts; the other {found['shown'] - GRAPH} "
+                "below are in the table only.",
+                id="decisions-drawn",
+            )
+        )
     if found["total"] > found["shown"]:
         parts.append(
             tag(
