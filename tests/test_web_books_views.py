@@ -32,6 +32,7 @@ from webtools import open_view, table_rows, web_server
 import daybook
 from daybook import Daybook, Suspended, Why
 from daybook.web import build
+from daybook.web.decisions import GRAPH
 
 CHILD = str(HERE / "tx_child.py")
 # Where the browser tests save what they photographed (docs/images when taking the docs' pictures).
@@ -147,6 +148,29 @@ def test_a_decision_no_act_followed_is_listed_apart_and_markup_stays_text(db_url
     assert (idle["id"], idle["name"], idle["value"]) == ("marked/4", "think", {"plan": XSS})
     assert [a["decision"] for a in found["acts"]] == ["marked/1"]
     assert 'id="idle"' in page and XSS not in page and "&lt;img class=&quot;pwn&quot;" in page
+
+
+@daybook.workflow(name="web_books_many_acts")
+def many_acts(ctx: daybook.Context, n: int) -> None:
+    for i in range(n):
+        made = ctx.decide(f"pick{i}", lambda i=i: i)
+        ctx.effect(refund, decision=made, amount=i)
+
+
+def test_a_run_with_more_acts_than_the_graph_draws_says_how_many_are_in_the_table_only(db_url: str) -> None:
+    drawn = GRAPH
+    with Daybook(db_url) as book:
+        book.run(many_acts, drawn + 5, run_id="busy")
+        client = TestClient(build(book))
+        found = client.get("/api/views/decisions?run=busy").json()
+        page = client.get("/runs/busy?view=decisions").text
+    # The graph's data: the latest acts only, each with its decision; the counts beside them.
+    assert (found["drawn"], found["shown"], found["total"]) == (drawn, drawn + 5, drawn + 5)
+    assert [a["amount"] for a in (act["args"] for act in found["acts"])] == list(range(5, drawn + 5))
+    assert {d["id"] for d in found["decisions"]} == {str(a["decision"]) for a in found["acts"]}
+    # The page says so, and its table lists every act.
+    assert f"The graph draws the latest {drawn} acts; the other 5 below are in the table only." in page
+    assert page[page.index('id="acts"') :].count("<tr>") == drawn + 5 + 1  # and the header row
 
 
 @daybook.workflow(name="web_books_plain")

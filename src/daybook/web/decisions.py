@@ -18,8 +18,8 @@ from ..book import Daybook
 from ..books.why import decisions as decisions_of
 from ..journal.decision import NOT_REASONS
 from ..records import JSON
-from .html import Markup, join, payload, status, table, tag, when
-from .views import Query, View, register
+from .html import Markup, esc, join, payload, status, table, tag, when
+from .views import Query, View, data_href, register
 
 ROWS = 500  # acts a page shows (the latest); `daybook effects RUN` lists every one
 # Acts the graph draws (the latest), with their decisions and obligations, and decisions no act
@@ -105,7 +105,11 @@ def _obligation(row: dict[str, JSON]) -> dict[str, JSON]:
 def shell(book: Daybook, run_id: str, query: Query) -> Markup:
     """The acts as a table (one row per act: what was done, then why), the graph's place."""
     found = _found(book, run_id)
+    # The graph's data is fetched while the chart library loads (the script asks for the same
+    # URL and gets this response), as the timeline's.
+    href = esc(data_href(run_id, "decisions"))
     parts: list[Any] = [
+        Markup(f'<link rel="preload" as="fetch" crossorigin="anonymous" href="{href}">'),
         _mandate(found["mandate"]),
         tag("div", id="decisions-chart", class_="chart", role="img", aria_label="decisions and their acts"),
     ]
