@@ -45,6 +45,9 @@ class Dialect(ABC):
     position = "strpos"  # (haystack, needle): where needle starts in haystack (1-based), or 0
     # A float column as text that reads back as the same float (PostgreSQL's shortest exact form).
     real_text = "{}"
+    # Whether a JSON column's value `{0}` is a JSON object (PostgreSQL's JSON type is always
+    # valid JSON; SQLite's text may not be).
+    json_object = "json_typeof({0}) = 'object'"
     # Whether a write whose connection dropped under it may have landed all the same, so the
     # journal append looks before writing again (PostgreSQL; SQLite fails a write whole).
     heals = False

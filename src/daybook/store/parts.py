@@ -43,7 +43,8 @@ class JournalReads(Protocol):
     def load_named(self, run_id: str, kinds: tuple[str, ...], prefixes: tuple[str, ...]) -> list[Event]:
         """The run's journal rows of one of `kinds` or whose name starts with one of `prefixes`
         (letters, digits, `-` and `:` only), in seq order: what a listing across runs needs of
-        each (e.g. its gates) without decoding all of its rows."""
+        each (e.g. its gates) without decoding all of its rows. A row of the run that would not
+        decode, read or not, raises CorruptJournal as `load` would."""
 
     def events_of_kind(self, kind: str) -> list[Event]:
         """Every journal row of one kind across all runs, in (run, seq) order (e.g. obligations);

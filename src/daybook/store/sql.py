@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, LeaseLost, StoreUnavailable
-from ..records import TERMINAL, Event, RunInfo, check_text, dumps, settles
+from ..records import STEPPED, TERMINAL, Event, Kind, RunInfo, check_text, dumps, settles
 from . import chunks as chunk_sql
 from . import retention, run_page
 from .chunks import Chunk
@@ -321,7 +321,23 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
             return []
         which = " OR ".join(where)
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE run_id = %s AND ({which}) ORDER BY seq"
-        return events_from_rows(self._read(sql, (run_id, *kinds, *(p + "%" for p in prefixes))))
+        found = events_from_rows(self._read(sql, (run_id, *kinds, *(p + "%" for p in prefixes))))
+        # A row left out that would not decode makes the read fail as `load`'s would (a listing
+        # skips and flags the run): the database checks what the decoder would, without
+        # sending the rows.
+        known, stepped = sorted(k.value for k in Kind), sorted(STEPPED)
+        sound = (
+            f"{self.dialect.json_object.format('data')} AND kind IN ({_marks(len(known))})"
+            f" AND (step IS NOT NULL OR kind NOT IN ({_marks(len(stepped))}))"
+        )
+        damaged = self._read(
+            f"SELECT seq FROM daybook_events WHERE run_id = %s AND NOT ({sound}) ORDER BY seq LIMIT 1",
+            (run_id, *known, *stepped),
+        )
+        if damaged:
+            seq = int(damaged[0][0])
+            self.load(run_id, seq - 1, seq)  # raises CorruptJournal, naming the row
+        return found
 
     def events_of_kind(self, kind: str) -> list[Event]:
         sql = f"SELECT {EVENT_COLUMNS} FROM daybook_events WHERE kind = %s ORDER BY run_id, seq"

@@ -86,6 +86,7 @@ class SQLiteDialect(Dialect):
     name = "SQLite"
     greatest = "max"
     position = "instr"
+    json_object = "CASE WHEN json_valid({0}) THEN json_type({0}) = 'object' ELSE 0 END"
     # SQLite writes a REAL as text with 15 significant digits, which can round a lease's deadline
     # up past the next holder's claim; 17 (the `!` flag lifts its cap of 16) read back exactly.
     real_text = "printf('%!.17g', {})"
