@@ -526,15 +526,23 @@ class Daybook(
     # -- retention (issue 11 part 2) --------------------------------------------------------
 
     def gc(
-        self, older_than: float, *, dry_run: bool = False, by: str | None = None, token: str | None = None
+        self,
+        older_than: float,
+        *,
+        dry_run: bool = False,
+        by: str | None = None,
+        token: str | None = None,
+        app: str | Sequence[str] | None = None,
     ) -> dict[str, JSON]:
         """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
         the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
         when; cutoff; counts). Runs paused, or finished with an environment, since before the
-        cutoff are `expired` (`expired`; `steering/expiry.py`). `dry_run` only counts."""
+        cutoff are `expired` (`expired`; `steering/expiry.py`), and their environments destroyed
+        by the workflow's `destroy` hook if this process has the workflow's code (`app`,
+        `$DAYBOOK_APP`, or imported here), else listed `awaiting_destroy`. `dry_run` only counts."""
         who, done_by = self._actor(by, token, "gc", "*")
         done = retention.run(self.store, older_than, dry_run, who, key_for(self.store))
-        done["expired"] = expire_runs(self.store, float(done["cutoff"]), who, dry_run)
+        done["expired"] = expire_runs(self.store, float(done["cutoff"]), who, dry_run, app)
         done["identity"] = done_by
         return done
 
