@@ -87,9 +87,9 @@ class Environments(Facet):
         value = self._decisions.decide(ENVIRONMENT, lambda: declared).value
         where = str(value["handle"])
         exe = self._exe
-        named = None if destroy is None else destroy_name(exe.store, exe.run_id, destroy)
         if exe.read_only:
             return where
+        named = None if destroy is None else destroy_name(exe.store, exe.run_id, destroy)
         logged = {**value, "run_id": exe.run_id, "destroy": named}
         _begin(Log(exe.store, exe.run_id), logged, start, restore)
         if stop is not None:
