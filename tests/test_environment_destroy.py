@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from sandbox_app import record
 
 import daybook
 from daybook import Daybook, RunStatus
+from daybook.worker import Worker
 
 pytestmark = pytest.mark.slow
 
@@ -209,6 +211,29 @@ def test_a_destroy_hook_that_raises_keeps_the_environment_and_the_next_pass_trie
     [done] = book.gc(0.2)["expired"]  # type: ignore[misc]
     assert done["destroyed"] is True and (tmp_path / "destroyed").exists()  # type: ignore[index]
     assert _actions(book, "fickle")[-1] == "expired"
+
+
+def test_a_worker_tries_a_failing_destroy_hook_again_at_doubling_intervals_not_at_every_pass(
+    db_url: str, tmp_path: Path
+) -> None:
+    _FLAKY["broken"] = True
+    worker = Worker(db_url, retention=0.2, schedules=False, queues=["nothing-here"], poll=0.05)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with Daybook(db_url) as book:
+        assert book.run(fickle, str(tmp_path), run_id="nagged") == str(tmp_path)
+        thread.start()
+        try:
+            wait_until(lambda: "destroy_failed" in _actions(book, "nagged"), timeout=60)
+            time.sleep(2.5)  # some fifty passes of a 0.2 s window
+        finally:
+            worker.stop.set()
+            thread.join(30)
+        tries = _actions(book, "nagged").count("destroy_requested")
+        assert 2 <= tries <= 3  # at 0 s, 2 s (and 6 s): not once a pass
+        assert book.get_run("nagged").status == RunStatus.EXPIRED
+        _FLAKY["broken"] = False
+        [done] = book.gc(0.2)["expired"]  # type: ignore[misc]  # by hand: tried at once
+        assert done["destroyed"] is True and (tmp_path / "destroyed").exists()  # type: ignore[index]
 
 
 @daybook.workflow

@@ -273,9 +273,10 @@ class Worker:
         while not done.is_set():
             try:
                 cutoff = time.time() - self.retention
-                for run in expire_runs(book.store, cutoff, f"worker {book.owner}", False, self.apps):
+                by = f"worker {book.owner}"
+                for run in expire_runs(book.store, cutoff, by, False, self.apps, backoff=True):
                     if run.get("again"):
-                        continue  # said at the pass that first found it awaiting its destroy hook
+                        continue  # said already: awaiting its destroy hook, or a failed one's backoff
                     what = f"{run['from']} run {run['run_id']}"
                     self.echo(f"worker: expired {what} past the window{_fate(run)}")
             except Exception as exc:

@@ -23,6 +23,7 @@ payloads leaves alone; a run declared before that log existed is read from its j
 from __future__ import annotations
 
 import shutil
+import time
 import traceback
 from typing import Any
 
@@ -35,27 +36,33 @@ from ..store import Store
 from .environment import ENVIRONMENT, Log, destroy_hook
 
 MAX_LISTED = 1_000_000
+# The longest wait of a worker before it tries a destroy hook that failed again.
+MAX_BACKOFF = 3600.0
 # Finished runs whose environment outlives them by the window (a paused run expires with or without one).
 ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
 
 
-def expire(store: Store, cutoff: float, by: str, dry_run: bool, app: Apps = None) -> list[dict[str, JSON]]:
+def expire(
+    store: Store, cutoff: float, by: str, dry_run: bool, app: Apps = None, backoff: bool = False
+) -> list[dict[str, JSON]]:
     """Expire every run paused before `cutoff`, and every finished run with an environment last
     updated before it (only count them with `dry_run`): one entry each, with the status it
     left, the workspace it declared, whether its destroy hook ran (`destroyed`) or waits for a
     process with the workflow's code (`awaiting_destroy`, `again` if an earlier pass said so
     already) and whether its directory was removed. `app`: the code the operator names for
-    this process (with `$DAYBOOK_APP`), where destroy hooks are found."""
+    this process (with `$DAYBOOK_APP`), where destroy hooks are found. `backoff` (a worker's
+    passes): a hook that failed is tried again only after a wait doubling from 2 s to an hour,
+    so a hook that keeps failing does not grow its append-only log at every pass."""
     done: list[dict[str, JSON]] = []
     for info in _due(store, cutoff):
-        entry = _expire_one(store, info, cutoff, by, dry_run, app)
+        entry = _expire_one(store, info, cutoff, by, dry_run, app, backoff)
         if entry is not None:
             done.append(entry)
     return done
 
 
 def _expire_one(
-    store: Store, info: RunInfo, cutoff: float, by: str, dry_run: bool, app: Apps
+    store: Store, info: RunInfo, cutoff: float, by: str, dry_run: bool, app: Apps, backoff: bool
 ) -> dict[str, JSON] | None:
     """Expire one run, then destroy its environment and log it: in that order, so a crash
     between them leaves an expired run whose log has no `expired` entry, which the next pass
@@ -81,7 +88,7 @@ def _expire_one(
         except ConfigError:
             return None  # it is no longer paused or finished: someone resumed or retried it
     if hook is not None and handle is not None:
-        state = _destroy(Log(store, info.run_id), info.run_id, handle, hook, by, app, store)
+        state = _destroy(Log(store, info.run_id), info.run_id, handle, hook, by, app, store, backoff)
         if state != "destroyed":
             # Kept whole, its directory too (the sandbox may still run in it): the next pass, by
             # a process with the workflow's code, destroys it, and only then writes `expired`.
@@ -99,12 +106,20 @@ def _expire_one(
     return entry
 
 
-def _destroy(log: Log, run_id: str, handle: str, name: str, by: str, app: Apps, store: Store) -> str:
+def _destroy(
+    log: Log, run_id: str, handle: str, name: str, by: str, app: Apps, store: Store, backoff: bool
+) -> str:
     """Run the destroy hook once per pass until it is logged `destroyed`: "destroyed", "awaiting"
-    (this process lacks the workflow's code; logged once), "still awaiting", or "failed: <error>"."""
+    (this process lacks the workflow's code; logged once), "still awaiting" (said before, or a
+    failed hook's backoff not over), or "failed: <error>"."""
     entries = log.entries()
     if any(e["action"] == "destroyed" for e in entries):
         return "destroyed"  # a crash after the hook's entry and before `expired`
+    failures = [e for e in entries if e["action"] == "destroy_failed"]
+    if backoff and failures and entries[-1]["action"] == "destroy_failed":
+        wait = min(2.0 ** len(failures), MAX_BACKOFF)
+        if time.time() - float(entries[-1].get("at") or 0.0) < wait:
+            return "still awaiting"
     found = destroy_hook(store, run_id, name, app)
     if found is None:
         if entries and entries[-1]["action"] == "destroy_awaiting":
