@@ -124,19 +124,40 @@ def _announce(
     "rows: cursor, stream, act#n, value.",
 )
 @click.option(
+    "--reader",
+    default=None,
+    metavar="NAME",
+    help="With --stream: read as the durable reader NAME, from the chunk after the last one it "
+    "printed, and store its position as it goes (the store is opened for writing).",
+)
+@click.option(
     "--timeout",
     default=None,
     type=Bounded(lambda v: bounded(v, "timeout (seconds)", low=0.0, high=MAX_SECONDS)),
     metavar="SECONDS",
     help="With --follow: stop after this long even if the run has not ended.",
 )
-@with_book(read_only=True)
+@with_book(read_only=lambda options: options["reader"] is None)
 def journal(
-    book: Daybook, run_id: str, following: bool, after: int, stream: str | None, timeout: float | None
+    book: Daybook,
+    run_id: str,
+    following: bool,
+    after: int,
+    stream: str | None,
+    reader: str | None,
+    timeout: float | None,
 ) -> None:
     """Print a run's journal rows, one a line; with --follow, keep printing as rows commit
     (the stream the web inspector's pages follow) until the run ends. With --stream NAME,
-    print the chunks of that durable stream instead (`ctx.stream`), each once, in order."""
+    print the chunks of that durable stream instead (`ctx.stream`), each once, in order; with
+    --reader, from where that reader name left off."""
+    if reader is not None:
+        if stream is None:
+            fail("--reader follows a durable stream: give --stream NAME ('*' for every stream) too")
+        if after:
+            fail("--reader starts after the last chunk that reader printed: give --after or --reader, not both")
+        _read_as(book, run_id, None if stream == "*" else stream, reader, timeout if following else 0.0)
+        return
     if stream is not None:
         name = None if stream == "*" else stream
         if following:
@@ -153,6 +174,15 @@ def journal(
         events = iter(since(book.store, run_id, after)[0])
     for ev in events:
         say(_line(ev))
+
+
+def _read_as(book: Daybook, run_id: str, stream: str | None, reader: str, timeout: float | None) -> None:
+    """Print the chunks after reader `reader`'s position. Each line is written (and flushed)
+    before the next chunk is asked for, which is what stores the position past it: a reader
+    killed in between prints that one line again when restarted, and no other."""
+    with book.follow(run_id, stream=stream, reader=reader, timeout=timeout) as chunks:
+        for chunk in chunks:
+            say(_chunk_line(chunk))
 
 
 def _chunk_line(chunk: Chunk) -> str:
