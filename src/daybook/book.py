@@ -422,7 +422,13 @@ class Daybook(
 
     @overload
     def follow(
-        self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None, reader: str
+        self,
+        run_id: str,
+        *,
+        stream: str | None = None,
+        after: int = 0,
+        timeout: float | None = None,
+        reader: str,
     ) -> StreamReader: ...
 
     def follow(

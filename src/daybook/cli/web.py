@@ -155,7 +155,9 @@ def journal(
         if stream is None:
             fail("--reader follows a durable stream: give --stream NAME ('*' for every stream) too")
         if after:
-            fail("--reader starts after the last chunk that reader printed: give --after or --reader, not both")
+            fail(
+                "--reader starts after the last chunk that reader printed: give --after or --reader, not both"
+            )
         _read_as(book, run_id, None if stream == "*" else stream, reader, timeout if following else 0.0)
         return
     if stream is not None:
