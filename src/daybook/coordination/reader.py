@@ -35,6 +35,7 @@ from ..journal.follow import POLL, chunks_since
 from ..journal.stream import read_all
 from ..records import TERMINAL, shown
 from ..runtime.lease import is_dead_here, new_owner
+from ..store import Store
 from ..store.chunks import Chunk
 from .entity import READER_PREFIX, Entity
 
@@ -69,11 +70,6 @@ def entity_name(run_id: str, stream: str | None, reader: str) -> str:
     return READER_PREFIX + "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
-def position(store: Any, run_id: str, stream: str | None, reader: str) -> int:
-    """The cursor of the last chunk `reader` acknowledged in the run's stream (0: none). A read."""
-    return _upto(Entity(store, entity_name(run_id, stream, check_reader(reader))).view().log)
-
-
 def _process_owner() -> str:
     global _owner
     if _owner is None or _owner[0] != os.getpid():
@@ -94,7 +90,7 @@ class StreamReader(Iterator[Chunk]):
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         run_id: str,
         stream: str | None,
         reader: str,
@@ -250,7 +246,7 @@ class StreamReader(Iterator[Chunk]):
         )
 
 
-def _check_stream(store: Any, run_id: str, stream: str | None, status: str) -> None:
+def _check_stream(store: Store, run_id: str, stream: str | None, status: str) -> None:
     """A finished run that never wrote the stream: a mistyped name, said at once rather than
     followed to an empty end."""
     if store.chunks(run_id, 0, stream, 1, None, False):
