@@ -137,7 +137,7 @@ def _announce(
     metavar="SECONDS",
     help="With --follow: stop after this long even if the run has not ended.",
 )
-@with_book(read_only=lambda options: options["reader"] is None)
+@with_book(read_only=lambda options: options["reader"] is None or options["stream"] is None)
 def journal(
     book: Daybook,
     run_id: str,
@@ -151,24 +151,11 @@ def journal(
     (the stream the web inspector's pages follow) until the run ends. With --stream NAME,
     print the chunks of that durable stream instead (`ctx.stream`), each once, in order; with
     --reader, from where that reader name left off."""
-    if reader is not None:
-        if stream is None:
-            fail("--reader follows a durable stream: give --stream NAME ('*' for every stream) too")
-        if after:
-            fail(
-                "--reader starts after the last chunk that reader printed: give --after or --reader, not both"
-            )
-        _read_as(book, run_id, None if stream == "*" else stream, reader, timeout if following else 0.0)
-        return
     if stream is not None:
-        name = None if stream == "*" else stream
-        if following:
-            chunks: Iterable[Chunk] = book.follow(run_id, stream=name, after=after, timeout=timeout)
-        else:
-            chunks = book.chunks(run_id, stream=name, after=after)
-        for chunk in chunks:
-            say(_chunk_line(chunk))
+        _print_chunks(book, run_id, None if stream == "*" else stream, following, after, reader, timeout)
         return
+    if reader is not None:
+        fail("--reader follows a durable stream: give --stream NAME ('*' for every stream) too")
     if following:
         end = None if timeout is None else time.monotonic() + timeout
         events = follow(book.store, run_id, after, stop=lambda: end is not None and time.monotonic() >= end)
@@ -178,12 +165,30 @@ def journal(
         say(_line(ev))
 
 
-def _read_as(book: Daybook, run_id: str, stream: str | None, reader: str, timeout: float | None) -> None:
-    """Print the chunks after reader `reader`'s position. Each line is written (and flushed)
-    before the next chunk is asked for, which is what stores the position past it: a reader
-    killed in between prints that one line again when restarted, and no other."""
-    with book.follow(run_id, stream=stream, reader=reader, timeout=timeout) as chunks:
+def _print_chunks(
+    book: Daybook,
+    run_id: str,
+    stream: str | None,
+    following: bool,
+    after: int,
+    reader: str | None,
+    timeout: float | None,
+) -> None:
+    """Print the stream's chunks after `after`, or after reader `reader`'s position. A reader's
+    line is written (and flushed) before the next chunk is asked for, which is what stores the
+    position past it: a reader killed in between prints that one line again, and no other."""
+    if reader is None:
+        if following:
+            chunks: Iterable[Chunk] = book.follow(run_id, stream=stream, after=after, timeout=timeout)
+        else:
+            chunks = book.chunks(run_id, stream=stream, after=after)
         for chunk in chunks:
+            say(_chunk_line(chunk))
+        return
+    if after:
+        fail("--reader starts after the last chunk that reader printed: give --after or --reader, not both")
+    with book.follow(run_id, stream=stream, reader=reader, timeout=timeout if following else 0.0) as named:
+        for chunk in named:
             say(_chunk_line(chunk))
 
 

@@ -46,7 +46,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _ACTION = "read"
 
 # This process's owner id (one per pid: a forked child gets its own), and the readers it has
-# open by entity name: a second follower under a name this process already follows is refused.
+# open by store and entity name: a second follower under a name this process already follows
+# is refused (the claim alone would let it through: both hold the process's owner id).
 _owner: tuple[int, str] | None = None
 _OPEN: weakref.WeakValueDictionary[str, StreamReader] = weakref.WeakValueDictionary()
 
@@ -120,7 +121,8 @@ class StreamReader(Iterator[Chunk]):
         self._closed = False
         if info.status in TERMINAL:
             _check_stream(store, self.run_id, stream, info.status)
-        if self._entity.name in _OPEN:
+        self._key = f"{store.url}\n{self._entity.name}"
+        if self._key in _OPEN:
             raise ReaderBusy(
                 f"reader {reader!r} of {self._what()} is already open in this process; close that "
                 "follower first (`with book.follow(...) as chunks:` closes it), or use another name"
@@ -128,7 +130,7 @@ class StreamReader(Iterator[Chunk]):
         self._deadline = self._claim()
         self.position = _upto(self._entity.view().log)
         self._read_upto = self.position
-        _OPEN[self._entity.name] = self
+        _OPEN[self._key] = self
 
     def __iter__(self) -> StreamReader:
         return self
@@ -176,8 +178,8 @@ class StreamReader(Iterator[Chunk]):
         if self._closed:
             return
         self._closed = True
-        if _OPEN.get(self._entity.name) is self:
-            del _OPEN[self._entity.name]
+        if _OPEN.get(self._key) is self:
+            del _OPEN[self._key]
         self._entity.release(self._owner)
 
     def __enter__(self) -> StreamReader:
