@@ -75,6 +75,22 @@ def test_a_reader_killed_after_acknowledging_a_chunk_never_gets_it_again(db_url:
     assert _recorded(out) == PIECES  # each once, in order
 
 
+def test_a_reader_that_acknowledges_every_ten_chunks_gets_again_at_most_ten(
+    db_url: str, tmp_path: Path
+) -> None:
+    run_id = "reader-every"
+    _finished_run(db_url, run_id)
+    out = tmp_path / "consumer.txt"
+    first = _child(db_url, "readas", run_id, str(out), "batch", "--ack-every", "10", "--die-after", "25")
+    assert killed(first), first.stderr
+    second = _child(db_url, "readas", run_id, str(out), "batch", "--ack-every", "10")
+    assert second.returncode == 0, second.stderr
+    # Stored after the 10th and the 20th chunk taken: the 21st to 25th come again, no more.
+    assert _recorded(out) == PIECES[:25] + PIECES[20:]
+    with Daybook(db_url) as book, pytest.raises(ConfigError, match="ack_every"):
+        book.follow(run_id, stream="answer", reader="batch", ack_every=0)
+
+
 def test_a_writer_and_a_reader_both_killed_mid_stream_give_the_consumer_every_chunk_in_order(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -429,6 +429,7 @@ class Daybook(
         after: int = 0,
         timeout: float | None = None,
         reader: str,
+        ack_every: int = 1,
     ) -> StreamReader: ...
 
     def follow(
@@ -439,6 +440,7 @@ class Daybook(
         after: int = 0,
         timeout: float | None = None,
         reader: str | None = None,
+        ack_every: int = 1,
     ) -> Iterator[Chunk] | StreamReader:
         """Yield the run's stream chunks after cursor `after` as they commit (one stream's, or
         every stream's), each once, in order, until the run ends or `timeout` seconds pass.
@@ -449,7 +451,8 @@ class Daybook(
         NAME acknowledged (a chunk is acknowledged when the next is asked for, or by the
         returned `StreamReader`'s `ack()`), so a reader killed and restarted under the same name
         goes on where it was, getting again at most the one chunk it held (at least once; one
-        process per name at a time, `ReaderBusy` otherwise). Not with `after=`."""
+        process per name at a time, `ReaderBusy` otherwise). Not with `after=`. `ack_every=N`
+        stores the position once per N chunks taken (fewer commits; up to N chunks again)."""
         stream, after = streams.checked(stream, after)
         limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
         end = None if limit is None else time.monotonic() + limit
@@ -463,7 +466,9 @@ class Daybook(
                     f"follow(after={after}, reader={reader!r}): a named reader starts after the last "
                     "chunk it acknowledged; give after= or reader=, not both"
                 )
-            return StreamReader(self.store, run_id, stream, reader, stop=stop)
+            return StreamReader(self.store, run_id, stream, reader, stop=stop, ack_every=ack_every)
+        if ack_every != 1:
+            raise ConfigError("follow(ack_every=...) paces a named reader's position: give reader= too")
         return follow_chunks(self.store, run_id, stream, after, stop=stop)
 
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:

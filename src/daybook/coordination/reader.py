@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ConfigError, ReaderBusy, RunNotFound
 from ..journal.follow import POLL, chunks_since
 from ..journal.stream import read_all
-from ..records import TERMINAL, shown
+from ..records import TERMINAL, shown, whole
 from ..runtime.lease import is_dead_here, new_owner
 from ..store import Store
 from ..store.chunks import Chunk
@@ -83,10 +83,12 @@ class StreamReader(Iterator[Chunk]):
     reader=NAME)`): iterating yields the chunks after the last one this name acknowledged, as
     they commit, until the run ends or the timeout passes.
 
-    A chunk is acknowledged (its cursor stored as the reader's position) when the consumer asks
-    for the next one, or calls `ack()`. A reader killed while it holds a chunk gets that chunk
-    again under the same name, and none other; `close()` (or leaving a `with` block) gives the
-    name up without acknowledging the chunk in hand.
+    A chunk is acknowledged (its cursor stored as the reader's `position`) when the consumer
+    asks for the next one, or calls `ack()`. A reader killed while it holds a chunk gets that
+    chunk again under the same name, and none other; `close()` (or leaving a `with` block) gives
+    the name up without acknowledging the chunk in hand. `ack_every=N` stores the position once
+    per N chunks taken (and whenever the reader has caught up with the stream) instead of once
+    per chunk: one commit per N, and a killed reader gets again up to N chunks.
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class StreamReader(Iterator[Chunk]):
         *,
         stop: Callable[[], bool] = lambda: False,
         poll: float = POLL,
+        ack_every: int = 1,
     ) -> None:
         self.reader = check_reader(reader)
+        self.ack_every = whole(ack_every, "ack_every (chunks taken per stored position)", low=1, high=10_000)
         if store.read_only:
             raise ConfigError(
                 f"reader {reader!r}: a reader's position is written to the store, which this handle "
@@ -118,6 +122,7 @@ class StreamReader(Iterator[Chunk]):
         self._owner = _process_owner()
         self._queue: collections.deque[Chunk] = collections.deque()
         self._held: Chunk | None = None
+        self._taken = 0  # chunks the consumer let go of since the position was last stored
         self._closed = False
         if info.status in TERMINAL:
             _check_stream(store, self.run_id, stream, info.status)
@@ -138,7 +143,13 @@ class StreamReader(Iterator[Chunk]):
     def __next__(self) -> Chunk:
         if self._closed:
             raise StopIteration
-        self.ack()  # the consumer asked for the next chunk: it has taken the one it held
+        held = self._held
+        if held is not None and held.cursor > self.position:
+            self._taken += 1  # the consumer asked for the next chunk: it has taken this one
+            # Stored every `ack_every` chunks, and whenever the reader has caught up (before it
+            # waits for more), so a window wider than one spans a burst, never an idle wait.
+            if self._taken >= self.ack_every or not self._queue:
+                self.ack()
         try:
             chunk = self._next_chunk()
         except BaseException:
@@ -171,6 +182,8 @@ class StreamReader(Iterator[Chunk]):
         if not self._entity.record(self._owner, _ACTION, {"upto": chunk.cursor}):
             raise self._lost()
         self.position = chunk.cursor
+        if chunk is self._held:
+            self._taken = 0
 
     def close(self) -> None:
         """Give the reader name up (the chunk in hand is not acknowledged: the name gets it
