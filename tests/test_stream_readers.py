@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +278,18 @@ def test_a_reader_following_a_live_run_waits_for_its_stream(db_url: str) -> None
         if writer.poll() is None:
             writer.kill()
     assert [c.value for c in got] == PIECES
+
+
+def test_a_reader_whose_name_was_taken_over_stops_rather_than_move_the_position_back(book: Daybook) -> None:
+    book.run(stream_app.streamed, "taken", run_id="reader-taken")
+    chunks = book.follow("reader-taken", stream="answer", reader="ui")
+    held = [next(chunks) for _ in range(3)]
+    # Meanwhile its claim lapsed and a process elsewhere took the name and read further.
+    entity = Entity(book.store, entity_name("reader-taken", "answer", "ui"))
+    holder = entity.view().holder
+    assert holder is not None and book.store.entity_release(entity.name, holder, time.time())
+    other = "elsewhere:4242:1:boot:ns:abcdef"
+    assert entity.claim(other, 30) and entity.record(other, "read", {"upto": held[-1].cursor + 10})
+    with pytest.raises(ReaderBusy, match="another process took the name over"):
+        chunks.ack()
+    assert [e.data for e in entity.view().log if e.action == "read"][-1] == {"upto": held[-1].cursor + 10}
