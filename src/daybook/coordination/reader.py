@@ -12,10 +12,10 @@ its append-only log do the work on both backends, as for the span-export cursor
 The contract is at least once, with a window of one chunk: a chunk is acknowledged when the
 consumer asks for the next one (or calls `ack()`), so a reader killed while it holds a chunk
 (handed out, not acknowledged) gets that chunk again when it restarts, and no other; none is
-lost, because the position never passes a chunk the consumer did not take. A consumer whose
-handling of a chunk is idempotent by the chunk's `cursor` (or that calls `ack()` as the last
-act of its handling, and its handling leaves nothing behind if it dies before) sees each chunk's
-effect once.
+lost, because the position never passes a chunk the consumer did not take. Only a consumer
+whose handling of a chunk is idempotent by the chunk's `cursor` sees each chunk's effect once:
+its handling and the stored position are two commits, and a crash can fall between them
+(`ack_every=N` widens the window to N chunks for one commit per N).
 """
 
 from __future__ import annotations
