@@ -2,8 +2,8 @@
 
 The sandbox: `sandbox_app.py serve DIR` is an HTTP server on 127.0.0.1 keeping its state in
 DIR/state.json (every operation it applied, in order) and its own record of its life in
-DIR/record.log (`started PID`, `stopped PID`), its port in DIR/port while it is up. The hooks
-(`start`, `stop`, `alive`, `snapshot`, `restore`) are what a workflow passes to
+DIR/record.log (`started PID`, `stopped PID`, `destroyed PID`), its port in DIR/port while it is up. The hooks
+(`start`, `stop`, `alive`, `snapshot`, `restore`, `destroy`) are what a workflow passes to
 `ctx.environment`; `start` is idempotent (a sandbox a SIGKILLed run left up is kept).
 
 The agent process: `sandbox_app.py DB start RUN DIR STEPS [SECONDS] [--fail-at N]` or
@@ -132,6 +132,15 @@ def restore(handle: str, taken: Any) -> None:
         f.write(f"restore-checked {taken['ops']}\n")
 
 
+def destroy(handle: str) -> None:
+    """Gone for good: its process ended and its state deleted; told so in its record (one line
+    per call, so a test counts them). Idempotent: a second call finds nothing left to end."""
+    stop(handle)
+    Path(handle, "state.json").unlink(missing_ok=True)
+    with open(Path(handle, "record.log"), "a") as f:
+        f.write(f"destroyed {os.getpid()}\n")
+
+
 def ops(handle: str) -> list[str]:
     """The sandbox's own record of what it applied (read at the world, not from daybook)."""
     return list(json.loads(Path(handle, "state.json").read_text())["ops"])
@@ -179,6 +188,19 @@ def sandboxed(ctx: Context, where: str, steps: int, seconds: float = 0.0, fail_a
             raise Broken(f"step {i} is broken (the file {where}/broken says so)")
         count = ctx.effect(apply, op=f"op-{i}", where=where)["count"]
         time.sleep(seconds)
+    return count
+
+
+@daybook.workflow
+def disposable(ctx: Context, where: str, steps: int, keep_up: bool = False) -> int:
+    """A sandbox destroyed at expiry by the `destroy` hook; `keep_up`: never stopped between
+    executions (a VM left running), so only its destruction ends its process."""
+    ctx.environment(
+        where, start=start, alive=alive, stop=None if keep_up else stop, destroy=destroy, grace=30
+    )
+    count = 0
+    for i in range(steps):
+        count = ctx.effect(apply, op=f"op-{i}", where=where)["count"]
     return count
 
 

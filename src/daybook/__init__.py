@@ -14,6 +14,7 @@ from .coordination.budget import Budget
 from .coordination.child import ChildFailed
 from .coordination.entity import Entity, EntityEntry, EntityView, Lease
 from .coordination.pool import BudgetPool
+from .coordination.reader import StreamReader
 from .dispatch.queues import Queue
 from .dispatch.schedules import Schedule
 from .dispatch.search import RunPage
@@ -37,6 +38,7 @@ from .errors import (
     NotInRun,
     NotSerializable,
     PriceTableError,
+    ReaderBusy,
     RecoveryInProgress,
     ReleaseDeclined,
     ReplayDiverged,
@@ -164,6 +166,7 @@ __all__ = [
     "PriceTable",
     "PriceTableError",
     "Queue",
+    "ReaderBusy",
     "ReconcileResult",
     "Recovery",
     "RecoveryInProgress",
@@ -202,6 +205,7 @@ __all__ = [
     "StepRetracted",
     "StillUnknown",
     "StoreUnavailable",
+    "StreamReader",
     "Subtask",
     "Suspended",
     "TimedOut",

@@ -13,7 +13,7 @@ import functools
 import getpass
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 from .books import cost as ledger
 from .books.methods import LedgerMethods
@@ -23,6 +23,7 @@ from .context import Context
 from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
 from .coordination.pool import BudgetPool
+from .coordination.reader import StreamReader
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError, DaybookError
 from .gates import roster
@@ -408,19 +409,67 @@ class Daybook(
         stream, after = streams.checked(stream, after)
         return streams.read_all(self.store, self.get_run(run_id).run_id, stream, after, divergent)
 
+    @overload
     def follow(
-        self, run_id: str, *, stream: str | None = None, after: int = 0, timeout: float | None = None
-    ) -> Iterator[Chunk]:
+        self,
+        run_id: str,
+        *,
+        stream: str | None = None,
+        after: int = 0,
+        timeout: float | None = None,
+        reader: None = None,
+    ) -> Iterator[Chunk]: ...
+
+    @overload
+    def follow(
+        self,
+        run_id: str,
+        *,
+        stream: str | None = None,
+        after: int = 0,
+        timeout: float | None = None,
+        reader: str,
+        ack_every: int = 1,
+    ) -> StreamReader: ...
+
+    def follow(
+        self,
+        run_id: str,
+        *,
+        stream: str | None = None,
+        after: int = 0,
+        timeout: float | None = None,
+        reader: str | None = None,
+        ack_every: int = 1,
+    ) -> Iterator[Chunk] | StreamReader:
         """Yield the run's stream chunks after cursor `after` as they commit (one stream's, or
         every stream's), each once, in order, until the run ends or `timeout` seconds pass.
         Keep each chunk's `cursor`: following again from it after a crash of the reader gives
-        every chunk once (docs/streams.md)."""
+        every chunk once (docs/streams.md).
+
+        `reader=NAME` keeps the position in the store instead: it follows from the last chunk
+        NAME acknowledged (a chunk is acknowledged when the next is asked for, or by the
+        returned `StreamReader`'s `ack()`), so a reader killed and restarted under the same name
+        goes on where it was, getting again at most the one chunk it held (at least once; one
+        process per name at a time, `ReaderBusy` otherwise). Not with `after=`. `ack_every=N`
+        stores the position once per N chunks taken (fewer commits; up to N chunks again)."""
         stream, after = streams.checked(stream, after)
         limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
         end = None if limit is None else time.monotonic() + limit
-        return follow_chunks(
-            self.store, run_id, stream, after, stop=lambda: end is not None and time.monotonic() >= end
-        )
+
+        def stop() -> bool:
+            return end is not None and time.monotonic() >= end
+
+        if reader is not None:
+            if after:
+                raise ConfigError(
+                    f"follow(after={after}, reader={reader!r}): a named reader starts after the last "
+                    "chunk it acknowledged; give after= or reader=, not both"
+                )
+            return StreamReader(self.store, run_id, stream, reader, stop=stop, ack_every=ack_every)
+        if ack_every != 1:
+            raise ConfigError("follow(ack_every=...) paces a named reader's position: give reader= too")
+        return follow_chunks(self.store, run_id, stream, after, stop=stop)
 
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
         """The run and its whole journal as one JSON document. `raw=True` salvages a damaged
@@ -526,15 +575,23 @@ class Daybook(
     # -- retention (issue 11 part 2) --------------------------------------------------------
 
     def gc(
-        self, older_than: float, *, dry_run: bool = False, by: str | None = None, token: str | None = None
+        self,
+        older_than: float,
+        *,
+        dry_run: bool = False,
+        by: str | None = None,
+        token: str | None = None,
+        app: str | Sequence[str] | None = None,
     ) -> dict[str, JSON]:
         """Erase the payloads of finished runs last updated over `older_than` seconds ago, keep
         the audit spine and a keyed digest per payload; logged (who: `by`, else the OS user;
         when; cutoff; counts). Runs paused, or finished with an environment, since before the
-        cutoff are `expired` (`expired`; `steering/expiry.py`). `dry_run` only counts."""
+        cutoff are `expired` (`expired`; `steering/expiry.py`), and their environments destroyed
+        by the workflow's `destroy` hook if this process has the workflow's code (`app`,
+        `$DAYBOOK_APP`, or imported here), else listed `awaiting_destroy`. `dry_run` only counts."""
         who, done_by = self._actor(by, token, "gc", "*")
         done = retention.run(self.store, older_than, dry_run, who, key_for(self.store))
-        done["expired"] = expire_runs(self.store, float(done["cutoff"]), who, dry_run)
+        done["expired"] = expire_runs(self.store, float(done["cutoff"]), who, dry_run, app)
         done["identity"] = done_by
         return done
 

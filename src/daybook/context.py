@@ -492,6 +492,7 @@ class Context:
         stop: Callable[[str], Any] | None = None,
         snapshot: Callable[[str], JSON] | None = None,
         restore: Callable[[str, JSON], Any] | None = None,
+        destroy: Callable[[str], Any] | None = None,
     ) -> str:
         """Declare the run's workspace (a directory path, a sandbox id): recorded, so every
         replay sees the same handle, and shown in the run's checkpoint as `running` or
@@ -501,7 +502,10 @@ class Context:
         snapshot; `stop(handle)` then `snapshot(handle)` (JSON) when the execution ends however
         it ends (completed, failed, paused, waiting): stopped, never destroyed. Past the
         retention window the run becomes `expired` (`gc`, or a worker on its schedule) and only
-        then, with `remove_on_expiry` (a directory), is the directory deleted. With
+        then is it destroyed: `destroy(handle)` (a function the workflow's module names at top
+        level, found there by the expiring process if it loaded the workflow's code with
+        `--app`; else the run waits, listed as awaiting destroy; idempotent: a kill after it
+        runs it again), then, with `remove_on_expiry` (a directory), the directory deleted. With
         `alive(handle)`, each execution checks the workspace is up, waiting out a startup
         `grace` (seconds from the execution's start) before it fails the run with
         `EnvironmentLost`. Each start, stop and expiry is in the run's environment log
@@ -516,6 +520,7 @@ class Context:
             stop=stop,
             snapshot=snapshot,
             restore=restore,
+            destroy=destroy,
         )
 
     def set_attributes(self, **attributes: JSON) -> None:

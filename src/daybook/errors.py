@@ -399,6 +399,13 @@ class CheckoutBusy(DaybookError):
     its own worktree (`daybook.Checkout(path, worktree=True)`)."""
 
 
+class ReaderBusy(DaybookError):
+    """Another live process follows the stream under the same reader name, or took the name
+    over while this one held it past its claim: one process per reader name at a time. Wait for
+    it to stop (a SIGKILLed reader on this machine is taken over at once, one on another host
+    once its claim lapses), or follow under another name."""
+
+
 class WorkspaceConflict(DaybookError):
     """A rewind would overwrite files the run does not own any more: someone (another run, a
     person) changed them after the run's last edit. Nothing was restored; commit or move those

@@ -273,9 +273,12 @@ class Worker:
         while not done.is_set():
             try:
                 cutoff = time.time() - self.retention
-                for run in expire_runs(book.store, cutoff, f"worker {book.owner}", False):
-                    gone = f"; its workspace {run['environment']} removed" if run["removed"] else ""
-                    self.echo(f"worker: expired {run['from']} run {run['run_id']} past the window{gone}")
+                by = f"worker {book.owner}"
+                for run in expire_runs(book.store, cutoff, by, False, self.apps, backoff=True):
+                    if run.get("again"):
+                        continue  # said already: awaiting its destroy hook, or a failed one's backoff
+                    what = f"{run['from']} run {run['run_id']}"
+                    self.echo(f"worker: expired {what} past the window{_fate(run)}")
             except Exception as exc:
                 self.echo(f"worker: cannot enforce the retention window ({type(exc).__name__}: {exc})")
             done.wait(every)
@@ -461,6 +464,21 @@ def _handle(url: str | None, lease_ttl: float) -> Daybook:
     book = Daybook(url, lease_ttl=lease_ttl, otel=False)
     book.frontier_spin = book.inline_wait
     return book
+
+
+def _fate(run: dict[str, Any]) -> str:
+    """What became of an expired run's environment, for the worker's output."""
+    where = run["environment"]
+    if run.get("error"):
+        error = run["error"]
+        return f"; its environment {where} kept: its destroy hook failed ({error}), tried again next pass"
+    if run.get("awaiting_destroy"):
+        return (
+            f"; its environment {where} kept, awaiting destroy: the workflow's destroy hook "
+            f"{run['destroy']!r} is not loaded in this worker (start a worker with --app)"
+        )
+    done = f"; its environment {where} destroyed" if run.get("destroyed") else ""
+    return done + (f"; its workspace {where} removed" if run["removed"] else "")
 
 
 def _retention_of(value: float | None) -> float | None:

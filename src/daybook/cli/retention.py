@@ -10,7 +10,7 @@ import click
 from .. import Daybook
 from ..store.retention import MAX_RETENTION
 from . import render
-from .app import _ParamType, credential_option, json_option, json_out, say, with_book
+from .app import _ParamType, apps_option, credential_option, json_option, json_out, say, with_book
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 7 * 86_400.0}
 
@@ -36,11 +36,18 @@ class Age(_ParamType):
 @click.option("--older-than", "older_than", required=True, type=Age(), help="Age, e.g. 30d, 12h, 90m.")
 @click.option("--dry-run", is_flag=True, help="Count what would be erased; erase nothing.")
 @click.option("--by", default=None, help="Who runs it, for the gc log (default: the OS user).")
+@apps_option("The workflows' code, where expired runs' destroy hooks are found (else they wait).")
 @credential_option
 @json_option("The pass as JSON.")
 @with_book(read_only=lambda options: bool(options["dry_run"]))
 def gc(
-    book: Daybook, older_than: float, dry_run: bool, by: str | None, token: str | None, as_json: bool
+    book: Daybook,
+    older_than: float,
+    dry_run: bool,
+    by: str | None,
+    apps: tuple[str, ...],
+    token: str | None,
+    as_json: bool,
 ) -> None:
     """Erase the payloads of finished runs older than --older-than; keep the audit spine. Runs
     paused for longer than that, and finished runs whose environment was kept that long, are
@@ -48,7 +55,7 @@ def gc(
 
     Kinds, keys, statuses, fingerprints and times stay, with a keyed digest of each payload;
     the pass is logged (who, when, cutoff, counts) in an append-only gc log."""
-    done = book.gc(older_than, dry_run=dry_run, by=by, token=token)
+    done = book.gc(older_than, dry_run=dry_run, by=by, token=token, app=list(apps))
     if as_json:
         json_out(done)
         return
@@ -65,9 +72,29 @@ def gc(
         kept = ", ".join(done["kept"])
         say(f"kept {len(done['kept'])} finished run(s) an unfinished run still reads: {kept}")
     for run in done["expired"]:
-        removed = f"; its workspace {run['environment']} removed" if run["removed"] else ""
-        kept = f"; its workspace {run['environment']} kept" if run["environment"] and not removed else ""
-        say(f"{'would expire' if dry_run else 'expired'} {run['from']} run {run['run_id']}{removed}{kept}")
+        verb = "would expire" if dry_run else "expired"
+        say(f"{verb} {run['from']} run {run['run_id']}{_fate(run, dry_run)}")
+
+
+def _fate(run: dict[str, Any], dry_run: bool) -> str:
+    """What became of an expired run's environment."""
+    where = run["environment"]
+    if not where:
+        return ""
+    if run.get("error"):
+        error = run["error"]
+        return f"; its environment {where} kept: its destroy hook failed ({error}); the next pass tries again"
+    if run.get("awaiting_destroy"):
+        return (
+            f"; its environment {where} kept, awaiting destroy: the workflow's destroy hook "
+            f"{run['destroy']!r} is not loaded here (pass the workflow's code with --app)"
+        )
+    if dry_run:
+        hook = run.get("destroy")
+        return f"; its environment {where} would be destroyed ({hook})" if hook else ""
+    done = f"; its environment {where} destroyed" if run.get("destroyed") else ""
+    gone = f"; its workspace {where} removed" if run["removed"] else ""
+    return done + gone if done or gone else f"; its workspace {where} kept"
 
 
 COMMANDS = (gc,)

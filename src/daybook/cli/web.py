@@ -124,28 +124,38 @@ def _announce(
     "rows: cursor, stream, act#n, value.",
 )
 @click.option(
+    "--reader",
+    default=None,
+    metavar="NAME",
+    help="With --stream: read as the durable reader NAME, from the chunk after the last one it "
+    "printed, and store its position as it goes (the store is opened for writing).",
+)
+@click.option(
     "--timeout",
     default=None,
     type=Bounded(lambda v: bounded(v, "timeout (seconds)", low=0.0, high=MAX_SECONDS)),
     metavar="SECONDS",
     help="With --follow: stop after this long even if the run has not ended.",
 )
-@with_book(read_only=True)
+@with_book(read_only=lambda options: options["reader"] is None or options["stream"] is None)
 def journal(
-    book: Daybook, run_id: str, following: bool, after: int, stream: str | None, timeout: float | None
+    book: Daybook,
+    run_id: str,
+    following: bool,
+    after: int,
+    stream: str | None,
+    reader: str | None,
+    timeout: float | None,
 ) -> None:
     """Print a run's journal rows, one a line; with --follow, keep printing as rows commit
     (the stream the web inspector's pages follow) until the run ends. With --stream NAME,
-    print the chunks of that durable stream instead (`ctx.stream`), each once, in order."""
+    print the chunks of that durable stream instead (`ctx.stream`), each once, in order; with
+    --reader, from where that reader name left off."""
     if stream is not None:
-        name = None if stream == "*" else stream
-        if following:
-            chunks: Iterable[Chunk] = book.follow(run_id, stream=name, after=after, timeout=timeout)
-        else:
-            chunks = book.chunks(run_id, stream=name, after=after)
-        for chunk in chunks:
-            say(_chunk_line(chunk))
+        _print_chunks(book, run_id, None if stream == "*" else stream, following, after, reader, timeout)
         return
+    if reader is not None:
+        fail("--reader follows a durable stream: give --stream NAME ('*' for every stream) too")
     if following:
         end = None if timeout is None else time.monotonic() + timeout
         events = follow(book.store, run_id, after, stop=lambda: end is not None and time.monotonic() >= end)
@@ -153,6 +163,33 @@ def journal(
         events = iter(since(book.store, run_id, after)[0])
     for ev in events:
         say(_line(ev))
+
+
+def _print_chunks(
+    book: Daybook,
+    run_id: str,
+    stream: str | None,
+    following: bool,
+    after: int,
+    reader: str | None,
+    timeout: float | None,
+) -> None:
+    """Print the stream's chunks after `after`, or after reader `reader`'s position. A reader's
+    line is written (and flushed) before the next chunk is asked for, which is what stores the
+    position past it: a reader killed in between prints that one line again, and no other."""
+    if reader is None:
+        if following:
+            chunks: Iterable[Chunk] = book.follow(run_id, stream=stream, after=after, timeout=timeout)
+        else:
+            chunks = book.chunks(run_id, stream=stream, after=after)
+        for chunk in chunks:
+            say(_chunk_line(chunk))
+        return
+    if after:
+        fail("--reader starts after the last chunk that reader printed: give --after or --reader, not both")
+    with book.follow(run_id, stream=stream, reader=reader, timeout=timeout if following else 0.0) as named:
+        for chunk in named:
+            say(_chunk_line(chunk))
 
 
 def _chunk_line(chunk: Chunk) -> str:

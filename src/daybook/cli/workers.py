@@ -91,7 +91,8 @@ grace_option = click.option(
     show_default=True,
     type=Age(),
     help="Expire runs paused, or finished with an environment, longer than this (e.g. 30d, 12h), "
-    "destroying a disposable environment; checked on the worker's schedule, with or without `daybook gc`.",
+    "destroying each environment with its workflow's destroy hook (found in the --app code; else "
+    "kept and listed as awaiting destroy); checked on the worker's schedule, with or without `daybook gc`.",
 )
 def worker(db: str | None, apps: tuple[str, ...], until_idle: bool, quiet: bool, **options: Any) -> None:
     """Execute pending runs and take over orphaned ones (lapsed leases) until stopped."""

@@ -37,8 +37,11 @@ INTERNAL_PREFIX = "daybook.otel:"
 AUDIT_PREFIX = "daybook.audit:"
 # A run's environment log: its sandbox started, stopped, expired (`daybook.steering.environment`).
 ENVIRONMENT_PREFIX = "daybook.env:"
+# A named reader's position in a run's stream (`book.follow(..., reader=)`,
+# `daybook.coordination.reader`).
+READER_PREFIX = "daybook.reader:"
 # None is listed among the leases a person coordinates agents with.
-HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX, AUDIT_PREFIX, ENVIRONMENT_PREFIX)
+HIDDEN_PREFIXES = (OUTBOX_PREFIX, INTERNAL_PREFIX, AUDIT_PREFIX, ENVIRONMENT_PREFIX, READER_PREFIX)
 
 # Written by claim() and release() themselves; record() may not forge them.
 RESERVED_ACTIONS = frozenset({"claim", "release"})

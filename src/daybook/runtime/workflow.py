@@ -228,6 +228,11 @@ def registered(name: str) -> list[Workflow[Any]]:
     return list(_REGISTRY.get(name, {}).values())
 
 
+def registered_as(name: str, ref: str) -> Workflow[Any] | None:
+    """The workflow a run names, if this process registered it (nothing is imported)."""
+    return _registered(name, ref)
+
+
 def _registered(name: str, ref: str) -> Workflow[Any] | None:
     """The registered workflow a run names: the one of its code reference; else the one that
     declares that name explicitly (`name=`: its code may have moved). Anything else of that

@@ -52,7 +52,7 @@ def checkpoint(store: Store, run_id: str, now: float) -> dict[str, JSON]:
             "trace": _trace(events),
             "scratchpad": _scratchpad(events),
         },
-        "environment": {**_environment(events, info.status), "log": Log(store, run_id).entries()},
+        "environment": _with_log(_environment(events, info.status), Log(store, run_id).entries()),
         "progress": {
             "current_step_id": max(statuses, default=0),
             "step_status": {str(step): status for step, status in sorted(statuses.items())},
@@ -102,6 +102,16 @@ def _trace(events: list[Event]) -> list[JSON]:
 def _scratchpad(events: list[Event]) -> dict[str, Any]:
     decided = (ev for ev in events if ev.kind == Kind.DECISION and ev.name != ENVIRONMENT)
     return {ev.name: ev.data.get("value") for ev in decided}
+
+
+def _with_log(env: dict[str, JSON], log: list[dict[str, Any]]) -> dict[str, JSON]:
+    """The status its expiry left (`destroyed`, `awaiting destroy`), else the run's own."""
+    actions = [e["action"] for e in log]
+    if "destroyed" in actions:
+        env["status"] = "destroyed"
+    elif "expired" not in actions and any(a.startswith("destroy_") for a in actions):
+        env["status"] = "awaiting destroy"
+    return {**env, "log": log}
 
 
 def _environment(events: list[Event], status: str) -> dict[str, JSON]:

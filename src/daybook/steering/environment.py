@@ -14,14 +14,23 @@ that reaches the declaration; daybook never imports one because a stored row nam
 - `stop(handle)` then `snapshot(handle)` when the execution ends, however it ends: completed,
   failed (the state kept for inspection: stopped, never destroyed), paused, suspended on a wait.
 
-Destroying is not a hook: the environment outlives the run by the retention window, and past it
-the run becomes `expired` (`expiry`, by `gc` or a worker on its schedule) and its directory is
-removed if the workflow declared `remove_on_expiry` (a sandbox keeps its state under the
-directory it is declared by).
+- `destroy(handle)` only once the run is `expired`, past the retention window (`expiry`, by `gc`
+  or a worker on its schedule), in whichever process expires it, days after the run's last
+  execution: so it is not kept from the execution but found again by name, in the code the
+  operator loaded in that process (`--app`, `$DAYBOOK_APP`, `gc(app=)`). It must be a function the
+  workflow's module names at top level (defined or imported there); the log records that name,
+  and expiry takes the function of that name from the globals of the run's workflow, and only
+  when that workflow is registered in the expiring process (never importing anything a row
+  names). It must be idempotent, as `start` is: a kill between the hook and its log entry runs it
+  again at the next pass. Then the directory is removed if the workflow declared
+  `remove_on_expiry` (a sandbox keeps its state under the directory it is declared by).
 
 Every step of that life is an entry in the run's environment log, a coordination entity named
-`daybook.env:<run id>` (hidden from `book.leases()`): `declared` (kind, handle, remove_on_expiry),
-`started`, `restored`, `stopped` (the run's status then, the snapshot), `stop_failed`, `expired`.
+`daybook.env:<run id>` (hidden from `book.leases()`): `declared` (kind, handle, remove_on_expiry,
+the destroy hook's name), `started`, `restored`, `stopped` (the run's status then, the snapshot),
+`stop_failed`, then at expiry `destroy_awaiting` (expired by a process without the workflow's
+code: kept, listed), `destroy_requested`, `destroyed` or `destroy_failed`, and `expired` (done
+with).
 The log is append-only and gc does not erase it, so expiry reads what to destroy from it even after
 the run's payloads are gone.
 """
@@ -40,6 +49,7 @@ from ..journal.decision import Decisions
 from ..journal.execution import Execution
 from ..journal.facet import Facet
 from ..records import JSON, check_json, safe_text
+from ..runtime import workflow
 from ..store import Store
 from .liveness import DEFAULT_GRACE, await_alive
 
@@ -70,15 +80,18 @@ class Environments(Facet):
         stop: Hook | None = None,
         snapshot: Callable[[str], JSON] | None = None,
         restore: Callable[[str, JSON], Any] | None = None,
+        destroy: Hook | None = None,
     ) -> str:
-        _check_hooks(alive=alive, start=start, stop=stop, snapshot=snapshot, restore=restore)
+        _check_hooks(alive=alive, start=start, stop=stop, snapshot=snapshot, restore=restore, destroy=destroy)
         declared = {"kind": kind, "handle": handle, "remove_on_expiry": remove_on_expiry}
         value = self._decisions.decide(ENVIRONMENT, lambda: declared).value
         where = str(value["handle"])
         exe = self._exe
         if exe.read_only:
             return where
-        _begin(Log(exe.store, exe.run_id), {**value, "run_id": exe.run_id}, start, restore)
+        named = None if destroy is None else destroy_name(exe.store, exe.run_id, destroy)
+        logged = {**value, "run_id": exe.run_id, "destroy": named}
+        _begin(Log(exe.store, exe.run_id), logged, start, restore)
         if stop is not None:
             exe.settings.closers[ENVIRONMENT] = lambda: _stop(exe.store, exe.run_id, where, stop, snapshot)
         if alive is not None:
@@ -104,13 +117,15 @@ def _begin(
     """An execution reaching the declaration: log it once, restore the last stop's snapshot,
     start (or restart in place)."""
     where = str(declared["handle"])
-    if log.declared() is None:
+    last = log.declared()
+    # Again when the code's destroy hook changed (added to a workflow with runs under way).
+    if last is None or last.get("destroy") != declared["destroy"]:
         log.write("declared", declared)
     if restore is not None:
-        last = log.last_stop()
-        if last is not None and last.get("snapshot") is not None:
-            restore(where, last["snapshot"])
-            log.write("restored", {"snapshot": last["snapshot"]})
+        stopped = log.last_stop()
+        if stopped is not None and stopped.get("snapshot") is not None:
+            restore(where, stopped["snapshot"])
+            log.write("restored", {"snapshot": stopped["snapshot"]})
     if start is not None:
         start(where)
         log.write("started", {"handle": where})
@@ -132,6 +147,51 @@ def _stop(store: Store, run_id: str, handle: str, stop: Hook, snapshot: Callable
         log.write("stop_failed", {"status": status, "error": where})
         return
     log.write("stopped", {"status": status, "snapshot": taken})
+
+
+def destroy_name(store: Store, run_id: str, destroy: Hook) -> str:
+    """The name the run's workflow module gives `destroy` at top level: what expiry looks it up
+    by, in another process, days later (a lambda or a nested function has no such name)."""
+    found = _workflow_globals(store, run_id)
+    names = [] if found is None else [k for k, v in found.items() if v is destroy and k.isidentifier()]
+    own = getattr(destroy, "__name__", "")
+    if own in names:
+        return own
+    if names:
+        return sorted(names)[0]
+    raise ConfigError(
+        f"ctx.environment(destroy={getattr(destroy, '__qualname__', destroy)!r}) must be a function "
+        "the workflow's module names at top level (define it there, or import it there): it runs "
+        "at expiry, past the retention window, in whichever process expires the run, which finds "
+        "it by that name in the workflow's code (--app), not in this execution"
+    )
+
+
+def _workflow_globals(store: Store, run_id: str) -> dict[str, Any] | None:
+    info = store.get_run(run_id)
+    if info is None:
+        return None
+    found = workflow.registered_as(info.workflow, info.ref)
+    return None if found is None else dict(getattr(found.fn, "__globals__", {}))
+
+
+def destroy_hook(store: Store, run_id: str, name: str, app: workflow.Apps) -> Hook | None:
+    """The run's destroy hook by its logged `name`, from its workflow's module as the operator
+    loaded it in this process (`app`, `$DAYBOOK_APP`); None when that workflow is not loaded here
+    (the run waits, its environment kept, for a process that has it). Nothing a row names is
+    imported: the workflow is found as a resume finds it, the hook among its module's names."""
+    info = store.get_run(run_id)
+    if info is None or not name.isidentifier():
+        return None
+    try:
+        wf = workflow.load(info.workflow, info.ref, app)
+    except ConfigError:
+        return None
+    hook = getattr(wf.fn, "__globals__", {}).get(name)
+    if not callable(hook) or isinstance(hook, type):
+        return None
+    found: Hook = hook
+    return found
 
 
 def log_name(run_id: str) -> str:
