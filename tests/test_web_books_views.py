@@ -425,6 +425,23 @@ def test_in_a_browser_the_decisions_view_draws_the_decision_its_act_and_its_obli
         _shot(browser, "web-decisions.png")
 
 
+def test_in_a_browser_the_decisions_graph_draws_the_latest_acts_and_the_table_lists_them_all(
+    browser: Any, tmp_path: Path
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'busy.db'}"
+    with Daybook(db_url) as book:
+        book.run(many_acts, GRAPH + 5, run_id="busy")
+    with web_server(db_url) as base:
+        _open_view(browser, base, "busy", "decisions")
+        graph = _option(browser, "decisions-chart")["series"][0]
+        acts = sorted(int(n["id"][2:]) for n in graph["data"] if n["id"].startswith("a:"))
+        decided = [n for n in graph["data"] if n["id"].startswith("d:")]
+        assert len(acts) == len(decided) == GRAPH and len(graph["links"]) == GRAPH
+        assert len(table_rows(browser, "acts")) == GRAPH + 5
+        said = browser.find_element(By.ID, "decisions-drawn").text
+        assert said == f"The graph draws the latest {GRAPH} acts; the other 5 below are in the table only."
+
+
 def test_in_a_browser_the_transactions_view_draws_a_waiter_arrow_to_the_holder_in_another_process(
     browser: Any, tmp_path: Path
 ) -> None:
