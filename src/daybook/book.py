@@ -12,8 +12,8 @@ import contextlib
 import functools
 import getpass
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .books import cost as ledger
 from .books.methods import LedgerMethods
@@ -22,8 +22,8 @@ from .checks import checked
 from .context import Context
 from .coordination.budget import summary as budget_summary
 from .coordination.entity import Entity, Lease, list_leases
+from .coordination.methods import StreamMethods
 from .coordination.pool import BudgetPool
-from .coordination.reader import StreamReader
 from .dispatch.methods import DispatchMethods
 from .errors import ConfigError, DaybookError
 from .gates import roster
@@ -31,10 +31,8 @@ from .gates.delivery import background as outbox_deliverer
 from .gates.methods import GateMethods
 from .hints import name_the_store
 from .journal import price
-from .journal import stream as streams
 from .journal import strict as strict_mode
-from .journal.follow import follow_chunks
-from .records import JSON, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
+from .records import JSON, MAX_SECONDS, SCHEMA_VERSION, Event, RunInfo, RunStatus, bounded
 from .recovery.compensation import Compensation, unwind
 from .recovery.methods import RecoveryMethods
 from .runtime import operator
@@ -50,7 +48,6 @@ from .steering.methods import MessageMethods
 from .steering.revision import binding as revision_binding
 from .steering.revision import steer as steer_run
 from .store import Store, integrity, open_store, resolve_url, retention
-from .store.chunks import Chunk
 from .store.codec import PayloadCodec
 from .store.codec import from_env as codec_from_env
 from .store.guarded import guard
@@ -63,8 +60,8 @@ from .tx.facet import release_policy
 from .tx.methods import TxMethods
 from .workspace.methods import WorkspaceMethods
 
-# A handle's numbers: finite, at most a day (longer is a mistake; NaN or infinity stalls runs).
-MAX_SECONDS = 86_400.0
+# A handle's numbers are finite, its waits at most a day (records.MAX_SECONDS: longer is a
+# mistake; NaN or infinity stalls runs).
 MAX_LIMIT = 1_000_000
 MAX_SWEEP = 10 * 365 * 86_400.0
 
@@ -80,7 +77,14 @@ def inline_wait_of(value: object) -> float:
 @functools.partial(checked, prefix="book")  # each method checks its arguments (checks.RULES)
 @name_the_store(resolve_url)  # the `daybook CMD` an error suggests names this store (--db)
 class Daybook(
-    DispatchMethods, RecoveryMethods, TxMethods, GateMethods, LedgerMethods, MessageMethods, WorkspaceMethods
+    DispatchMethods,
+    RecoveryMethods,
+    TxMethods,
+    GateMethods,
+    LedgerMethods,
+    MessageMethods,
+    StreamMethods,
+    WorkspaceMethods,
 ):
     """A handle on one store. `Daybook()` opens ./daybook.db (or $DAYBOOK_DB).
 
@@ -399,77 +403,6 @@ class Daybook(
     def journal(self, run_id: str) -> list[Event]:
         """The run's journal in order. A read: it never writes (safe on a live run)."""
         return self.store.load(self.get_run(run_id).run_id)
-
-    def chunks(
-        self, run_id: str, *, stream: str | None = None, after: int = 0, divergent: bool = False
-    ) -> list[Chunk]:
-        """The run's committed stream chunks (`ctx.stream`) after cursor `after`, in order: one stream's, or
-        every stream's. `divergent=True` also lists the re-sends a re-run wrote that differed from the chunk
-        already committed under their key (readers never get those). A read: it never writes."""
-        stream, after = streams.checked(stream, after)
-        return streams.read_all(self.store, self.get_run(run_id).run_id, stream, after, divergent)
-
-    @overload
-    def follow(
-        self,
-        run_id: str,
-        *,
-        stream: str | None = None,
-        after: int = 0,
-        timeout: float | None = None,
-        reader: None = None,
-    ) -> Iterator[Chunk]: ...
-
-    @overload
-    def follow(
-        self,
-        run_id: str,
-        *,
-        stream: str | None = None,
-        after: int = 0,
-        timeout: float | None = None,
-        reader: str,
-        ack_every: int = 1,
-    ) -> StreamReader: ...
-
-    def follow(
-        self,
-        run_id: str,
-        *,
-        stream: str | None = None,
-        after: int = 0,
-        timeout: float | None = None,
-        reader: str | None = None,
-        ack_every: int = 1,
-    ) -> Iterator[Chunk] | StreamReader:
-        """Yield the run's stream chunks after cursor `after` as they commit (one stream's, or
-        every stream's), each once, in order, until the run ends or `timeout` seconds pass.
-        Keep each chunk's `cursor`: following again from it after a crash of the reader gives
-        every chunk once (docs/streams.md).
-
-        `reader=NAME` keeps the position in the store instead: it follows from the last chunk
-        NAME acknowledged (a chunk is acknowledged when the next is asked for, or by the
-        returned `StreamReader`'s `ack()`), so a reader killed and restarted under the same name
-        goes on where it was, getting again at most the one chunk it held (at least once; one
-        process per name at a time, `ReaderBusy` otherwise). Not with `after=`. `ack_every=N`
-        stores the position once per N chunks taken (fewer commits; up to N chunks again)."""
-        stream, after = streams.checked(stream, after)
-        limit = None if timeout is None else bounded(timeout, "timeout (seconds)", low=0.0, high=MAX_SECONDS)
-        end = None if limit is None else time.monotonic() + limit
-
-        def stop() -> bool:
-            return end is not None and time.monotonic() >= end
-
-        if reader is not None:
-            if after:
-                raise ConfigError(
-                    f"follow(after={after}, reader={reader!r}): a named reader starts after the last "
-                    "chunk it acknowledged; give after= or reader=, not both"
-                )
-            return StreamReader(self.store, run_id, stream, reader, stop=stop, ack_every=ack_every)
-        if ack_every != 1:
-            raise ConfigError("follow(ack_every=...) paces a named reader's position: give reader= too")
-        return follow_chunks(self.store, run_id, stream, after, stop=stop)
 
     def export(self, run_id: str, *, raw: bool = False) -> dict[str, JSON]:
         """The run and its whole journal as one JSON document. `raw=True` salvages a damaged

@@ -399,6 +399,10 @@ def fingerprint(value: JSON, what: str, check: bool = True) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+# The longest wait or lease in seconds any call takes (a day).
+MAX_SECONDS = 86_400.0
+
+
 def bounded(value: object, what: str, *, low: float, high: float, above: bool = False) -> float:
     """`value` as a float if it is a finite number in [low, high] ((low, high] with `above`);
     else a ConfigError naming `what` and the range. NaN and infinity are refused: a NaN lease

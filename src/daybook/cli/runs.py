@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from .. import Daybook, DaybookError, RunInfo, RunStatus
-from ..book import MAX_LIMIT, MAX_SECONDS
+from ..book import MAX_LIMIT
 from ..coordination.budget import paused_at, paused_at_cap, paused_below, pending_raises
-from ..records import bounded
+from ..records import MAX_SECONDS, bounded
 from ..runtime.tree import descendants
 from . import render
 from .app import (

@@ -9,8 +9,7 @@ from typing import Any
 import click
 
 from .. import Daybook
-from ..book import MAX_SECONDS
-from ..records import bounded
+from ..records import MAX_SECONDS, bounded
 from . import render
 from .app import (
     Bounded,

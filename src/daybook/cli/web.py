@@ -10,9 +10,8 @@ from collections.abc import Iterable
 import click
 
 from .. import Daybook, DaybookError, Event
-from ..book import MAX_SECONDS
 from ..journal.follow import follow, since
-from ..records import bounded
+from ..records import MAX_SECONDS, bounded
 from ..store.chunks import Chunk
 from . import render
 from .app import Bounded, apps_option, fail, import_apps, say, with_book
