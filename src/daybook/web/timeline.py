@@ -339,18 +339,20 @@ def _steps(steps: list[int]) -> str:
     return shown + (f" and {len(steps) - 8} more" if len(steps) > 8 else "")
 
 
-# The timelines built last, by (store, run, rows, last seq): the journal is append-only, so the
-# same number of rows ending at the same seq are the same rows, and the model built from them is
-# the same. Building it was about 40% of the view's time on a 10,000-step run, done once for
-# the shell and again for its JSON (and again for each bar clicked).
+# The timelines built last, by (store, run, rows, last seq and its time): the journal is
+# append-only, so the same number of rows ending at the same row are the same rows, and the model
+# built from them is the same (the time tells a store file deleted and made again apart).
+# Building it was about 40% of the view's time on a 10,000-step run, done once for the shell and
+# again for its JSON (and again for each bar clicked).
 _KEEP = 4
-_BUILT: OrderedDict[tuple[int, str, str, int, int], Timeline] = OrderedDict()
+_BUILT: OrderedDict[tuple[int, str, str, int, int, float], Timeline] = OrderedDict()
 _BUILT_LOCK = threading.Lock()
 
 
 def _built(book: Daybook, run_id: str, events: list[Event]) -> Timeline:
     """The timeline of `events` (the whole journal of `run_id`), built once for that journal."""
-    key = (id(book.store), book.store.url, run_id, len(events), events[-1].seq if events else 0)
+    last = (events[-1].seq, events[-1].at) if events else (0, 0.0)
+    key = (id(book.store), book.store.url, run_id, len(events), *last)
     with _BUILT_LOCK:
         found = _BUILT.get(key)
         if found is not None:
