@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
-import re
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from typing import Any
 
 from ..errors import ConfigError, ReaderBusy, RunNotFound
 from ..journal.follow import POLL, chunks_since
-from ..journal.stream import read_all
+from ..journal.stream import check_name, read_all
 from ..records import TERMINAL, shown, whole
 from ..runtime.lease import is_dead_here, new_owner
 from ..store import Store
@@ -42,7 +41,6 @@ from .entity import READER_PREFIX, Entity
 # Seconds a reader's claim holds against another process of the same name if this one dies on
 # another host (one on this machine is taken over at once); renewed while it follows.
 TTL = 30.0
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _ACTION = "read"
 
 # This process's owner id (one per pid: a forked child gets its own), and the readers it has
@@ -53,13 +51,8 @@ _OPEN: weakref.WeakValueDictionary[str, StreamReader] = weakref.WeakValueDiction
 
 
 def check_reader(name: object) -> str:
-    """A reader name: 1 to 100 letters, digits, `_ . : -`, starting with a letter or digit."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(
-            f"reader name {shown(name)} is not valid: use 1 to 100 letters, digits, '_', '.', ':' "
-            "or '-', starting with a letter or digit (e.g. 'billing-ui')"
-        )
-    return name
+    """A reader name: the rule of a stream's name (`journal.stream.check_name`)."""
+    return check_name(name, "reader", "'billing-ui'")
 
 
 def entity_name(run_id: str, stream: str | None, reader: str) -> str:

@@ -44,12 +44,13 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _BUFFERS: weakref.WeakKeyDictionary[Execution, _Buffer] = weakref.WeakKeyDictionary()
 
 
-def check_name(name: object) -> str:
-    """A stream name: 1 to 100 letters, digits, `_ . : -`, starting with a letter or digit."""
+def check_name(name: object, what: str = "stream", example: str = "'answer' or 'llm.tokens'") -> str:
+    """A stream's (or a stream reader's) name: 1 to 100 letters, digits, `_ . : -`, starting with
+    a letter or digit."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
-            f"stream name {shown(name)} is not valid: use 1 to 100 letters, digits, '_', '.', ':' "
-            "or '-', starting with a letter or digit (e.g. 'answer' or 'llm.tokens')"
+            f"{what} name {shown(name)} is not valid: use 1 to 100 letters, digits, '_', '.', ':' "
+            f"or '-', starting with a letter or digit (e.g. {example})"
         )
     return name
 
