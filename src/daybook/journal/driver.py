@@ -139,9 +139,9 @@ async def drive_async(
 
 async def _call_async(op: str, arg: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
     # `arg` is the call's timeout for "call", the stored reference for the resolver's questions.
-    if op == "call":
-        import asyncio  # loaded already: this runs on an event loop
+    import asyncio  # loaded already: this runs on an event loop
 
+    if op == "call":
         with current.acting(key):
             pending = tool.fn(**args, idempotency_key=key)
             return await (asyncio.wait_for(pending, arg) if arg else pending)
