@@ -47,6 +47,7 @@ class StatementGroup:
         self._leading = False
         self.commits = 0
         self.writes = 0
+        self.batches: dict[int, int] = {}  # commits by batch size (what the benchmarks report)
 
     def run(self, sql: str, params: Sequence[Any], retry: bool = False) -> Any:
         """Send `sql` as one durable commit, in a batch with others' if they are queued; its
@@ -84,6 +85,7 @@ class StatementGroup:
     def _commit(self, batch: list[_Job]) -> None:
         self.commits += 1
         self.writes += len(batch)
+        self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
         if len(batch) == 1:
             self._alone(batch[0])
             return
