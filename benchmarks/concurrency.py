@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -202,4 +201,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
