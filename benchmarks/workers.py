@@ -56,6 +56,39 @@ def _cpu_of(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.0
 
 
+def _worker_cmd(url: str) -> list[str]:
+    app = str(HERE / "load_app.py")
+    return [sys.executable, "-m", "daybook", "worker", "--db", url, "--app", app]
+
+
+def _watch(
+    book: Daybook, procs: list[subprocess.Popen[bytes]], runs: int, kill_one: bool
+) -> tuple[int, int | None, float, float]:
+    """Wait for the runs to complete (killing the first worker at 30% if `kill_one`): the runs
+    done, how many were done at the kill, and over 10% to 90% of the runs done the effects per
+    second and the CPU per effect (the workers' and this process's: the bank)."""
+    killed_at = None
+    done = 0
+    marks: dict[int, tuple[float, float]] = {}
+    lo, hi = max(1, runs // 10), max(2, runs - runs // 10)
+    deadline = time.monotonic() + 900
+    while done < runs and time.monotonic() < deadline:
+        time.sleep(0.05)
+        done = _count_done(book)
+        for mark in (lo, hi):
+            if done >= mark and mark not in marks:
+                cpu = _cpu_of([p.pid for p in procs]) + time.process_time()
+                marks[mark] = (time.perf_counter(), cpu)
+        if kill_one and killed_at is None and done >= runs * 0.3:
+            procs[0].send_signal(signal.SIGKILL)
+            killed_at = done
+    if lo not in marks or hi not in marks:
+        return done, killed_at, 0.0, 0.0
+    effects = (hi - lo) * EFFECTS
+    rate = effects / (marks[hi][0] - marks[lo][0])
+    return done, killed_at, rate, (marks[hi][1] - marks[lo][1]) * 1e6 / effects
+
+
 def _case(pg: str, workers: int, runs: int, kill_one: bool) -> dict[str, Any]:
     """`workers` processes executing `runs` pending runs. The rate is taken over the steady state,
     from 10% to 90% of the runs done, so the workers' start-up (imports, connections) and the
@@ -66,43 +99,14 @@ def _case(pg: str, workers: int, runs: int, kill_one: bool) -> dict[str, Any]:
         with Bank() as bank, Daybook(url) as book:
             for i in range(runs):
                 book.submit(load_run, bank.url, EFFECTS, run_id=f"load-{i:05d}")
-            cmd = [
-                sys.executable,
-                "-m",
-                "daybook",
-                "worker",
-                "--db",
-                url,
-                "--app",
-                str(HERE / "load_app.py"),
-                "--poll",
-                "0.05",
-                "--lease-ttl",
-                "2",
-                "--quiet",
-            ]
+            cmd = [*_worker_cmd(url), "--poll", "0.05", "--lease-ttl", "2", "--quiet"]
             load0 = os.getloadavg()[0]
             start = time.perf_counter()
             procs = [
                 subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 for _ in range(workers)
             ]
-            killed_at = None
-            done = 0
-            marks: dict[int, float] = {}
-            cpu_at: dict[int, float] = {}  # the workers' and this process's (the bank's) CPU
-            lo, hi = max(1, runs // 10), max(2, runs - runs // 10)
-            deadline = time.monotonic() + 900
-            while done < runs and time.monotonic() < deadline:
-                time.sleep(0.05)
-                done = _count_done(book)
-                for mark in (lo, hi):
-                    if done >= mark and mark not in marks:
-                        marks[mark] = time.perf_counter()
-                        cpu_at[mark] = _cpu_of([p.pid for p in procs]) + time.process_time()
-                if kill_one and killed_at is None and done >= runs * 0.3:
-                    procs[0].send_signal(signal.SIGKILL)
-                    killed_at = done
+            done, killed_at, steady, cpu = _watch(book, procs, runs, kill_one)
             took = time.perf_counter() - start
             for p in procs:
                 if p.poll() is None:
@@ -112,10 +116,6 @@ def _case(pg: str, workers: int, runs: int, kill_one: bool) -> dict[str, Any]:
             stats = bank.stats()
         executions = stats["executions_by_key"]
         once = len(executions) == runs * EFFECTS and set(executions.values()) == {1}
-        steady = cpu = 0.0
-        if lo in marks and hi in marks:
-            steady = (hi - lo) * EFFECTS / (marks[hi] - marks[lo])
-            cpu = (cpu_at[hi] - cpu_at[lo]) * 1e6 / ((hi - lo) * EFFECTS)
         return {
             "completed": done,
             "killed_worker_after": killed_at,
