@@ -164,6 +164,9 @@ def measure(quick: bool = False, repeats: int | None = None, n: int | None = Non
     # If 32 runs were limited by CPU alone (one core's worth: the GIL), their rate would be
     # 1e6 / cpu_us_per_step; how much of that they reach says what else they wait on.
     many["cpu_bound_speedup"] = round(one["us_per_step"] / many["cpu_us_per_step"], 2)
+    # The share of the wall time 32 runs spend computing; the rest, every run waits on the disk
+    # (a batch holds every run's write: none computes during its fsync).
+    many["cpu_busy"] = round(many["cpu_us_per_step"] / many["us_per_step"], 2)
     return rows
 
 
