@@ -5,6 +5,13 @@ runs execute in 32 threads of one process on one `Daybook`; their commits are sh
 commit (one fsync covers every write queued while the previous commit was in flight), and no
 write returns before the commit holding it is durable.
 
+1 run and 32 are alternated K times in one sitting after a warm-up; the speedup is the median of
+the paired ratios. Printed with it, to say where 32 runs stand against the ideal: the load
+average, the CPU per step (32 runs share one interpreter lock: 1e6 / CPU per step is their
+ceiling), the share of the wall time they compute, the bare sqlite3 commit on this disk now (one
+run's step is two of them plus daybook's own time), commits per step and the share of writes
+committed in batches of each size.
+
     python benchmarks/concurrency.py [--quick] [--runs K] [--n N]
 """
 
@@ -13,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -96,6 +104,22 @@ def _cell(url: str, runs: int, n: int) -> dict[str, Any]:
     }
 
 
+def _raw_commit_us(path: Path, commits: int = 100) -> float:
+    """The bare sqlite3 cost of one durable commit (synchronous=FULL, WAL) on this disk now: one
+    run's step is two of these plus daybook's own time; what 32 runs can gain depends on it."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("CREATE TABLE IF NOT EXISTS t (v TEXT)")
+        start = time.perf_counter()
+        for _ in range(commits):
+            db.execute("INSERT INTO t VALUES ('x')")
+        return (time.perf_counter() - start) * 1e6 / commits
+    finally:
+        db.close()
+
+
 def _spread(sizes: dict[int, int]) -> dict[str, float]:
     """Share of the writes committed in batches of each size class (1, 2-3, 4-7, ...)."""
     total = sum(k * v for k, v in sizes.items()) or 1
@@ -118,6 +142,7 @@ def measure(quick: bool = False, repeats: int | None = None, n: int | None = Non
     n = n or (200 if quick else 500)
     size = {1: n, 32: max(50, n // 4)}
     cells: dict[int, list[dict[str, Any]]] = {1: [], 32: []}
+    raw: list[float] = []
     with tempfile.TemporaryDirectory(prefix="daybook-conc-") as tmp:
         for runs in (1, 32):  # warm-up: imports, the first file's creation, the page cache
             _cell(f"sqlite:///{Path(tmp) / f'warm{runs}.db'}", runs, max(10, size[runs] // 10))
@@ -125,6 +150,7 @@ def measure(quick: bool = False, repeats: int | None = None, n: int | None = Non
             for runs in (1, 32) if r % 2 == 0 else (32, 1):
                 url = f"sqlite:///{Path(tmp) / f'c{runs}-{r}.db'}"
                 cells[runs].append(_cell(url, runs, size[runs]))
+            raw.append(_raw_commit_us(Path(tmp) / "raw.db"))
     ratios = [b["rate"] / a["rate"] for a, b in zip(cells[1], cells[32], strict=True)]
     rows: list[dict[str, Any]] = []
     for runs in (1, 32):
@@ -167,6 +193,7 @@ def measure(quick: bool = False, repeats: int | None = None, n: int | None = Non
     # The share of the wall time 32 runs spend computing; the rest, every run waits on the disk
     # (a batch holds every run's write: none computes during its fsync).
     many["cpu_busy"] = round(many["cpu_us_per_step"] / many["us_per_step"], 2)
+    one["raw_commit_us"] = round(statistics.median(raw), 1)
     return rows
 
 
@@ -194,7 +221,9 @@ def main() -> None:
         print(
             f"{r['concurrent_runs']:>3} runs: {r['steps_per_s']:>9.0f} steps/s "
             f"({r['us_per_step']} us/step, {r['speedup_vs_1_run']}x, "
-            f"cpu {r['cpu_us_per_step']} us/step, {r['commits_per_step']} commits/step, "
+            f"cpu {r['cpu_us_per_step']} us/step, "
+            + (f"raw sqlite3 commit {r['raw_commit_us']} us, " if "raw_commit_us" in r else "")
+            + f"{r['commits_per_step']} commits/step, "
             f"batch {r['mean_commit_batch']} {r['batch_share_of_writes']})"
         )
     for line in targets(rows):
