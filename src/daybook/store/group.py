@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import handoff
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
@@ -67,6 +68,7 @@ class GroupCommit:
             if not alone:
                 job = _Job(fn, atomic)
                 self._queue.append(job)
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if alone:
             return self._solo(fn, atomic)
         # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import StoreUnavailable
+from . import handoff
 from .postgres_link import Links
 
 
@@ -56,6 +57,7 @@ class StatementGroup:
             self._queue.append(job)
             follow = self._leading
             self._leading = True
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if follow:
             job.wake.acquire()
         if not job.done:

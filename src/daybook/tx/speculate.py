@@ -3,15 +3,18 @@ in its own transaction; the choice is journaled; only the winner's effects persi
 
 Each branch gets its own cursor over the run's journal: branch i records its steps in its own
 block of step numbers (`BLOCK` wide, after the `tx:speculate` row), so threads that interleave
-in time still replay to the same steps. Journal writes are serialized through one lock (the
-run's sequence numbers stay one total order).
+in time still replay to the same steps. Journal writes take turns through one turnstile (the
+run's sequence numbers stay one total order; journal/turnstile.py): a branch's `tx:*` rows let
+the next branch through once they are in a group commit's line, so the K branches' begins, and
+the K-1 losers' aborts, share commits instead of taking one each.
 
 The Best-of-K circularity (spec §1.7) is resolved as the spec proposes: the branches of one
 speculation are siblings (their transaction ids share a prefix) and do not block one another;
 a branch counts as resolved once it finished and was chosen or aborted. So: every branch runs,
 `choose(results)` picks a winner among those that finished without an exception, the losers are
 aborted (staged calls dropped, held irreversible calls never released, calls that ran now
-undone by their inverses, newest first), then the winner commits.
+undone by their inverses, newest first), all at once, each on a thread of its own, then the
+winner commits.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 from ..errors import ConfigError, DaybookError, TimedOut
 from ..journal.act import TxMark
 from ..journal.execution import Execution, step_fingerprint
+from ..journal.turnstile import Turnstile
 from ..records import Kind, Status
 from .atomix import EpochTransaction, Raw, drive_sync
 from .scope import parse_all
@@ -83,7 +87,7 @@ def speculate(
     if exe.expect(step, Kind.DECISION, SPECULATE, fp) is None:
         exe.append(Kind.DECISION, step, SPECULATE, status=Status.RECORDED.value, fp=fp, data={"value": value})
     group = f"{exe.run_id}/spec/{step}/"
-    lock = threading.Lock()
+    lock = Turnstile()
     runs: list[_Branch] = []
     for i, name in enumerate(names):
         bexe = exe.branch(step + (i + 1) * BLOCK, lock)
@@ -100,7 +104,9 @@ def speculate(
         t.start()
     _join(threads, None if recorded is not None else deadline)
     if deadline is not None and recorded is None:
-        _cut_live(exe, cut_step, runs, threads, deadline)
+        with lock.pinned():  # no branch row is half written, none waits in line
+            lock.drain()
+            _cut_live(exe, cut_step, runs, threads, deadline)
     for r in runs:
         if r.cut:
             r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
@@ -109,7 +115,7 @@ def speculate(
             aborting = exe.branch(r.block + BLOCK // 2, lock)
             r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
     exe.jump_to(cut_step + 1)
-    return _settle(ctx, runs, choose)
+    return _settle(ctx, runs, choose, lock)
 
 
 def _join(threads: list[threading.Thread], deadline: float | None) -> None:
@@ -164,7 +170,7 @@ def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
         branch.facet._tx = None
 
 
-def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str]) -> Any:
+def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str], lock: Turnstile) -> Any:
     for r in runs:
         if r.error is not None and not isinstance(r.error, Exception):
             raise r.error  # a Stop (lease lost, a crash-like store failure): resume goes on
@@ -174,13 +180,38 @@ def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], s
         winner = ctx._choose("tx:choose", lambda: choose(dict(finished)))
         if winner not in finished:
             raise ConfigError(f"ctx.speculate: choose returned {winner!r}, not one of {sorted(finished)}")
-    for r in runs:
-        if r.name != winner and r.tx.tx_id:
-            lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
-            drive_sync(r.tx.end(lost))
+    _abort_losers([r for r in runs if r.name != winner and r.tx.tx_id], winner, lock)
     if winner is None:
         first = next(r.error for r in runs if r.error is not None)
         raise first
     best = next(r for r in runs if r.name == winner)
     drive_sync(best.tx.end(None))
     return best.result
+
+
+def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) -> None:
+    """Abort every loser at once, each on a thread of its own: their rows share commits (a
+    loser's abort waits for its own rows only, and the order among losers is free: each writes
+    in its own block). The first failure, in the branches' order, is raised once all are done."""
+    failed: list[BaseException | None] = [None] * len(losers)
+
+    def abort(i: int) -> None:
+        r = losers[i]
+        lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
+        try:
+            with lock.pinned():  # its decision row and end row take consecutive seqs
+                drive_sync(r.tx.end(lost))
+        except BaseException as exc:  # raised below, in the run's own thread
+            failed[i] = exc
+
+    if len(losers) == 1:
+        abort(0)
+    else:
+        threads = [threading.Thread(target=abort, args=(i,), daemon=True) for i in range(len(losers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for exc in failed:
+        if exc is not None:
+            raise exc
