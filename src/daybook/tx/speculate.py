@@ -19,10 +19,11 @@ winner commits.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import ConfigError, DaybookError, TimedOut
@@ -67,6 +68,11 @@ class _Branch:
     error: BaseException | None = None
     cut: bool = False  # cut at the deadline (recorded): its thread writes nothing
     block: int = 0  # the first step of its block
+    done: threading.Event = field(default_factory=threading.Event)  # its body has finished
+    # Its thread waits, once its body finished, until the speculation settles, then does these
+    # (its own abort, if it lost): the losers abort at once without a thread each to start.
+    then: list[Callable[[], None]] = field(default_factory=list)
+    go: threading.Event = field(default_factory=threading.Event)
 
 
 def speculate(
@@ -102,27 +108,31 @@ def speculate(
     threads = [threading.Thread(target=_run, args=(r, branches[r.name]), daemon=True) for r in runs]
     for t in threads:
         t.start()
-    _join(threads, None if recorded is not None else deadline)
-    if deadline is not None and recorded is None:
-        with lock.pinned():  # no branch row is half written, none waits in line
-            lock.drain()
-            _cut_live(exe, cut_step, runs, threads, deadline)
-    for r in runs:
-        if r.cut:
-            r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
-            # Its abort writes in the second half of its block, on a cursor of its own: the cut
-            # thread (still running, or replaying) never shares a step number with it.
-            aborting = exe.branch(r.block + BLOCK // 2, lock)
-            r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
-    exe.jump_to(cut_step + 1)
-    return _settle(ctx, runs, choose, lock)
+    try:
+        _join(runs, None if recorded is not None else deadline)
+        if deadline is not None and recorded is None:
+            with lock.pinned():  # no branch row is half written, none waits in line
+                lock.drain()
+                _cut_live(exe, cut_step, runs, threads, deadline)
+        for r in runs:
+            if r.cut:
+                r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
+                # Its abort writes in the second half of its block, on a cursor of its own: the cut
+                # thread (still running, or replaying) never shares a step number with it.
+                aborting = exe.branch(r.block + BLOCK // 2, lock)
+                r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
+        exe.jump_to(cut_step + 1)
+        return _settle(ctx, runs, choose, lock)
+    finally:
+        for r in runs:
+            r.go.set()  # a thread given nothing to do (a winner, a cut branch) ends
 
 
-def _join(threads: list[threading.Thread], deadline: float | None) -> None:
-    """Wait for every branch, or until `deadline` seconds have passed."""
+def _join(runs: list[_Branch], deadline: float | None) -> None:
+    """Wait for every branch's body, or until `deadline` seconds have passed."""
     end = None if deadline is None else time.monotonic() + deadline
-    for t in threads:
-        t.join(None if end is None else max(0.0, end - time.monotonic()))
+    for r in runs:
+        r.done.wait(None if end is None else max(0.0, end - time.monotonic()))
 
 
 def _recorded_cut(exe: Execution, cut_step: int) -> list[str] | None:
@@ -135,7 +145,7 @@ def _cut_live(
 ) -> None:
     """Cut the branches still running at the deadline: journaled (a replay cuts the same ones
     before they write), and each one's thread may write nothing more; it is aborted as a loser."""
-    cut = [r.name for r, t in zip(runs, threads, strict=True) if t.is_alive()]
+    cut = [r.name for r in runs if not r.done.is_set()]
     for r, t in zip(runs, threads, strict=True):
         if r.name in cut:
             r.cut = True
@@ -168,6 +178,10 @@ def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
         branch.error = exc
     finally:
         branch.facet._tx = None
+        branch.done.set()
+    branch.go.wait()
+    for job in branch.then:
+        job()
 
 
 def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str], lock: Turnstile) -> Any:
@@ -190,10 +204,12 @@ def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], s
 
 
 def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) -> None:
-    """Abort every loser at once, each on a thread of its own: their rows share commits (a
-    loser's abort waits for its own rows only, and the order among losers is free: each writes
-    in its own block). The first failure, in the branches' order, is raised once all are done."""
+    """Abort every loser at once, each on its own thread (a cut one's may still be running: it
+    gets a new one): their rows share commits (a loser's abort waits for its own rows only, and
+    the order among losers is free: each writes in its own block). The first failure, in the
+    branches' order, is raised once all are done."""
     failed: list[BaseException | None] = [None] * len(losers)
+    ended = [threading.Event() for _ in losers]
 
     def abort(i: int) -> None:
         r = losers[i]
@@ -203,15 +219,17 @@ def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) ->
                 drive_sync(r.tx.end(lost))
         except BaseException as exc:  # raised below, in the run's own thread
             failed[i] = exc
+        finally:
+            ended[i].set()
 
-    if len(losers) == 1:
-        abort(0)
-    else:
-        threads = [threading.Thread(target=abort, args=(i,), daemon=True) for i in range(len(losers))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    for i, r in enumerate(losers):
+        if r.cut:
+            threading.Thread(target=abort, args=(i,), daemon=True).start()
+        else:
+            r.then.append(functools.partial(abort, i))
+            r.go.set()
+    for e in ended:
+        e.wait()
     for exc in failed:
         if exc is not None:
             raise exc
