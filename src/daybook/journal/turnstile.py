@@ -94,6 +94,7 @@ class Turnstile:
 
     def drain(self) -> None:
         """Wait, holding the turnstile, until every handed-off row's write has returned."""
+        handoff.arrived()  # a commit gathering this thread's write must not wait for it
         with self._landing:
             while self._in_line:
                 self._landing.wait()

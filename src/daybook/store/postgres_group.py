@@ -61,6 +61,7 @@ class StatementGroup:
         if follow:
             job.wake.acquire()
         if not job.done:
+            handoff.gathered()  # a speculation's writes that come together: one commit
             self._lead()
         if job.error is not None:
             raise job.error

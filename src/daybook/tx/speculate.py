@@ -31,6 +31,7 @@ from ..journal.act import TxMark
 from ..journal.execution import Execution, step_fingerprint
 from ..journal.turnstile import Turnstile
 from ..records import Kind, Status
+from ..store import handoff
 from .atomix import EpochTransaction, Raw, drive_sync
 from .scope import parse_all
 
@@ -105,7 +106,8 @@ def speculate(
     recorded = _recorded_cut(exe, cut_step)
     for r in runs:
         r.cut = recorded is not None and r.name in recorded
-    threads = [threading.Thread(target=_run, args=(r, branches[r.name]), daemon=True) for r in runs]
+    begins = handoff.Gathering(len(runs))
+    threads = [threading.Thread(target=_run, args=(r, branches[r.name], begins), daemon=True) for r in runs]
     for t in threads:
         t.start()
     try:
@@ -167,11 +169,12 @@ def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]
     return list(branches)
 
 
-def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
+def _run(branch: _Branch, fn: Callable[[Any], Any], begins: handoff.Gathering) -> None:
     if branch.cut:  # cut in the run's first life: on replay it writes nothing at all
         branch.facet._exe.cut(threading.get_ident())
     try:
-        branch.tx.begin()
+        with handoff.joining(begins):  # the K begins: one commit
+            branch.tx.begin()
         branch.facet._tx = branch.tx
         branch.result = fn(branch.ctx)
     except BaseException as exc:  # reported to the run's own thread by _settle
@@ -210,12 +213,13 @@ def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) ->
     branches' order, is raised once all are done."""
     failed: list[BaseException | None] = [None] * len(losers)
     ended = [threading.Event() for _ in losers]
+    aborts = handoff.Gathering(len(losers))  # their first rows: one commit
 
     def abort(i: int) -> None:
         r = losers[i]
         lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
         try:
-            with lock.pinned():  # its decision row and end row take consecutive seqs
+            with handoff.joining(aborts), lock.pinned():  # its decision and end rows: consecutive seqs
                 drive_sync(r.tx.end(lost))
         except BaseException as exc:  # raised below, in the run's own thread
             failed[i] = exc
