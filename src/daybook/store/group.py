@@ -77,8 +77,10 @@ class GroupCommit:
         if not alone:
             job.wake.acquire()
         if not job.done:
-            handoff.gathered()
-            self._lead()
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
         if isinstance(job.error, UnicodeEncodeError):
             raise unencodable(job.error, "SQLite") from job.error
         if job.error is not None:

@@ -43,7 +43,8 @@ class Gathering:
 
 def queued() -> None:
     """Called by a group commit once this thread's write is in its line (or leads it): tells
-    the thread's waiting writer, once, and counts the thread in for its gathering."""
+    the thread's waiting writer, once, and counts the thread in for its gathering. Never
+    raises (`told` only moves a counter and releases a lock it holds): the line must go on."""
     arrived()
     told = getattr(_local, "told", None)
     if told is not None:

@@ -61,8 +61,10 @@ class StatementGroup:
         if follow:
             job.wake.acquire()
         if not job.done:
-            handoff.gathered()  # a speculation's writes that come together: one commit
-            self._lead()
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
         if job.error is not None:
             raise job.error
         return job.result
