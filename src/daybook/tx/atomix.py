@@ -352,7 +352,10 @@ class EpochTransaction:
         if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
             value = {**self.mark.data(), "tool": tool.name, "key": act.key, "treatment": how}
             data = {"value": value, "args": act.stored}
-            exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
+            # Held for the run's next row (`Execution.append(defer=)`): lost in a crash, it is an
+            # undecided attempt that never ran the call, which the run's takeover aborts.
+            recorded = Status.RECORDED.value
+            exe.append(Kind.DECISION, step, STAGE, status=recorded, fp=fp, data=data, defer=True)
         self._staged.append(act)
         if tool.is_async:
             return _ready(None)
