@@ -201,7 +201,7 @@ def _commits_per_step(url: str, n: int, transactional: bool) -> float:
     connect = sqlite3.connect
 
     def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.set_trace_callback(counter.tracer(id(conn)))
         return conn
 
@@ -210,7 +210,7 @@ def _commits_per_step(url: str, n: int, transactional: bool) -> float:
         with Daybook(url) as book:
             book.run(steps, n, transactional, run_id=uuid.uuid4().hex)
     finally:
-        sqlite3.connect = connect  # type: ignore[assignment]
+        sqlite3.connect = connect
     return counter.commits / n
 
 
