@@ -39,6 +39,7 @@ from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
 from .stop import Pause, Stop, write_failed
+from .turnstile import Turnstile
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
@@ -524,9 +525,9 @@ class Execution:
         """The inbox messages a step just journaled as read: never read again."""
         self.consumed.update(inbox_ids)
 
-    def branch(self, first_step: int, lock: threading.Lock) -> Execution:
+    def branch(self, first_step: int, lock: Turnstile) -> Execution:
         """A speculation's branch: a cursor over the same journal (recorded steps, keys and inbox
-        shared), writing its own steps from `first_step`, its rows serialized through `lock`."""
+        shared), writing its own steps from `first_step`, its rows in turn through `lock`."""
         self.flush()  # the branches write their rows in parallel: none carries this cursor's
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)
@@ -546,7 +547,7 @@ class _Branch(Execution):
     """A speculation's branch cursor (`Execution.branch`)."""
 
     _parent: Execution
-    _lock: threading.Lock
+    _lock: Turnstile
     _cut_thread: int | None
 
     def cut(self, thread: int | None) -> None:
@@ -564,12 +565,11 @@ class _Branch(Execution):
     ) -> Event:
         if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
             raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
-        with self._lock:
-            self._next_seq = self._parent._next_seq
-            try:
-                return super().append(kind, step, name, write=write, defer=defer, **fields)
-            finally:
-                self._parent._next_seq = self._next_seq
+        handed = write is not None and kind == Kind.DECISION and name.startswith("tx:")  # no key
+        return self._lock.through(
+            self._parent, self, write, handed,
+            lambda w: super(_Branch, self).append(kind, step, name, write=w, defer=defer, **fields),
+        )  # fmt: skip
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:
