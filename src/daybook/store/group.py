@@ -57,6 +57,9 @@ class GroupCommit:
         self._leading = False
         self.commits = 0
         self.writes = 0
+        # Commits by batch size, for the batches `_commit` makes (a lone writer's commit in
+        # `_solo` is counted in `commits` only): what benchmarks/concurrency.py reports.
+        self.batches: dict[int, int] = {}
 
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
@@ -128,6 +131,7 @@ class GroupCommit:
     def _commit(self, batch: Sequence[_Solo]) -> None:
         self.commits += 1
         self.writes += len(batch)
+        self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
         if self._guard is not None:
             try:
                 self._guard()
