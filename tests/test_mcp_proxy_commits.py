@@ -141,3 +141,42 @@ def test_a_call_takes_two_commits_and_its_secret_arguments_stay_concealed(
     # on SQLite through the same group of commits, counted here).
     assert counts[1:] == [2, 2] and counts[0] in (2, 3)
     assert pin not in store_text(db_url)
+
+
+def test_a_call_whose_run_another_process_created_meanwhile_attaches_to_it(db_url: str, ledger: Path) -> None:
+    """The look that finds no run, then another process's run of that id created before this
+    one's first commit (its header with the intent): nothing is written here, and the call
+    attaches to that run (here: answered from its journal), never executed twice."""
+    from mcp_support import client
+
+    put = {"name": "n", "value": "v", "idempotency_key": "k-race"}
+    with Daybook(db_url) as book:
+        real = book.store.get_run
+        looks: list[str] = []
+
+        def stale_once(run_id: str) -> Any:
+            if not looks:  # the first look misses the run, as if made just before its creation
+                looks.append(run_id)
+                return None
+            return real(run_id)
+
+        created: list[bool] = []
+        create = book.store.create_run
+
+        def creating(*args: Any) -> bool:
+            created.append(create(*args))
+            return created[-1]
+
+        async def calls() -> tuple[Any, Any]:
+            async with client(book, session="race") as c:
+                first = body(await c.call_tool("put", put))
+                book.store.get_run = stale_once  # type: ignore[method-assign]
+                book.store.create_run = creating  # type: ignore[method-assign]
+                return first, body(await c.call_tool("put", put))
+
+        first, second = run(calls)
+        runs = [r for r in book.store.list_runs() if r.run_id.startswith("mcp/")]
+    assert looks and created[0] is False  # its header with the intent was refused: nothing written
+    assert second == first and first["execution"] == 1
+    assert len(runs) == 1 and runs[0].status == RunStatus.COMPLETED
+    assert len(ledger_of(ledger)) == 1
