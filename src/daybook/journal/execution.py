@@ -7,8 +7,8 @@ runtime understands. Step arguments are fingerprinted here so replay can tell a 
 Deferred outcomes (one fsync per effect step, `RunSettings.defer_outcomes`): a confirmed outcome
 whose tool settles its own unknown (a status query, an idempotent re-send) may be held back
 (`append(defer=True)`) and committed with the run's next row (`store.append_batch`). The held
-rows are the journal's tail: every later row carries them, and any other use of `exe.store` and
-every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
+rows are the journal's tail: every later row carries them (the run's end row too), and any other
+use of `exe.store` and every exit path writes them first (`flush`). A crash loses only them: an intent
 without an outcome, which that profile settles on resume (docs/stores.md).
 
 Only the journal writes the cursor's fields (`tests/test_shape.py`); the facets of `ctx` and the
@@ -315,21 +315,21 @@ class Execution:
         self._next_seq += 1
         return ev
 
-    def flush(self) -> None:
+    def flush(self, end: Callable[[list[Event]], None] | None = None) -> None:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
-        store that is not a journal row, an exit path). Fenced like any row: never written
-        without the lease (the heartbeat's word, then the journal's unique seq)."""
+        store, an exit path), or given `end` with the run's end row: `end(held)`, one commit (if
+        it raises, they stay held). Fenced like any row (the heartbeat's word, the seq key)."""
         if self.side is not None:
             self.side()
         if self.replayed and not self.read_only:
             self._saved()
-        pending = self._pending
-        if not pending:
-            return
-        self._fenced()
-        if len(pending) == 1:
+        if pending := self._pending:
+            self._fenced()
+        if end is not None:
+            end(list(pending))
+        elif len(pending) == 1:
             self._written(pending[0], self._store.append)
-        else:
+        elif pending:
             self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
         pending.clear()
 
