@@ -274,6 +274,18 @@ def dumps(value: JSON, what: str) -> str:
     return text
 
 
+def row_text(value: JSON, run_id: str, seq: int) -> str:
+    """`dumps` of a journal row's payload, its label (`run '<id>' seq <n>`) made only when the
+    value is refused: made for every row, it cost as much as the encoding itself."""
+    try:
+        text = _ENCODE(value)
+    except (TypeError, ValueError, RecursionError):
+        return dumps(value, f"run {run_id!r} seq {seq}")  # raises, naming the row
+    if len(text) > MAX_PAYLOAD or (not text.isascii() and _bad_text(text)):
+        return dumps(value, f"run {run_id!r} seq {seq}")  # raises, naming the row
+    return text
+
+
 def check_json(value: JSON, what: str) -> None:
     """Refuse what JSON would change silently (tuples, non-string keys, NaN), what no store can
     encode (a lone surrogate, nesting deeper than MAX_DEPTH), so that replay returns exactly

@@ -282,9 +282,12 @@ class Execution:
                 ),
                 True,
             )
-        self._fenced()
-        if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
-            raise _bad_name(self.run_id, step, name, fields.get("key"))
+        beat = self.heartbeat  # `_fenced`, inline: this runs for every row
+        if beat is not None and beat.lost:
+            self._fenced()
+        key = fields.get("key")
+        if not isinstance(name, str) or not (key is None or isinstance(key, str)):
+            raise _bad_name(self.run_id, step, name, key)
         if self.replayed:
             self._saved()
         ev = Event(
@@ -308,7 +311,11 @@ class Execution:
             self._written(ev, lambda row: self._store.append_batch([*pending, row]))
             pending.clear()
         else:
-            self._written(ev, write or self._store.append)
+            try:  # `_written`, inline: this runs for every row
+                (write or self._store.append)(ev)
+            except Exception as exc:
+                stop = write_failed(self.run_id, ev, exc)
+                raise stop from (exc if stop.release else None)
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
         self._next_seq += 1

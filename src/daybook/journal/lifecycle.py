@@ -196,7 +196,7 @@ class EffectLifecycle:
     def first(self) -> None:
         """A fresh effect's first move (`start` with no rows): its intent is written; the call
         comes next."""
-        self._start()
+        self.intent_at = self._write(Kind.INTENT, 1, args=self.args, decision=self.decision).at
 
     def answered(self, reply: tuple[str, Any]) -> str | Done:
         """What the call's reply (`("ok", value)` or `("err", exc)`) settles, or the state to
@@ -248,7 +248,13 @@ class EffectLifecycle:
         try:
             if not plain:
                 check_json(stored, f"step {self.step} {self.tool.name!r} result")
-            books = self._books(value if plain else reveal_all(value))
+            tool = self.tool
+            # Nothing for the ledger (the hot path) needs no call to say so.
+            books = (
+                self._books(value if plain else reveal_all(value))
+                if tool.reference is not None or tool.inverse is not None or tool.cost is not None
+                else {}
+            )
             self._write(
                 Kind.OUTCOME,
                 self.attempt,

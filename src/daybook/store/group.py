@@ -20,6 +20,9 @@ from typing import Any
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
+# The connection's own `execute`, past a subclass's rendering override (`sqlite._Connection`):
+# what `GroupCommit.execute` runs is rendered already.
+_execute = sqlite3.Connection.execute
 
 
 class _Solo:
@@ -69,6 +72,39 @@ class GroupCommit:
                 self._queue.append(job)
         if alone:
             return self._solo(fn, atomic)
+        return self._waited(job)
+
+    def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """`write` of one statement already rendered for SQLite (a journal row: the hot path).
+        A lone writer runs it on the connection's own `execute`, past the rendering override,
+        with no write function and no job; queued behind a commit, it is a write like any."""
+        with self._lock:
+            job = None
+            if self._leading:
+                job = _Job(lambda conn: _execute(conn, sql, params), False)
+                self._queue.append(job)
+            self._leading = True
+        if job is not None:
+            self._waited(job)
+            return
+        try:
+            self.commits += 1
+            self.writes += 1
+            if self._guard is not None:
+                self._guard()  # raising refuses the write, as it refuses a batch
+            _execute(self._conn, sql, params)
+        except UnicodeEncodeError as exc:
+            raise unencodable(exc, "SQLite") from exc
+        finally:
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on; `_leading` stays set
+
+    def _waited(self, job: _Job) -> Any:
+        """A queued write's end: led, or committed by the leader of its batch."""
         # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
         # writes it holds, plus the one that leads next: no thundering herd.
         job.wake.acquire()

@@ -23,7 +23,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -176,6 +176,14 @@ class SQLiteDialect(Dialect):
         except sqlite3.OperationalError as exc:
             raise locked(self.path, self.timeout, exc) or exc from None
         return result
+
+    def insert(self, sql: str, params: Sequence[Any]) -> None:
+        """A journal INSERT (the hot path): rendered here (cached), then run by the group commit
+        as it is, with no write function around it and no rendering on the connection."""
+        try:
+            self.group.execute(render(sql), params)
+        except sqlite3.OperationalError as exc:
+            raise locked(self.path, self.timeout, exc) or exc from None
 
     def conflict(self, exc: BaseException) -> bool | None:
         if not isinstance(exc, sqlite3.IntegrityError):
