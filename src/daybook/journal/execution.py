@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -34,10 +33,11 @@ from ..errors import (
     NotSerializable,
     TimedOut,
 )
-from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, safe_text, shown
+from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, shown
 from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
+from .failure import error_info as error_info  # where callers have long imported it from
 from .stop import Pause, Stop, write_failed
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
@@ -93,25 +93,6 @@ class RunSettings:
 
 class BranchCut(DaybookError):
     """A speculative branch past the speculation's deadline: it may not write another row."""
-
-
-# How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
-TRACEBACK_CHARS = 16_000
-
-
-def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
-    """How an exception is journaled: its type, message and the last frames of its traceback
-    (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
-    (`traceback`, printed by `daybook show`)."""
-    lines = traceback.format_exception(exc)
-    info = {
-        "type": type(exc).__name__,
-        "message": safe_text(str(exc)),
-        "where": safe_text("".join(lines[-3:])[-2000:]),
-    }
-    if full:
-        info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
-    return info
 
 
 class Execution:
@@ -274,14 +255,7 @@ class Execution:
         outcome its tool's profile settles by itself if lost: held back and committed with the
         next row, when the runner allows it (`RunSettings.defer_outcomes`)."""
         if self.read_only:
-            raise Stop(
-                NonDeterminismError(
-                    f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
-                    f"{name!r}), which the journal does not settle; the run has not finished "
-                    "that step, or the workflow code changed"
-                ),
-                True,
-            )
+            raise self._unsettled(step, kind, name)
         beat = self.heartbeat  # `_fenced`, inline: this runs for every row
         if beat is not None and beat.lost:
             self._fenced()
@@ -320,6 +294,17 @@ class Execution:
         # only ever read back by a later process, from the store).
         self._next_seq += 1
         return ev
+
+    def _unsettled(self, step: int | None, kind: Kind, name: str) -> Stop:
+        """A replay (read-only) asked to record a row: the journal does not settle the step."""
+        return Stop(
+            NonDeterminismError(
+                f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
+                f"{name!r}), which the journal does not settle; the run has not finished "
+                "that step, or the workflow code changed"
+            ),
+            True,
+        )
 
     def flush(self) -> None:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
