@@ -245,10 +245,14 @@ class Execution:
         kind: Kind,
         step: int | None,
         name: str,
+        key: str | None = None,
+        status: str | None = None,
+        attempt: int = 0,
+        fp: str | None = None,
+        data: dict[str, Any] | None = None,
         *,
         write: Writer | None = None,
         defer: bool = False,
-        **fields: Any,
     ) -> Event:
         """Write one journal row. `write`: a facet's store method that writes it with a row of
         its own (the held outcomes are written first, on their own). `defer`: a confirmed
@@ -259,20 +263,13 @@ class Execution:
         beat = self.heartbeat  # `_fenced`, inline: this runs for every row
         if beat is not None and beat.lost:
             self._fenced()
-        key = fields.get("key")
         if not isinstance(name, str) or not (key is None or isinstance(key, str)):
             raise _bad_name(self.run_id, step, name, key)
         if self.replayed:
             self._saved()
-        ev = Event(
-            run_id=self.run_id,
-            seq=self._next_seq,
-            kind=kind._value_,  # `.value` is a property, slower on the hot path
-            step=step,
-            name=name,
-            at=self.clock(),
-            **fields,
-        )
+        # Positional: the row's fields in `Event`'s order (`.value` is a property, `_value_` not).
+        ev = Event(self.run_id, self._next_seq, kind._value_, step, name, key, status, attempt, fp,
+                   {} if data is None else data, self.clock())  # fmt: skip
         if self.side is not None:
             self.side()
         pending = self._pending
@@ -544,22 +541,13 @@ class _Branch(Execution):
     def cut(self, thread: int | None) -> None:
         self._cut_thread = thread
 
-    def append(
-        self,
-        kind: Kind,
-        step: int | None,
-        name: str,
-        *,
-        write: Writer | None = None,
-        defer: bool = False,
-        **fields: Any,
-    ) -> Event:
+    def append(self, kind: Kind, step: int | None, name: str, *row: Any, **fields: Any) -> Event:
         if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
             raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
         with self._lock:
             self._next_seq = self._parent._next_seq
             try:
-                return super().append(kind, step, name, write=write, defer=defer, **fields)
+                return super().append(kind, step, name, *row, **fields)
             finally:
                 self._parent._next_seq = self._next_seq
 

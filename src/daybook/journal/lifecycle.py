@@ -485,15 +485,16 @@ class EffectLifecycle:
                 status.value if status else kind.value,
                 concealer_for(self.exe.store).scrub(data.get("reason") or data.get("error", "")),
             )
+        # The row's columns positionally (the hot path); `_value_`: `.value` is a slower property.
         return self.exe.append(
             kind,
             self.step,
             self.tool.name,
-            key=self.key,
-            status=status._value_ if status else None,  # `_value_`: `.value` is a slower property
-            attempt=attempt,
-            fp=self.fp,
-            data=data if self.tx is None else {**data, "tx": self.tx},
+            self.key,
+            status._value_ if status else None,
+            attempt,
+            self.fp,
+            data if self.tx is None else {**data, "tx": self.tx},
             defer=defer,
         )
 

@@ -44,6 +44,15 @@ _CAST = re.compile(r"::[a-z0-9_]+", re.IGNORECASE)
 _NAMED = re.compile(r"%\((\w+)\)s")
 
 
+# `None` as a statement parameter: sqlite3 binds it as NULL, but only after looking for an
+# adapter for it, and the failed lookup raises and clears an AttributeError inside sqlite3 (three
+# per effect step: a journal row's empty columns). An adapter for NoneType that answers None (a
+# C function: an empty dict's `get`) binds the same NULL without the exception. Process-wide, as
+# every sqlite3 adapter is; what any connection stores is unchanged.
+_NO_ADAPTER: dict[object, None] = {}
+sqlite3.register_adapter(type(None), _NO_ADAPTER.get)
+
+
 @functools.lru_cache(maxsize=1024)
 def render(sql: str) -> str:
     """A statement written for every backend, as SQLite takes it: `?` and `:name`, no casts."""
