@@ -78,6 +78,12 @@ class Done:
 class EffectLifecycle:
     """The state machine of one effect step (see the module docstring for the transitions)."""
 
+    # One per effect step, its fields set in `__init__`: slots, not a dict per step.
+    __slots__ = (
+        "args", "attempt", "decision", "defers", "doubtful", "exe", "fp", "intent_at", "key",
+        "operator_absent", "poll_at", "recs", "ref", "step", "tool", "tx",
+    )  # fmt: skip
+
     def __init__(
         self,
         exe: Execution,
