@@ -33,7 +33,7 @@ from ..errors import (
     NotSerializable,
     TimedOut,
 )
-from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, shown
+from ..records import MAX_PAYLOAD, Event, Kind, check_json, fingerprint, row_text, shown
 from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
@@ -331,7 +331,7 @@ class Execution:
         """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at its
         step), written at once if large enough that a codec's envelope could take it over the limit."""
         size: list[int] = []
-        self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
+        self._written(ev, lambda row: size.append(len(row_text(row.data, row.run_id, row.seq))))
         return size[0] <= MAX_PAYLOAD // 2
 
     def _fenced(self) -> None:
