@@ -7,7 +7,9 @@ cost, printed as ratios (Atomix's figures are in memory, one process; these are 
   ~200-byte journal row, with the bare driver: sqlite3 / psycopg) and against the same runs
   doing one plain journaled decision per step; tx/s and the ratios;
 - per-step overhead: a no-op `ctx.effect` inside a transaction (staged, flushed at commit; one
-  transaction per 10 effects) against a plain `ctx.effect`, in µs per step;
+  transaction per 10 effects) against a plain `ctx.effect`, in µs per step; on SQLite also the
+  commits per step of each, counted from the statement trace of the store's connections (a
+  figure the machine's load does not move);
 - speculation: K no-op branches (K = 2, 4, 8, 16): wall time of one `ctx.speculate`.
 
 Atomix's own figures (an in-memory library) are printed beside ours. `measure(quick)` and
@@ -166,6 +168,52 @@ def _per_step(url: str, n: int, transactional: bool) -> float:
         return (time.perf_counter() - began) / n * 1e6
 
 
+class _Commits:
+    """Counts write transactions on the sqlite3 connections opened while installed, from their
+    statement trace (a BEGIN..COMMIT, or a write outside one, is one commit). The trace holds the
+    statement with its values bound, and may repeat it: a repeat in a row is counted once."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self._open: set[int] = set()
+        self._last: dict[int, str] = {}
+
+    def tracer(self, conn_id: int) -> Any:
+        def trace(statement: str) -> None:
+            if self._last.get(conn_id) == statement:
+                return
+            self._last[conn_id] = statement
+            head = statement.lstrip()[:8].upper()
+            if head.startswith("BEGIN"):
+                self._open.add(conn_id)
+            elif head.startswith(("COMMIT", "END")) and conn_id in self._open:
+                self._open.discard(conn_id)
+                self.commits += 1
+            elif head.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE")) and conn_id not in self._open:
+                self.commits += 1  # autocommit: a write outside a transaction commits by itself
+
+        return trace
+
+
+def _commits_per_step(url: str, n: int, transactional: bool) -> float:
+    """Store commits per step of the `steps` workflow on SQLite (the run's start and end included)."""
+    counter = _Commits()
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn: sqlite3.Connection = connect(*args, **kwargs)
+        conn.set_trace_callback(counter.tracer(id(conn)))
+        return conn
+
+    sqlite3.connect = traced  # type: ignore[assignment]
+    try:
+        with Daybook(url) as book:
+            book.run(steps, n, transactional, run_id=uuid.uuid4().hex)
+    finally:
+        sqlite3.connect = connect
+    return counter.commits / n
+
+
 def _speculation(url: str, k: int, runs: int) -> float:
     with Daybook(url) as book:
         took = []
@@ -199,6 +247,12 @@ def _backend(backend: str, url: str, quick: bool, raw: Any) -> list[dict[str, An
     steps_n = 50 if quick else 200
     with_tx = _median([_per_step(url, steps_n, True) for _ in range(repeats)])
     alone = _median([_per_step(url, steps_n, False) for _ in range(repeats)])
+    commits = {}
+    if backend == "sqlite":
+        commits = {
+            "commits_per_step_tx": round(_commits_per_step(url, 200, True), 3),
+            "commits_per_step_plain": round(_commits_per_step(url, 200, False), 3),
+        }
     rows: list[dict[str, Any]] = [
         {
             "system": "daybook", "backend": backend, "measure": "tx_concurrent_16", "n": n,
@@ -208,7 +262,7 @@ def _backend(backend: str, url: str, quick: bool, raw: Any) -> list[dict[str, An
         {
             "system": "daybook", "backend": backend, "measure": "tx_step", "n": steps_n, "runs": repeats,
             "us_per_step_tx": round(with_tx, 1), "us_per_step_plain": round(alone, 1),
-            "ratio": round(with_tx / alone, 2),
+            "ratio": round(with_tx / alone, 2), **commits,
         },
     ]  # fmt: skip
     for k in (2, 4, 8, 16):
@@ -263,9 +317,14 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
             )
         elif r.get("measure") == "tx_step":
             x = r["ratio"]
+            counted = ""
+            if "commits_per_step_tx" in r:
+                tx, plain = r["commits_per_step_tx"], r["commits_per_step_plain"]
+                counted = f"; commits per step {tx:.2f} vs {plain:.2f}, {tx / plain:.2f}x"
             out.append(
                 f"{'PASS' if x <= TARGET_STEP_RATIO else 'MISS'}  {backend}: a transactional step <= "
                 f"{TARGET_STEP_RATIO}x a plain one: {x:.2f}x ({x / TARGET_STEP_RATIO:.2f}x the target)"
+                f"{counted}"
             )
         elif r.get("measure") == "speculate" and r["k"] == 16:
             x = r["ms"] / TARGET_SPECULATE_MS
@@ -297,6 +356,11 @@ def _print(rows: list[dict[str, Any]]) -> None:
                 f"  transactional {r['us_per_step_tx']:,.0f} us/step; plain ctx.effect "
                 f"{r['us_per_step_plain']:,.0f} us/step; {r['ratio']:.2f}x"
             )
+            if "commits_per_step_tx" in r:
+                print(
+                    f"  commits per step: transactional {r['commits_per_step_tx']:.2f}, plain "
+                    f"{r['commits_per_step_plain']:.2f}"
+                )
         elif r["measure"] == "speculate":
             if r["k"] == 2:
                 print(f"{name}: speculation, median wall time of one ctx.speculate with K no-op branches")

@@ -31,8 +31,9 @@ reference (`lookup`) when one is known, and nothing is re-sent on a guess.
 A confirmed outcome of a tool whose unknown settles itself (it has a status query, or is
 idempotent: re-sent under the same key) is written with `defer`: the cursor may commit it with
 the run's next row (`Execution.append`). Lost in a crash, it is the `start` row above: an
-intent without an outcome, settled by that same status query or re-send. Outside transactions
-only, and never a failed outcome (a lost failure could be re-sent and succeed).
+intent without an outcome, settled by that same status query or re-send (inside a transaction
+too: its next row, a header change included, carries it). Never a failed outcome (a lost
+failure could be re-sent and succeed).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class EffectLifecycle:
         self.attempt = 1
         self.intent_at = 0.0
         # Whether a confirmed outcome may ride with the run's next row (the module docstring).
-        self.defers = self.tx is None and (act.tool.reconcile is not None or act.tool.idempotent)
+        self.defers = act.tool.reconcile is not None or act.tool.idempotent
 
     def flow(self, state: str | Done | None = None) -> Generator[Op, Reply, Any]:
         """Run the machine from wherever the journal left this effect (or from `state`, where

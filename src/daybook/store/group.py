@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import handoff
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
@@ -60,33 +61,51 @@ class GroupCommit:
         self._leading = False
         self.commits = 0
         self.writes = 0
+        # Commits by batch size, for the batches `_commit` makes (a lone writer's commit in
+        # `_solo` is counted in `commits` only): what benchmarks/concurrency.py reports.
+        self.batches: dict[int, int] = {}
 
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
+        gathers = handoff.gathers()  # a write that waits for others to share its commit
         with self._lock:
             alone = not self._leading  # then the queue is empty too: a leader empties it
             self._leading = True
-            if not alone:
+            if not alone or gathers:
                 job = _Job(fn, atomic)
                 self._queue.append(job)
-        if alone:
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if alone and not gathers:
             return self._solo(fn, atomic)
-        return self._waited(job)
+        # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
+        # writes it holds, plus the one that leads next: no thundering herd.
+        if not alone:
+            job.wake.acquire()
+        if not job.done:
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
+        if isinstance(job.error, UnicodeEncodeError):
+            raise unencodable(job.error, "SQLite") from job.error
+        if job.error is not None:
+            raise job.error
+        return job.result
 
     def execute(self, sql: str, params: Sequence[Any]) -> None:
         """`write` of one statement already rendered for SQLite (a journal row: the hot path).
         A lone writer runs it on the connection's own `execute`, past the rendering override,
-        with no write function and no job; queued behind a commit, it is a write like any."""
+        with no write function and no job; any other (a commit in progress, a gathering) is a
+        write like any."""
         with self._lock:
-            job = None
-            if self._leading:
-                job = _Job(lambda conn: _execute(conn, sql, params), False)
-                self._queue.append(job)
-            self._leading = True
-        if job is not None:
-            self._waited(job)
+            alone = not self._leading and not handoff.gathers()
+            if alone:
+                self._leading = True
+        if not alone:
+            self.write(lambda conn: _execute(conn, sql, params))
             return
+        handoff.queued()  # it leads the line (see `write`)
         try:
             self.commits += 1
             self.writes += 1
@@ -102,19 +121,6 @@ class GroupCommit:
                     self._leading = False
             if nxt is not None:
                 nxt.wake.release()  # leadership passes on; `_leading` stays set
-
-    def _waited(self, job: _Job) -> Any:
-        """A queued write's end: led, or committed by the leader of its batch."""
-        # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
-        # writes it holds, plus the one that leads next: no thundering herd.
-        job.wake.acquire()
-        if not job.done:
-            self._lead()
-        if isinstance(job.error, UnicodeEncodeError):
-            raise unencodable(job.error, "SQLite") from job.error
-        if job.error is not None:
-            raise job.error
-        return job.result
 
     def _solo(self, fn: Write, atomic: bool) -> Any:
         """A write with nobody committing and nobody waiting (one run writing alone): it is
@@ -164,6 +170,7 @@ class GroupCommit:
     def _commit(self, batch: Sequence[_Solo]) -> None:
         self.commits += 1
         self.writes += len(batch)
+        self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
         if self._guard is not None:
             try:
                 self._guard()

@@ -13,6 +13,13 @@ with the statement that caused it; if its connection was lost, each statement's 
 It matters most for the transactions' epochs: a `tx_begin` holds the epoch lock until its commit
 is durable (so epochs become visible in order), which one commit per begin would serialize at
 one WAL flush each; a batch draws every queued epoch under one hold and one flush.
+
+A batch takes its locks in one order: the statements that take an advisory lock (the epoch
+lock) are sent first, the others after them in the order they came. Two processes' batches
+could otherwise deadlock: one holding rows its first statements wrote while it waits for the
+epoch lock, the other holding the epoch lock while it waits for one of those rows. PostgreSQL
+breaks such a cycle only after its deadlock timeout (1 s), and then each statement is resent
+alone. With the lock first, a batch that waits for it holds nothing yet.
 """
 
 from __future__ import annotations
@@ -22,7 +29,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import StoreUnavailable
+from . import handoff
 from .postgres_link import Links
+
+# What a statement that takes an advisory lock (`PostgresDialect.epoch_sql`) contains.
+ADVISORY_LOCK = "pg_advisory_xact_lock("
+
+
+def in_lock_order(batch: Sequence[_Job]) -> list[_Job]:
+    """`batch` with the statements that take an advisory lock first, the rest in their order.
+    Each statement is another thread's (a thread waits for its own), so none depends on the
+    order of the others: only the locks do."""
+    return sorted(batch, key=lambda job: ADVISORY_LOCK not in job.sql)
 
 
 class _Job:
@@ -47,6 +65,8 @@ class StatementGroup:
         self._leading = False
         self.commits = 0
         self.writes = 0
+        self.batches: dict[int, int] = {}  # commits by batch size (what the benchmarks report)
+        self.resent = 0  # batches that failed and were resent a statement at a time
 
     def run(self, sql: str, params: Sequence[Any], retry: bool = False) -> Any:
         """Send `sql` as one durable commit, in a batch with others' if they are queued; its
@@ -56,10 +76,14 @@ class StatementGroup:
             self._queue.append(job)
             follow = self._leading
             self._leading = True
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if follow:
             job.wake.acquire()
         if not job.done:
-            self._lead()
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
         if job.error is not None:
             raise job.error
         return job.result
@@ -84,10 +108,11 @@ class StatementGroup:
     def _commit(self, batch: list[_Job]) -> None:
         self.commits += 1
         self.writes += len(batch)
+        self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
         if len(batch) == 1:
             self._alone(batch[0])
             return
-        alone = batch
+        alone = batch = in_lock_order(batch)
         try:
             with self._links.take() as link:
                 rows = link.batch([(job.sql, job.params) for job in batch])
@@ -101,6 +126,7 @@ class StatementGroup:
             alone = [job for job in batch if job.retry]
         except Exception:
             pass  # nothing of the batch was written: each on its own says whose fault it was
+        self.resent += 1
         for job in alone:
             self._alone(job)
 

@@ -26,6 +26,13 @@ A transaction with nothing staged writes `tx:commit` and `tx:end` in one databas
 one with nothing to undo `tx:abort` and `tx:end` (both rows or neither: a crash leaves it open,
 hence abandoned, as one before its decision does).
 
+Held rows (`Execution.append(defer=)`): a `tx:stage` row is held for the run's next row, and so
+is the confirmed outcome of a call (run now, flushed or undone) whose tool settles its own
+unknown. A header change writes the held rows first, in a commit of their own, so the body's
+rows are durable before the decision and the last outcome before the end. Lost in a crash, a
+stage row leaves an undecided attempt that never ran the call (abandoned: aborted and retried),
+an outcome an intent without one (settled as any unknown).
+
 Replay reproduces every decision: a resumed run re-enters the block, finds its rows, and goes on
 from where the journal ends (a decided commit is flushed to the end, a decided abort is unwound
 to the end). An attempt that ended in an abort with a retry is skipped by replay, and the next
@@ -352,7 +359,10 @@ class EpochTransaction:
         if exe.expect(step, Kind.DECISION, STAGE, fp) is None:
             value = {**self.mark.data(), "tool": tool.name, "key": act.key, "treatment": how}
             data = {"value": value, "args": act.stored}
-            exe.append(Kind.DECISION, step, STAGE, status=Status.RECORDED.value, fp=fp, data=data)
+            # Held for the run's next row (`Execution.append(defer=)`): lost in a crash, it is an
+            # undecided attempt that never ran the call, which the run's takeover aborts.
+            recorded = Status.RECORDED.value
+            exe.append(Kind.DECISION, step, STAGE, status=recorded, fp=fp, data=data, defer=True)
         self._staged.append(act)
         if tool.is_async:
             return _ready(None)
