@@ -21,6 +21,9 @@ from . import handoff
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
+# The connection's own `execute`, past a subclass's rendering override (`sqlite._Connection`):
+# what `GroupCommit.execute` runs is rendered already.
+_execute = sqlite3.Connection.execute
 
 
 class _Solo:
@@ -89,6 +92,35 @@ class GroupCommit:
         if job.error is not None:
             raise job.error
         return job.result
+
+    def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """`write` of one statement already rendered for SQLite (a journal row: the hot path).
+        A lone writer runs it on the connection's own `execute`, past the rendering override,
+        with no write function and no job; any other (a commit in progress, a gathering) is a
+        write like any."""
+        with self._lock:
+            alone = not self._leading and not handoff.gathers()
+            if alone:
+                self._leading = True
+        if not alone:
+            self.write(lambda conn: _execute(conn, sql, params))
+            return
+        handoff.queued()  # it leads the line (see `write`)
+        try:
+            self.commits += 1
+            self.writes += 1
+            if self._guard is not None:
+                self._guard()  # raising refuses the write, as it refuses a batch
+            _execute(self._conn, sql, params)
+        except UnicodeEncodeError as exc:
+            raise unencodable(exc, "SQLite") from exc
+        finally:
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on; `_leading` stays set
 
     def _solo(self, fn: Write, atomic: bool) -> Any:
         """A write with nobody committing and nobody waiting (one run writing alone): it is
