@@ -93,12 +93,12 @@ def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> Non
     db = f"sqlite:///{tmp_path / 'empty.db'}"
     assert cli("migrate", db=db).returncode == 0  # an empty store (read commands create none)
     for args in (["show", "nope"], ["resume", "nope"], ["export", "nope"]):
-        proc = cli(*args, db=db)
+        proc = cli_in_process(*args, db=db)
         assert proc.returncode == 1
         assert "no run 'nope'" in proc.stderr and "Traceback" not in proc.stderr
     bad = cli("runs", db="mysql://x")
     assert bad.returncode == 1 and "unsupported store URL" in bad.stderr
-    resolve = cli("resolve", "nope", "1", "--absent", db=db)
+    resolve = cli_in_process("resolve", "nope", "1", "--absent", db=db)
     assert resolve.returncode == 1
 
 
