@@ -95,12 +95,12 @@ def _kill_around_rows(store: Any, kind: str, n: int, before: bool) -> None:
                         return True
         return False
 
-    def wrap(real: Callable[..., Any], rows: Callable[[Any], list[Any]]) -> Callable[..., Any]:
-        def wrapper(arg: Any) -> Any:
-            mine = hit(rows(arg))
+    def wrap(real: Callable[..., Any], rows: Callable[..., list[Any]]) -> Callable[..., Any]:
+        def wrapper(*args: Any) -> Any:
+            mine = hit(rows(*args))
             if mine and before:
                 die()
-            out = real(arg)
+            out = real(*args)
             if mine and not before:
                 die()
             return out
@@ -109,6 +109,11 @@ def _kill_around_rows(store: Any, kind: str, n: int, before: bool) -> None:
 
     store.append = wrap(store.append, lambda event: [event])
     store.append_batch = wrap(store.append_batch, list)
+    # Rows held for a run's end are durable in the commit that ends it (`finish`'s `held`), and
+    # a one-act run's first act in the commit that creates it (`create_run`'s `more`): they
+    # count there, as above (the end row and `run_started` themselves, as before, do not).
+    store.finish = wrap(store.finish, lambda *a: list(a[7]) if len(a) > 7 else [])
+    store.create_run = wrap(store.create_run, lambda _info, _first, more=(): list(more))
 
 
 def report(run: Callable[[], Any]) -> None:

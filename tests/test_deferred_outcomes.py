@@ -9,8 +9,9 @@ The crash points (steps 1..3 are the three payments, the crash around step 2's o
 - `held`: step 2's tool returned and its outcome is held; killed before the commit of step 3's
   intent that would carry it (neither is durable);
 - `carried`: killed right after that commit (step 2's outcome and step 3's intent durable);
-- `end`: the last payment's outcome held at the end of the run; killed before its flush;
-- `flushed`: killed after that flush, before the run's completion is recorded.
+- `end`: the last payment's outcome held at the end of the run; killed before the commit that
+  ends the run, which carries it (neither is durable);
+- `flushed`: killed right after that commit (the outcome and the run's completion durable).
 
 A tool without such a profile (`pay_blind`) keeps its immediate outcome commit; the control
 shows why: held like the others (`--defer-any`, which daybook never does), the `held` point
@@ -87,7 +88,9 @@ def test_killed_at_each_deferred_outcome_point_resume_pays_each_once(
             assert steps[3] == [("intent", None)] and requests[f"{run_id}/3"] == 1
         else:
             assert steps[3] == [("intent", None), ("outcome", "confirmed")]
-        assert book.get_run(run_id).status == RunStatus.RUNNING
+        # The last outcome and the run's end are one commit: both or neither.
+        ended = point == "flushed"
+        assert book.get_run(run_id).status == (RunStatus.COMPLETED if ended else RunStatus.RUNNING)
 
         result = book.resume(run_id, wait=10)
         steps = _steps(book, run_id)
@@ -168,8 +171,8 @@ def test_a_profileless_tool_still_commits_its_outcome_before_the_workflow_goes_o
     assert blind_seen == [["intent", "outcome"]] * COUNT == off_seen
     # A status-query tool's outcome rides with the next row: the other handle sees it later.
     assert settled_seen == [["intent"]] * COUNT
-    # One commit per step saved, but the last (flushed at the end of the run on its own).
-    assert blind - settled == COUNT - 1
+    # One commit per step saved, the last one too (carried by the commit that ends the run).
+    assert blind - settled == COUNT
     assert off == blind
 
 

@@ -7,8 +7,8 @@ runtime understands. Step arguments are fingerprinted here so replay can tell a 
 Deferred outcomes (one fsync per effect step, `RunSettings.defer_outcomes`): a confirmed outcome
 whose tool settles its own unknown (a status query, an idempotent re-send) may be held back
 (`append(defer=True)`) and committed with the run's next row (`store.append_batch`). The held
-rows are the journal's tail: every later row carries them, and any other use of `exe.store` and
-every exit path of the runtime writes them first (`flush`). A crash loses only them: an intent
+rows are the journal's tail: every later row carries them (the run's end row too), and any other
+use of `exe.store` and every exit path writes them first (`flush`). A crash loses only them: an intent
 without an outcome, which that profile settles on resume (docs/stores.md).
 
 Only the journal writes the cursor's fields (`tests/test_shape.py`); the facets of `ctx` and the
@@ -39,6 +39,7 @@ from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
 from .stop import Pause, Stop, write_failed
+from .turnstile import Turnstile
 
 _SLEEP = time.sleep  # the original: strict mode may guard `time.sleep` for workflow bodies
 
@@ -314,21 +315,21 @@ class Execution:
         self._next_seq += 1
         return ev
 
-    def flush(self) -> None:
+    def flush(self, end: Callable[[list[Event]], None] | None = None) -> None:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
-        store that is not a journal row, an exit path). Fenced like any row: never written
-        without the lease (the heartbeat's word, then the journal's unique seq)."""
+        store, an exit path), or given `end` with the run's end row: `end(held)`, one commit (if
+        it raises, they stay held). Fenced like any row (the heartbeat's word, the seq key)."""
         if self.side is not None:
             self.side()
         if self.replayed and not self.read_only:
             self._saved()
-        pending = self._pending
-        if not pending:
-            return
-        self._fenced()
-        if len(pending) == 1:
+        if pending := self._pending:
+            self._fenced()
+        if end is not None:
+            end(list(pending))
+        elif len(pending) == 1:
             self._written(pending[0], self._store.append)
-        else:
+        elif pending:
             self._written(pending[-1], lambda _row: self._store.append_batch(list(pending)))
         pending.clear()
 
@@ -524,9 +525,9 @@ class Execution:
         """The inbox messages a step just journaled as read: never read again."""
         self.consumed.update(inbox_ids)
 
-    def branch(self, first_step: int, lock: threading.Lock) -> Execution:
+    def branch(self, first_step: int, lock: Turnstile) -> Execution:
         """A speculation's branch: a cursor over the same journal (recorded steps, keys and inbox
-        shared), writing its own steps from `first_step`, its rows serialized through `lock`."""
+        shared), writing its own steps from `first_step`, its rows in turn through `lock`."""
         self.flush()  # the branches write their rows in parallel: none carries this cursor's
         twin = object.__new__(_Branch)
         twin.__dict__.update(self.__dict__)
@@ -546,7 +547,7 @@ class _Branch(Execution):
     """A speculation's branch cursor (`Execution.branch`)."""
 
     _parent: Execution
-    _lock: threading.Lock
+    _lock: Turnstile
     _cut_thread: int | None
 
     def cut(self, thread: int | None) -> None:
@@ -564,12 +565,11 @@ class _Branch(Execution):
     ) -> Event:
         if self._cut_thread is not None and threading.get_ident() == self._cut_thread:
             raise BranchCut(f"run {self.run_id!r}: a speculative branch past its deadline stops here")
-        with self._lock:
-            self._next_seq = self._parent._next_seq
-            try:
-                return super().append(kind, step, name, write=write, defer=defer, **fields)
-            finally:
-                self._parent._next_seq = self._next_seq
+        handed = write is not None and kind == Kind.DECISION and name.startswith("tx:")  # no key
+        return self._lock.through(
+            self._parent, self, write, handed,
+            lambda w: super(_Branch, self).append(kind, step, name, write=w, defer=defer, **fields),
+        )  # fmt: skip
 
 
 def step_fingerprint(value: Any, step: int, name: str, check: bool = True) -> str:

@@ -42,7 +42,6 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
         check_json(result, f"run {exe.run_id!r} result")
     except DaybookError as exc:
         raise Stop(exc, True) from None
-    exe.flush()  # the held outcomes before the header says completed (a Stop: `fail` below)
     try:
         write_completed(store, owner, exe, result)
     except NotSerializable as exc:  # over the payload limit: refused before anything was written
@@ -51,17 +50,23 @@ def complete(store: Store, owner: str, exe: Execution, result: Any) -> Any:
 
 
 def write_completed(store: Store, owner: str, exe: Execution, result: Any) -> None:
-    """The `run_completed` row and the header's final status, in one store call."""
-    exe.flush()
-    done = Event(
-        run_id=exe.run_id,
-        seq=exe.next_seq,
-        kind=Kind.RUN_COMPLETED.value,
-        data={"result": result},
-        at=time.time(),
-    )
-    stop_beat(exe)
-    store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time())
+    """The `run_completed` row and the header's final status, in one store call, with the
+    outcomes the cursor held for the run's next row (goal: one commit per effect step, the
+    run's end included). A crash before it loses them and the end together: the run is
+    resumed, its held outcomes are unknowns their tools' profiles settle (docs/stores.md)."""
+
+    def end(held: list[Event]) -> None:
+        done = Event(
+            run_id=exe.run_id,
+            seq=exe.next_seq,
+            kind=Kind.RUN_COMPLETED.value,
+            data={"result": result},
+            at=time.time(),
+        )
+        stop_beat(exe)
+        store.finish(exe.run_id, owner, RunStatus.COMPLETED.value, result, None, done, time.time(), held)
+
+    exe.flush(end)
     release_ended(store, exe.run_id, "completed")
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import DaybookError, RunCancelled, RunExpired, RunFailed, RunLeased
 from ..journal import current
@@ -30,7 +30,7 @@ from .claim import Claims, Finished
 from .fork import expand
 from .inbox import notify
 from .lease import new_owner
-from .start import check_same, new_run
+from .start import OneAct, Unborn, check_same, new_run
 from .workflow import Apps, Workflow, as_workflow, load
 
 log = logging.getLogger("daybook")
@@ -79,6 +79,8 @@ class Runner:
         self.recover: Callable[[Execution, Workflow[Any], Exception], bool] | None = None
         # Told as each run's execution here begins and ends (`Daybook(otel=...)`); None: nobody.
         self.watcher: Watcher | None = None
+        # The store of each one-act run executing here whose header may not be written yet.
+        self._one_act: dict[str, OneAct] = {}
 
     def close(self) -> None:
         self.claims.close()
@@ -110,10 +112,18 @@ class Runner:
         parent: str | None = None,
     ) -> Any:
         wf = as_workflow(workflow)
-        begun = self._begin(wf, run_id, args, kwargs, parent)
+        lazy = wf.one_act and run_id is not None and parent is None
+        begun = self._begin(wf, run_id, args, kwargs, parent, lazy)
         if isinstance(begun, Finished):
             return await self._follow_async(begun.result, run_id)
-        return await self._follow_async(await self._body_async(*begun), run_id)
+        try:
+            result = await self._body_async(*begun)
+        except Unborn:  # created elsewhere meanwhile (nothing was written here): attach to it
+            begun = self._begin(wf, run_id, args, kwargs, parent)
+            if isinstance(begun, Finished):
+                return await self._follow_async(begun.result, run_id)
+            result = await self._body_async(*begun)
+        return await self._follow_async(result, run_id)
 
     def submit(self, workflow: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None) -> str:
         wf = as_workflow(workflow)
@@ -176,10 +186,15 @@ class Runner:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         parent: str | None = None,
+        lazy: bool = False,
     ) -> Begun | Finished:
         info, first = new_run(wf, run_id, args, kwargs, owner=self.owner, lease_ttl=self.lease_ttl)
         if parent is not None:
             info = dataclasses.replace(info, parent_run=parent)
+        if lazy and self.store.get_run(info.run_id) is None and self.claims.reserve(info.run_id):
+            # A one-act run not in the store: its header goes with its first act (`OneAct`).
+            journal = self._one_act[info.run_id] = OneAct(self.store, info, first)
+            return self._execution(info, [first], wf, journal)
         if self.store.create_run(info, first):
             self.claims.reserve(info.run_id)
             return self._execution(info, [first], wf)
@@ -213,7 +228,9 @@ class Runner:
             raise
         return self._execution(info, events, wf)
 
-    def _execution(self, info: RunInfo, events: list[Any], wf: Workflow[Any]) -> Begun:
+    def _execution(
+        self, info: RunInfo, events: list[Any], wf: Workflow[Any], journal: OneAct | None = None
+    ) -> Begun:
         settings = RunSettings(
             inline_wait=self.inline_wait,
             frontier_spin=self.frontier_spin,
@@ -224,7 +241,12 @@ class Runner:
             defer_outcomes=self.defer_outcomes,
         )
         heartbeat = self.claims.heartbeat(info.run_id)
-        return Execution(self.store, info.run_id, events, heartbeat, settings=settings), wf, info
+        if journal is None:
+            return Execution(self.store, info.run_id, events, heartbeat, settings=settings), wf, info
+        renew = heartbeat.renew
+        heartbeat.renew = lambda: journal.unborn or renew()  # no lease to renew before its header
+        exe = Execution(cast(Store, journal), info.run_id, events, heartbeat, settings=settings)
+        return exe, wf, info
 
     def drive_child(self, run_id: str, wf: Workflow[Any]) -> None:
         """Run child run `run_id` here, to its end or its first wait, if no other process holds
@@ -323,18 +345,27 @@ class Runner:
     def _again(self, exe: Execution) -> Execution:
         """A fresh execution of the same run over its journal as it stands now (`Rerun`)."""
         exe.flush()  # the journal as it stands includes the outcomes held for the next row
+        journal = self._one_act.pop(exe.run_id, None)
+        if journal is not None:
+            journal.born()
         events = self.store.load(exe.run_id)
         return Execution(self.store, exe.run_id, events, exe.heartbeat, settings=exe.settings)
 
     def _complete(self, exe: Execution, result: JSON) -> Any:
         try:
             try:
-                return finish.complete(self.store, self.owner, exe, result)
+                return finish.complete(self._store_of(exe), self.owner, exe, result)
             except Stop as stop:
                 raise self._fail(exe, stop) from None
         finally:
+            self._one_act.pop(exe.run_id, None)
             self.claims.unreserve(exe.run_id)
             self._tell_parent(exe)
+
+    def _store_of(self, exe: Execution) -> Store:
+        """The store `exe` writes through: a one-act run's own (`OneAct`), else the runner's."""
+        journal = self._one_act.get(exe.run_id)
+        return self.store if journal is None else cast(Store, journal)
 
     def _tell_parent(self, exe: Execution) -> None:
         if exe.settings.parent_run is None:
@@ -346,10 +377,10 @@ class Runner:
 
     def _fail(self, exe: Execution, exc: BaseException, wf: Workflow[Any] | None = None) -> BaseException:
         try:
-            return finish.fail(
-                self.store, self.owner, exe, exc, wf.fail_on if wf is not None else (), self.park_bugs
-            )
+            fail_on = wf.fail_on if wf is not None else ()
+            return finish.fail(self._store_of(exe), self.owner, exe, exc, fail_on, self.park_bugs)
         finally:
+            self._one_act.pop(exe.run_id, None)
             self.claims.unreserve(exe.run_id)
             self._tell_parent(exe)
 

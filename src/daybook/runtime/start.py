@@ -1,15 +1,31 @@
 """Starting a run: its header row and first journal row, and the check that an existing run
-with the same id is the same run (same workflow, same input)."""
+with the same id is the same run (same workflow, same input); and a one-act run's store
+(`OneAct`), which writes the header with the run's first act and its confirmed outcome with
+the run's end: two commits for a proxied MCP call instead of four."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, RunConflict
-from ..records import SCHEMA_VERSION, Event, Kind, RunInfo, RunStatus, check_json, check_text, readable
-from ..store.secrets import has_secret
+from ..errors import ConfigError, LeaseLost, RunConflict
+from ..records import (
+    MAX_PAYLOAD,
+    SCHEMA_VERSION,
+    Event,
+    Kind,
+    RunInfo,
+    RunStatus,
+    check_json,
+    check_text,
+    dumps,
+    readable,
+)
+from ..store import Store
+from ..store.secrets import has_secret, share_concealer
 from .workflow import Workflow, registered, same_code
 
 
@@ -109,3 +125,102 @@ def same_workflow(existing: RunInfo, wf: Workflow[Any]) -> bool:
 def _brief(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Unborn(LeaseLost):
+    """A one-act run's header could not be written with its first act: another process created
+    a run of that id meanwhile (the runner then attaches to it as to any existing run)."""
+
+
+class OneAct:
+    """The store of a run whose body is one act (a proxied MCP call: a gate, then one effect,
+    then its end), as its execution sees it. Two commits are saved, each at a point where a
+    crash leaves what a crash just before it leaves today:
+
+    - the header and `run_started` row are written with the run's first journal row (the
+      intent of its effect, or its gate's request), in one transaction. A crash before it
+      leaves no run: nothing was sent (the intent comes before the call), and the same call
+      made again starts it afresh. Nothing else reads the run before it has a row;
+    - the confirmed outcome of the act is held and written with the run's end (`finish`), in
+      one transaction. Nothing happens between the two but building the end row, so a crash
+      before that commit leaves what a crash before the outcome's own commit leaves: an
+      intent without an outcome, an unknown its tool's status query, an idempotent re-send or
+      a person settles, never re-sent blindly.
+
+    Any other use of the store writes what is held first, on its own (`__getattr__`).
+    """
+
+    def __init__(self, store: Store, info: RunInfo, first: Event) -> None:
+        self._store = store
+        self._birth: tuple[RunInfo, Event] | None = (info, first)
+        self._held: list[Event] = []
+        share_concealer(self, store)  # the intent's secrets are scrubbed by the store it goes to
+
+    def _write(self, rows: Sequence[Event]) -> None:
+        """`rows` (the held ones first), with the header if it is not written yet."""
+        rows = [*self._held, *rows]
+        birth = self._birth
+        if birth is not None:
+            info, now = birth[0], time.time()
+            if info.lease_expires is not None:  # the lease runs from now, not from the start
+                info = dataclasses.replace(info, lease_expires=now + info.lease_expires - info.created_at)
+            if not self._store.create_run(info, birth[1], rows):
+                raise Unborn(
+                    f"run {birth[0].run_id!r} was created by another process meanwhile; "
+                    "attach to it (the runner does) or use another run id"
+                )
+            self._birth = None
+        elif len(rows) == 1:
+            self._store.append(rows[0])
+        elif rows:
+            self._store.append_batch(rows)
+        self._held.clear()
+
+    @property
+    def unborn(self) -> bool:
+        """Whether the run's header is not written yet (it has no lease to renew)."""
+        return self._birth is not None
+
+    def born(self) -> Store:
+        """The store, once the header and every held row are written."""
+        if self._birth is not None or self._held:
+            self._write(())
+        return self._store
+
+    def append(self, event: Event) -> None:
+        if event.kind == Kind.OUTCOME.value and event.status == "confirmed" and _small(event):
+            self._held.append(event)  # written with the run's end, or its next row
+            return
+        self._write([event])
+
+    def append_batch(self, events: list[Event]) -> None:
+        self._write(events)
+
+    def finish(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        result: object,
+        error: object,
+        event: Event | None,
+        now: float,
+        held: Sequence[Event] = (),
+    ) -> None:
+        if self._birth is not None:
+            self._write(())  # a run that ended before any act: its header first, then its end
+        rows = [*self._held, *held]
+        if rows:
+            self._store.finish(run_id, owner, status, result, error, event, now, rows)
+        else:
+            self._store.finish(run_id, owner, status, result, error, event, now)
+        self._held.clear()  # kept if the end was refused: an exit path writes them, no gap
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.born(), name)
+
+
+def _small(event: Event) -> bool:
+    """Whether `event` may be held: one well under the payload limit (a larger one is written
+    at once, where a refusal is the act's own, as without holding)."""
+    return len(dumps(event.data, f"run {event.run_id!r} seq {event.seq}")) <= MAX_PAYLOAD // 2

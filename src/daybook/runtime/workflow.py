@@ -43,6 +43,10 @@ class Workflow(Generic[R]):
     # lives; otherwise its identity is its code reference (`ref`), so two functions of one bare
     # name in two modules are two workflows.
     named: bool = False
+    # Its body is one act and nothing after it (the MCP proxy's calls, which set it): a new run
+    # started with an id is created with its first act, and the act's confirmed outcome is
+    # written with the run's end (`start.OneAct`: two commits, not four).
+    one_act: bool = False
 
     @property
     def is_async(self) -> bool:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import handoff
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
@@ -64,19 +65,25 @@ class GroupCommit:
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
+        gathers = handoff.gathers()  # a write that waits for others to share its commit
         with self._lock:
             alone = not self._leading  # then the queue is empty too: a leader empties it
             self._leading = True
-            if not alone:
+            if not alone or gathers:
                 job = _Job(fn, atomic)
                 self._queue.append(job)
-        if alone:
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if alone and not gathers:
             return self._solo(fn, atomic)
         # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
         # writes it holds, plus the one that leads next: no thundering herd.
-        job.wake.acquire()
+        if not alone:
+            job.wake.acquire()
         if not job.done:
-            self._lead()
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
         if isinstance(job.error, UnicodeEncodeError):
             raise unencodable(job.error, "SQLite") from job.error
         if job.error is not None:

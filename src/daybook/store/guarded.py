@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ..errors import ConfigError, NotSerializable
@@ -120,8 +120,10 @@ class GuardedStore:
         # The hot path (no codec, no live secret): the same row, not a copy.
         return ev if data is ev.data else dataclasses.replace(ev, data=cast(dict[str, JSON], data))
 
-    def create_run(self, info: RunInfo, first: Event) -> bool:
+    def create_run(self, info: RunInfo, first: Event, more: Sequence[Event] = ()) -> bool:
         sealed = dataclasses.replace(info, input=self._in(info.input))
+        if more:
+            return self.inner.create_run(sealed, self._event_in(first), [self._event_in(e) for e in more])
         return self.inner.create_run(sealed, self._event_in(first))
 
     def append(self, event: Event) -> None:
@@ -144,10 +146,16 @@ class GuardedStore:
         error: object,
         event: Event | None,
         now: float,
+        held: Sequence[Event] = (),
     ) -> None:
         sealed = self._in(cast(JSON, result), conceal=True)
         row = None if event is None else self._event_in(event, conceal=True)
-        self.inner.finish(run_id, owner, status, sealed, self._in(cast(JSON, error)), row, now)
+        error_in = self._in(cast(JSON, error))
+        if held:
+            rows = [self._event_in(e) for e in held]
+            self.inner.finish(run_id, owner, status, sealed, error_in, row, now, rows)
+            return
+        self.inner.finish(run_id, owner, status, sealed, error_in, row, now)
 
     def transition(
         self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float

@@ -8,6 +8,7 @@ keep (`WRITES` is derived here); one added to a read part must be implemented th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..records import Event, RunInfo
@@ -58,8 +59,9 @@ class Journal(JournalReads, Protocol):
     """Runs and their append-only journal: a header created with its first row, rows appended,
     the run ended or moved by an operator, each together with its row."""
 
-    def create_run(self, info: RunInfo, first: Event) -> bool:
-        """Insert the header and the first journal row together; False if the run id exists."""
+    def create_run(self, info: RunInfo, first: Event, more: Sequence[Event] = ()) -> bool:
+        """Insert the header and the first journal row together (and the rows `more` after it, in
+        the same transaction: a run created with its first act); False if the run id exists."""
 
     def append(self, event: Event) -> None:
         """Commit one journal row durably; raises LeaseLost if the seq is taken, DuplicateKey."""
@@ -77,8 +79,10 @@ class Journal(JournalReads, Protocol):
         error: object,
         event: Event | None,
         now: float,
+        held: Sequence[Event] = (),
     ) -> None:
-        """Set the header's status (and release the lease) together with an optional journal row."""
+        """Set the header's status (and release the lease) together with an optional journal row,
+        and the rows `held` before it (outcomes held for the run's next row), all in one commit."""
 
     def transition(
         self, run_id: str, allowed: tuple[str, ...], status: str, error: object, event: Event, now: float

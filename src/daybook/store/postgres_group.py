@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import StoreUnavailable
+from . import handoff
 from .postgres_link import Links
 
 # What a statement that takes an advisory lock (`PostgresDialect.epoch_sql`) contains.
@@ -77,10 +78,14 @@ class StatementGroup:
             self._queue.append(job)
             follow = self._leading
             self._leading = True
+        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if follow:
             job.wake.acquire()
         if not job.done:
-            self._lead()
+            try:
+                handoff.gathered()  # a speculation's writes that come together: one commit
+            finally:
+                self._lead()  # whatever happened, the line goes on
         if job.error is not None:
             raise job.error
         return job.result

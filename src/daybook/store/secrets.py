@@ -231,6 +231,12 @@ def has_secret(value: Any, depth: int = 0) -> bool:
 _CONCEALERS: weakref.WeakKeyDictionary[Any, Concealer] = weakref.WeakKeyDictionary()
 
 
+def share_concealer(handle: Any, store: Any) -> None:
+    """`handle` (a view of `store` a run writes through) conceals with `store`'s Concealer: the
+    same key, and the live secret text `store` scrubs from whatever it writes."""
+    _CONCEALERS[handle] = concealer_for(store)
+
+
 def concealer_for(store: Any) -> Concealer:
     """The one Concealer of a store handle: its key, and the live secret text of every
     execution through it (scrubbed from whatever the handle writes)."""

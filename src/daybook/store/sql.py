@@ -152,20 +152,22 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 raise
             raise conflict_error(event, on_key) from None
 
-    def _moved(self, update: str, params: tuple[Any, ...], event: Event) -> bool:
-        """Change a header with `update` and insert `event` with it, or neither (False) if the
-        header was not in a state to change."""
-        then = [(EVENT_FROM_G, event_params(event))]
+    def _moved(self, update: str, params: tuple[Any, ...], event: Event, held: Sequence[Event] = ()) -> bool:
+        """Change a header with `update` and insert `event` with it (after the rows `held`), or
+        none of them (False) if the header was not in a state to change."""
+        then = [(EVENT_FROM_G, event_params(e)) for e in (*held, event)]
         return self._chained(event, update + " RETURNING 1", params, "ok", then) is not None
 
     # -- runs and leases ------------------------------------------------------------------------
 
-    def create_run(self, info: RunInfo, first: Event) -> bool:
-        then = [(EVENT_FROM_G, event_params(first))]
+    def create_run(self, info: RunInfo, first: Event, more: Sequence[Event] = ()) -> bool:
+        then = [(EVENT_FROM_G, event_params(e)) for e in (first, *more)]
         guard = _INSERT_RUN + " RETURNING run_id"
         # Safe to send again: a header already there (this very call's, had its answer been
-        # lost) inserts nothing, and the caller then claims the run it finds.
-        return self._chained(None, guard, run_params(info), "run_id", then, retry=True) is not None
+        # lost) inserts nothing, and the caller then claims the run it finds (and replays its
+        # rows: an intent among `more` is then one without an outcome, settled as an unknown).
+        last = more[-1] if more else None  # a key taken by another run is that row's fault
+        return self._chained(last, guard, run_params(info), "run_id", then, retry=True) is not None
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self._read(f"SELECT {self._run_cols} FROM daybook_runs WHERE run_id = %s", (run_id,))
@@ -286,10 +288,16 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         error: object,
         event: Event | None,
         now: float,
+        held: Sequence[Event] = (),
     ) -> None:
         what = f"run {run_id!r}"
         params = (status, dumps(result, f"{what} result"), dumps(error, f"{what} error"), now, run_id, owner)
-        changed = self._changed(_FINISH, params) if event is None else self._moved(_FINISH, params, event)
+        if event is None and held:  # the held rows end the journal: the last carries the header
+            *held, event = held
+        if event is None:
+            changed = self._changed(_FINISH, params)
+        else:
+            changed = self._moved(_FINISH, params, event, held)
         if not changed:
             raise LeaseLost(
                 f"run {run_id!r}: another process took the run over before this one could record how "

@@ -3,29 +3,35 @@ in its own transaction; the choice is journaled; only the winner's effects persi
 
 Each branch gets its own cursor over the run's journal: branch i records its steps in its own
 block of step numbers (`BLOCK` wide, after the `tx:speculate` row), so threads that interleave
-in time still replay to the same steps. Journal writes are serialized through one lock (the
-run's sequence numbers stay one total order).
+in time still replay to the same steps. Journal writes take turns through one turnstile (the
+run's sequence numbers stay one total order; journal/turnstile.py): a branch's `tx:*` rows let
+the next branch through once they are in a group commit's line, so the K branches' begins, and
+the K-1 losers' aborts, share commits instead of taking one each.
 
 The Best-of-K circularity (spec §1.7) is resolved as the spec proposes: the branches of one
 speculation are siblings (their transaction ids share a prefix) and do not block one another;
 a branch counts as resolved once it finished and was chosen or aborted. So: every branch runs,
 `choose(results)` picks a winner among those that finished without an exception, the losers are
 aborted (staged calls dropped, held irreversible calls never released, calls that ran now
-undone by their inverses, newest first), then the winner commits.
+undone by their inverses, newest first), all at once, each on a thread of its own, then the
+winner commits.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import ConfigError, DaybookError, TimedOut
 from ..journal.act import TxMark
 from ..journal.execution import Execution, step_fingerprint
+from ..journal.turnstile import Turnstile
 from ..records import Kind, Status
+from ..store import handoff
 from .atomix import EpochTransaction, Raw, drive_sync
 from .scope import parse_all
 
@@ -63,6 +69,11 @@ class _Branch:
     error: BaseException | None = None
     cut: bool = False  # cut at the deadline (recorded): its thread writes nothing
     block: int = 0  # the first step of its block
+    done: threading.Event = field(default_factory=threading.Event)  # its body has finished
+    # Its thread waits, once its body finished, until the speculation settles, then does these
+    # (its own abort, if it lost): the losers abort at once without a thread each to start.
+    then: list[Callable[[], None]] = field(default_factory=list)
+    go: threading.Event = field(default_factory=threading.Event)
 
 
 def speculate(
@@ -83,7 +94,7 @@ def speculate(
     if exe.expect(step, Kind.DECISION, SPECULATE, fp) is None:
         exe.append(Kind.DECISION, step, SPECULATE, status=Status.RECORDED.value, fp=fp, data={"value": value})
     group = f"{exe.run_id}/spec/{step}/"
-    lock = threading.Lock()
+    lock = Turnstile()
     runs: list[_Branch] = []
     for i, name in enumerate(names):
         bexe = exe.branch(step + (i + 1) * BLOCK, lock)
@@ -95,28 +106,35 @@ def speculate(
     recorded = _recorded_cut(exe, cut_step)
     for r in runs:
         r.cut = recorded is not None and r.name in recorded
-    threads = [threading.Thread(target=_run, args=(r, branches[r.name]), daemon=True) for r in runs]
+    begins = handoff.Gathering(len(runs))
+    threads = [threading.Thread(target=_run, args=(r, branches[r.name], begins), daemon=True) for r in runs]
     for t in threads:
         t.start()
-    _join(threads, None if recorded is not None else deadline)
-    if deadline is not None and recorded is None:
-        _cut_live(exe, cut_step, runs, threads, deadline)
-    for r in runs:
-        if r.cut:
-            r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
-            # Its abort writes in the second half of its block, on a cursor of its own: the cut
-            # thread (still running, or replaying) never shares a step number with it.
-            aborting = exe.branch(r.block + BLOCK // 2, lock)
-            r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
-    exe.jump_to(cut_step + 1)
-    return _settle(ctx, runs, choose)
+    try:
+        _join(runs, None if recorded is not None else deadline)
+        if deadline is not None and recorded is None:
+            with lock.pinned():  # no branch row is half written, none waits in line
+                lock.drain()
+                _cut_live(exe, cut_step, runs, threads, deadline)
+        for r in runs:
+            if r.cut:
+                r.error = TimedOut(f"speculative branch {r.name!r} passed the speculation's deadline", {})
+                # Its abort writes in the second half of its block, on a cursor of its own: the cut
+                # thread (still running, or replaying) never shares a step number with it.
+                aborting = exe.branch(r.block + BLOCK // 2, lock)
+                r.tx.rebind(aborting, ctx._branch(aborting)[1]._effect_now)
+        exe.jump_to(cut_step + 1)
+        return _settle(ctx, runs, choose, lock)
+    finally:
+        for r in runs:
+            r.go.set()  # a thread given nothing to do (a winner, a cut branch) ends
 
 
-def _join(threads: list[threading.Thread], deadline: float | None) -> None:
-    """Wait for every branch, or until `deadline` seconds have passed."""
+def _join(runs: list[_Branch], deadline: float | None) -> None:
+    """Wait for every branch's body, or until `deadline` seconds have passed."""
     end = None if deadline is None else time.monotonic() + deadline
-    for t in threads:
-        t.join(None if end is None else max(0.0, end - time.monotonic()))
+    for r in runs:
+        r.done.wait(None if end is None else max(0.0, end - time.monotonic()))
 
 
 def _recorded_cut(exe: Execution, cut_step: int) -> list[str] | None:
@@ -129,7 +147,7 @@ def _cut_live(
 ) -> None:
     """Cut the branches still running at the deadline: journaled (a replay cuts the same ones
     before they write), and each one's thread may write nothing more; it is aborted as a loser."""
-    cut = [r.name for r, t in zip(runs, threads, strict=True) if t.is_alive()]
+    cut = [r.name for r in runs if not r.done.is_set()]
     for r, t in zip(runs, threads, strict=True):
         if r.name in cut:
             r.cut = True
@@ -151,20 +169,25 @@ def _check(ctx: _Ctx, branches: Mapping[str, Callable[[Any], Any]]) -> list[str]
     return list(branches)
 
 
-def _run(branch: _Branch, fn: Callable[[Any], Any]) -> None:
+def _run(branch: _Branch, fn: Callable[[Any], Any], begins: handoff.Gathering) -> None:
     if branch.cut:  # cut in the run's first life: on replay it writes nothing at all
         branch.facet._exe.cut(threading.get_ident())
     try:
-        branch.tx.begin()
+        with handoff.joining(begins):  # the K begins: one commit
+            branch.tx.begin()
         branch.facet._tx = branch.tx
         branch.result = fn(branch.ctx)
     except BaseException as exc:  # reported to the run's own thread by _settle
         branch.error = exc
     finally:
         branch.facet._tx = None
+        branch.done.set()
+    branch.go.wait()
+    for job in branch.then:
+        job()
 
 
-def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str]) -> Any:
+def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], str], lock: Turnstile) -> Any:
     for r in runs:
         if r.error is not None and not isinstance(r.error, Exception):
             raise r.error  # a Stop (lease lost, a crash-like store failure): resume goes on
@@ -174,13 +197,43 @@ def _settle(ctx: _Ctx, runs: list[_Branch], choose: Callable[[dict[str, Any]], s
         winner = ctx._choose("tx:choose", lambda: choose(dict(finished)))
         if winner not in finished:
             raise ConfigError(f"ctx.speculate: choose returned {winner!r}, not one of {sorted(finished)}")
-    for r in runs:
-        if r.name != winner and r.tx.tx_id:
-            lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
-            drive_sync(r.tx.end(lost))
+    _abort_losers([r for r in runs if r.name != winner and r.tx.tx_id], winner, lock)
     if winner is None:
         first = next(r.error for r in runs if r.error is not None)
         raise first
     best = next(r for r in runs if r.name == winner)
     drive_sync(best.tx.end(None))
     return best.result
+
+
+def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) -> None:
+    """Abort every loser at once, each on its own thread (a cut one's may still be running: it
+    gets a new one): their rows share commits (a loser's abort waits for its own rows only, and
+    the order among losers is free: each writes in its own block). The first failure, in the
+    branches' order, is raised once all are done."""
+    failed: list[BaseException | None] = [None] * len(losers)
+    ended = [threading.Event() for _ in losers]
+    aborts = handoff.Gathering(len(losers))  # their first rows: one commit
+
+    def abort(i: int) -> None:
+        r = losers[i]
+        lost = r.error or BranchLost(f"branch {r.name!r} lost to {winner!r}")
+        try:
+            with handoff.joining(aborts), lock.pinned():  # its decision and end rows: consecutive seqs
+                drive_sync(r.tx.end(lost))
+        except BaseException as exc:  # raised below, in the run's own thread
+            failed[i] = exc
+        finally:
+            ended[i].set()
+
+    for i, r in enumerate(losers):
+        if r.cut:
+            threading.Thread(target=abort, args=(i,), daemon=True).start()
+        else:
+            r.then.append(functools.partial(abort, i))
+            r.go.set()
+    for e in ended:
+        e.wait()
+    for exc in failed:
+        if exc is not None:
+            raise exc

@@ -115,6 +115,14 @@ async def mcp_call(ctx: Context, tool: str, arguments: dict[str, Any]) -> dict[s
     return await proxy.journaled(ctx, tool, arguments, live)
 
 
+# Its body is one act and ends with it: a new call's run is created with its first row (the
+# effect's intent, or its gate's request) and the confirmed outcome is written with the run's
+# end, two commits per call instead of four (docs/stores.md, "A proxied MCP call in two commits").
+# Not a public workflow option (a body that did more after its act would widen the window in
+# which a crash leaves its outcome unknown), so set here, on the one workflow it fits.
+object.__setattr__(mcp_call, "one_act", True)
+
+
 class McpProxy:
     """Forwards one client's MCP traffic to `upstream`, journaling tool calls in `book`."""
 
