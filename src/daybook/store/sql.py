@@ -92,6 +92,11 @@ _EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
 EVENT_FROM_G = (
     f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
 )
+# Two journal rows from `g` in one statement (a header's decision and its end, written together).
+_TWO_EVENTS_FROM_G = (
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g "
+    f"UNION ALL SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
+)
 _EPOCH_TAIL = '"epoch":0}'
 _EPOCH_EVENT_FROM_G = EVENT_FROM_G.replace("%s::json", "(CAST(%s AS TEXT) || g.epoch || '}')::json", 1)
 _INSERT_TX = (
@@ -477,7 +482,9 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         return self._tx_seen.pop(tx_id, None)
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
-        then = [(EVENT_FROM_G, event_params(e)) for e in (before, event) if e is not None]
+        then: list[Then] = [(EVENT_FROM_G, event_params(event))]
+        if before is not None:  # both rows in one statement: one less for SQLite to run
+            then = [(_TWO_EVENTS_FROM_G, (*event_params(before), *event_params(event)))]
         update = mark_sql("%s") + " RETURNING 1"
         changed = self._chained(event, update, (status, now, tx_id), "ok", then) is not None
         if status in TX_ENDED:
