@@ -74,7 +74,10 @@ def _one_statement(
     if not then:
         return guard, params
     parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
-    return f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
+    args = list(params)
+    for _, more in then:
+        args += more
+    return f"WITH {', '.join(parts)} {then[-1][0]}", args
 
 
 class PostgresDialect(Dialect):
