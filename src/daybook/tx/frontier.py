@@ -7,7 +7,9 @@ transaction at epoch `e` may proceed on its scopes iff `frontier[r] >= e` for ev
 scopes, counting every transaction but itself: no transaction with a smaller epoch on an
 overlapping scope is still open (Atomix Algorithm 1). Because epochs are allocated in a total
 order that becomes visible in order, and an ended transaction never opens again, the set of
-earlier open transactions only shrinks: once the rule holds, it holds for good.
+earlier open transactions only shrinks: once the rule holds, it holds for good. The first look
+is the store's, in the database transaction that drew the epoch (`Store.tx_seen`): when it
+shows no blocker, the transaction goes on without reading the headers again.
 
 Waiting for the rule is event-driven (store/tx_signal.py): the waiter sleeps on its store
 handle's signal, which moves when a header ends, in this process at once and on PostgreSQL in any
