@@ -132,7 +132,9 @@ class Link:
             try:
                 try:
                     with conn.pipeline():
-                        conn.execute("BEGIN")
+                        # Read Committed whatever the server's default: each statement sees
+                        # every commit made before it (a begin's look after the epoch lock).
+                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
                         cursors = [conn.execute(sql, params) for sql, params in statements]
                         conn.execute("COMMIT")
                 finally:
