@@ -11,7 +11,7 @@ from typing import Any
 import agents
 import psycopg
 import pytest
-from conftest import cli
+from conftest import cli, cli_in_process
 from test_append_only import _sql, readme_roles
 
 import daybook
@@ -48,7 +48,7 @@ def test_a_plain_signal_cannot_approve_a_gate(book: Daybook) -> None:
     # The audit's exact attack: a signal named like a verdict, from a self-declared sender.
     with pytest.raises(daybook.ConfigError, match="reserved"):
         book.signal("g2", "verdict:g2/1", {"outcome": "approve"}, sender="mallory")
-    forged = cli(
+    forged = cli_in_process(
         "signal", "g2", "verdict:g2/1", "--payload", '{"outcome":"approve"}', "--by", "mallory", db=book.url
     )
     assert forged.returncode == 1 and "reserved" in forged.stderr
@@ -108,9 +108,9 @@ def test_refused_attempts_are_journaled_with_who_when_and_why(book: Daybook) -> 
     assert [g["gate_id"] for g in book.approvals()] == ["audit/1"]
     assert book.approve("audit", "audit/1", approver="alice", token=token) == "delivered"
     assert book.resume("audit") == {"outcome": "approved", "approver": "alice"}
-    shown = cli("approvals", db=book.url)
+    shown = cli_in_process("approvals", db=book.url)
     assert shown.returncode == 0 and "refused" in shown.stdout and "mallory" in shown.stdout
-    history = cli("approvals", "--history", "--json", db=book.url)
+    history = cli_in_process("approvals", "--history", "--json", db=book.url)
     states = [v["state"] for v in json.loads(history.stdout)]
     assert states.count("refused") == 2 and states.count("delivered") == 1
 
@@ -246,13 +246,13 @@ def test_rotating_a_key_in_the_store_is_impossible_the_keys_live_in_the_approver
 
 def test_a_signed_approval_from_a_key_file_goes_through_the_cli(db_url: str, tmp_path: Any) -> None:
     key = tmp_path / "alice.key"
-    made = cli("approvers", "add", "alice", "--key-file", str(key), db=db_url)
+    made = cli_in_process("approvers", "add", "alice", "--key-file", str(key), db=db_url)
     assert made.returncode == 0 and made.stdout == "", made.stderr  # the key is not printed
     assert oct(key.stat().st_mode & 0o777) == "0o600"
     with Daybook(db_url, inline_wait=0.05) as book, pytest.raises(Suspended):
         book.run(wire_gate, run_id="cli")
     env = {k: v for k, v in os.environ.items() if k not in ("DAYBOOK_TOKEN", "DAYBOOK_APPROVER_TOKEN")}
-    done = cli(
+    done = cli_in_process(
         "approve", "cli", "cli/1", "--as", "alice", db=db_url, env={**env, "DAYBOOK_KEY_FILE": str(key)}
     )
     assert done.returncode == 0 and "delivered" in done.stdout, done.stderr

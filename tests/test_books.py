@@ -108,8 +108,8 @@ def test_why_an_effect_happened_names_its_decision_policy_version_observation_an
     assert found["mandate"]["workflow"] == "http_payout"
 
     # The command line gives the same answer, by key or by RUN STEP.
-    assert as_json(cli("why", "payout/2", "--json", db=db_url)) == found
-    text = cli("why", "payout", "3", db=db_url)
+    assert as_json(cli_in_process("why", "payout/2", "--json", db=db_url)) == found
+    text = cli_in_process("why", "payout", "3", db=db_url)
     assert text.returncode == 0, text.stderr
     assert "decision payout/1 'plan'" in text.stdout and f"ref {result['gl']}" in text.stdout
     for line in ("policy       payouts", "version      v3", "balances-2026-11-22", "split in two"):
@@ -182,7 +182,7 @@ def test_an_effect_with_no_decision_before_it_follows_from_the_runs_mandate(db_u
     assert first["mandate"]["workflow"] == "books_first_thing"
     assert first["mandate"]["input"] == {"args": [], "kwargs": {}}
     assert later["decision"]["name"] == "plan"  # once there is one, effects follow from it
-    text = cli("why", "first/3", db=db_url)
+    text = cli_in_process("why", "first/3", db=db_url)
     assert text.returncode == 0, text.stderr
     assert "no decision before it" in text.stdout and "books_first_thing(" in text.stdout
 
@@ -231,20 +231,20 @@ def test_the_effect_ledger_lists_a_parked_unknown_with_its_history(db_url: str, 
         book.run(agents.http_payout, bank.url, 5, {}, run_id="settled")  # unknown once, then confirmed
         parked_unknown(book, bank)
 
-    listed = as_json(cli("effects", "--json", db=db_url))
+    listed = as_json(cli_in_process("effects", "--json", db=db_url))
     assert {(e["key"], e["status"]) for e in listed} == {
         ("settled/2", "confirmed"),
         ("settled/3", "confirmed"),
         ("parked/1", "unknown"),
     }
-    [unknown] = as_json(cli("effects", "--status", "unknown", "--json", db=db_url))
+    [unknown] = as_json(cli_in_process("effects", "--status", "unknown", "--json", db=db_url))
     assert unknown["run_id"] == "parked" and unknown["tool"] == "pay_blind" and unknown["key"] == "parked/1"
     assert unknown["decision"] is None and unknown["ref"] is None
     assert unknown["request"] == {"bank": bank.url, "n": 1}
     assert [h["status"] for h in unknown["history"]] == ["intent", "unknown"]
     assert "no answer came" in unknown["history"][-1]["reason"]
 
-    table = cli("effects", "parked", "--tool", "pay_blind", "--history", db=db_url)
+    table = cli_in_process("effects", "parked", "--tool", "pay_blind", "--history", db=db_url)
     assert table.returncode == 0, table.stderr
     assert "parked/1" in table.stdout and "unknown" in table.stdout
     assert "parked/1: intent -> unknown" in table.stdout
@@ -256,13 +256,13 @@ def test_resolving_an_unknown_by_hand_records_the_reference_who_and_evidence(db_
     with Daybook(db_url) as book:
         parked_unknown(book, bank)
 
-    done = cli(
+    done = cli_in_process(
         "resolve", "parked/1", "--confirmed", "wire-XYZ", "--by", "alice", "--evidence", "stmt", db=db_url
     )
     assert done.returncode == 0, done.stderr
     assert "resolved as confirmed" in done.stdout and "daybook resume parked" in done.stdout
 
-    [row] = as_json(cli("effects", "parked", "--json", db=db_url))
+    [row] = as_json(cli_in_process("effects", "parked", "--json", db=db_url))
     assert row["status"] == "confirmed" and row["ref"] == "wire-XYZ" and row["response"] == "wire-XYZ"
     last = row["history"][-1]
     assert last["status"] == "confirmed"
@@ -272,12 +272,12 @@ def test_resolving_an_unknown_by_hand_records_the_reference_who_and_evidence(db_
         "stmt",
         "wire-XYZ",
     )
-    table = cli("effects", db=db_url)
+    table = cli_in_process("effects", db=db_url)
     [line] = [ln for ln in table.stdout.splitlines() if "parked/1" in ln]
     assert "confirmed" in line and "wire-XYZ" in line
 
     # The resolution is a journal row: it is in the export, and the run goes on from it.
-    exported = as_json(cli("export", "parked", db=db_url))
+    exported = as_json(cli_in_process("export", "parked", db=db_url))
     outcome = exported["events"][-1]
     assert outcome["kind"] == "outcome" and outcome["key"] == "parked/1"
     assert outcome["data"]["by"] == "alice" and outcome["data"]["evidence"] == "stmt"
@@ -302,7 +302,7 @@ def test_resolving_with_a_json_result_keeps_the_reference_given_separately(db_ur
 def test_the_ledgers_are_rows_of_the_export(db_url: str, bank: Bank) -> None:
     with Daybook(db_url) as book:
         result = book.run(agents.http_payout, bank.url, 75, {}, run_id="exp")
-    exported = as_json(cli("export", "exp", db=db_url))
+    exported = as_json(cli_in_process("export", "exp", db=db_url))
     assert exported["format"] == "daybook.export" and exported["run"]["status"] == "completed"
     events = exported["events"]
     [plan] = [e for e in events if e["kind"] == "decision"]
@@ -330,7 +330,7 @@ def test_obligations_link_to_the_decision_that_made_them_and_show_how_they_were_
     assert found["quote_expiry"]["decision"] == "owed/1"
     assert found["refund"]["state"] == "fulfilled" and found["refund"]["owner"] == "support-bot"
     assert found["refund"]["about"] == {"amount": 50}
-    listed = as_json(cli("obligations", "--status", "fulfilled", "--json", db=db_url))
+    listed = as_json(cli_in_process("obligations", "--status", "fulfilled", "--json", db=db_url))
     assert [o["id"] for o in listed] == ["owed/2"]
 
 
@@ -345,7 +345,7 @@ def test_tools_lists_each_tools_counterparty_profile(tmp_path: Path) -> None:
         f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport agents\n"
         "API = agents.bank_api('http://127.0.0.1:1')\n"
     )
-    profiles = as_json(cli("tools", "--app", str(HERE / "agents.py"), "--app", str(app), "--json"))
+    profiles = as_json(cli_in_process("tools", "--app", str(HERE / "agents.py"), "--app", str(app), "--json"))
     by_name = {p["name"]: p for p in profiles}
     blind = by_name["pay_blind"]  # declared with a retry policy and nothing else
     assert blind["effect_class"] == "irreversible" and blind["irreversible"] is True
@@ -361,7 +361,7 @@ def test_tools_lists_each_tools_counterparty_profile(tmp_path: Path) -> None:
     assert by_name["pay"]["effect_class"] == "idempotent" and by_name["pay"]["status_query"] is True
     assert by_name["book_leg"]["inverse"] == "cancel_leg"
 
-    table = cli("tools", "--app", str(HERE / "agents.py"))
+    table = cli_in_process("tools", "--app", str(HERE / "agents.py"))
     assert table.returncode == 0, table.stderr
     [line] = [ln for ln in table.stdout.splitlines() if ln.startswith("pay_blind ")]
     assert "irreversible" in line and "gated" in line

@@ -43,10 +43,10 @@ def test_check_finds_nothing_in_a_sound_store(db_url: str, bank) -> None:  # typ
     with Daybook(db_url, inline_wait=0.1) as book:
         _runs_of_every_kind(book, bank.url)
         assert book.check() == []
-    proc = cli("check", db=db_url)
+    proc = cli_in_process("check", db=db_url)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no findings" in proc.stderr
-    as_json = cli("check", "--json", db=db_url)
+    as_json = cli_in_process("check", "--json", db=db_url)
     assert as_json.returncode == 0 and json.loads(as_json.stdout) == {"ok": True, "findings": []}
 
 
@@ -102,10 +102,10 @@ def test_check_reports_each_kind_of_damage_and_exits_non_zero(db_url: str) -> No
             f["run_id"] == run_id and (seq is None or f["seq"] == seq) and problem in str(f["problem"])
             for f in findings
         ), (run_id, seq, problem, findings)
-    proc = cli("check", db=db_url)
+    proc = cli_in_process("check", db=db_url)
     assert proc.returncode == 1 and f"{len(expected)} finding(s)" in proc.stderr
     assert "run gappy seq 5: seq 5 to 6 are missing" in proc.stdout
-    as_json = cli("check", "--json", db=db_url)
+    as_json = cli_in_process("check", "--json", db=db_url)
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["ok"] is False
 
@@ -113,7 +113,7 @@ def test_check_reports_each_kind_of_damage_and_exits_non_zero(db_url: str) -> No
 def test_check_does_not_take_an_empty_file_for_a_fresh_store(tmp_path: Path) -> None:
     empty = tmp_path / "daybook.db"
     empty.touch()
-    proc = cli("check", db=f"sqlite:///{empty}")
+    proc = cli_in_process("check", db=f"sqlite:///{empty}")
     assert proc.returncode == 1 and "empty file" in proc.stdout and "Traceback" not in proc.stderr
     assert empty.stat().st_size == 0
 
@@ -128,7 +128,7 @@ def test_check_runs_the_databases_own_check_on_a_damaged_sqlite_file(tmp_path: P
     assert len(data) > 6 * page
     data[3 * page + 200 : 5 * page] = b"\xa5" * (2 * page - 200)  # scribble over two pages
     path.write_bytes(bytes(data))
-    proc = cli("check", db=f"sqlite:///{path}")
+    proc = cli_in_process("check", db=f"sqlite:///{path}")
     assert proc.returncode == 1, proc.stdout
     assert "Traceback" not in proc.stderr
     assert "quick_check" in proc.stdout or "malformed" in proc.stdout
@@ -187,9 +187,9 @@ def test_a_damaged_run_is_skipped_and_flagged_by_every_listing(db_url: str, bank
 @pytest.mark.slow
 def test_export_raw_salvages_what_of_a_damaged_run_is_readable(db_url: str, bank) -> None:  # type: ignore[no-untyped-def]
     _damage(db_url, bank.url)
-    plain = cli("export", "bad-row", db=db_url)
+    plain = cli_in_process("export", "bad-row", db=db_url)
     assert plain.returncode == 1 and "bad-row" in plain.stderr and "--raw" in plain.stderr
-    raw = cli("export", "bad-row", "--raw", db=db_url)
+    raw = cli_in_process("export", "bad-row", "--raw", db=db_url)
     assert raw.returncode == 0, raw.stderr
     doc: dict[str, Any] = json.loads(raw.stdout)
     assert doc["raw"] is True and doc["run_error"] is None and doc["damaged_rows"] == 1
@@ -201,7 +201,7 @@ def test_export_raw_salvages_what_of_a_damaged_run_is_readable(db_url: str, bank
     assert "not a JSON object" in bad["error"]
     assert "1 row(s) do not decode" in raw.stderr
     if db_url.startswith("sqlite"):
-        header = json.loads(cli("export", "bad-header", "--raw", db=db_url).stdout)
+        header = json.loads(cli_in_process("export", "bad-header", "--raw", db=db_url).stdout)
         assert header["run"]["input"] == "{broken" and "input" in header["run_error"]
         assert header["events"][0]["kind"] == "run_started" and header["damaged_rows"] == 0
     with Daybook(db_url, read_only=True) as book:
@@ -218,7 +218,7 @@ def test_a_damaged_header_is_reported_as_the_header_not_as_a_row(tmp_path: Path)
     conn.execute("UPDATE daybook_runs SET input = '{broken' WHERE run_id = 'h'")
     conn.commit()
     conn.close()
-    proc = cli("show", "h", db=url)
+    proc = cli_in_process("show", "h", db=url)
     assert proc.returncode == 1
     assert "the input in its header is not valid JSON" in proc.stderr and "seq 0" not in proc.stderr
     assert "daybook export h --raw" in proc.stderr

@@ -11,7 +11,7 @@ import signal
 
 import agents
 import pytest
-from conftest import cli, last_json, run_child, run_worker, start_child, wait_until
+from conftest import cli_in_process, last_json, run_child, run_worker, start_child, wait_until
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -128,9 +128,9 @@ def test_cancelling_a_parent_cancels_its_unfinished_children_and_show_lists_the_
     book.inline_wait = 0
     with pytest.raises(daybook.Suspended):
         book.run(waiting_parent, run_id="w")
-    shown = cli("show", "w", db=db_url)
+    shown = cli_in_process("show", "w", db=db_url)
     assert "child run w~child1  kids_waiting" in shown.stdout, shown.stderr
-    assert "child of run w" in cli("show", "w~child1", db=db_url).stdout
+    assert "child of run w" in cli_in_process("show", "w~child1", db=db_url).stdout
     book.cancel("w", by="ops")
     assert book.get_run("w").status == RunStatus.CANCELLED
     assert book.get_run("w~child1").status == RunStatus.CANCELLED
@@ -153,15 +153,15 @@ def test_a_child_past_its_parents_cap_pauses_and_a_raise_through_it_lets_the_tre
     with Daybook(db_url) as book:
         assert book.get_run("hp~child6").status == RunStatus.SUSPENDED  # paused, not failed
         assert book.get_run("hp").status == RunStatus.SUSPENDED  # waiting for its child
-    shown = cli("budget", "hp~child6", db=db_url)
+    shown = cli_in_process("budget", "hp~child6", db=db_url)
     assert shown.returncode == 0, shown.stderr
     assert "across the run tree of 'hp'" in shown.stdout and "past that run's cap of 10" in shown.stdout
     assert "daybook budget hp~child6 --raise usd=AMOUNT" in shown.stdout and "--stop" in shown.stdout
-    listed = json.loads(cli("budget", "hp~child6", "--json", db=db_url).stdout)
+    listed = json.loads(cli_in_process("budget", "hp~child6", "--json", db=db_url).stdout)
     assert "across the run tree of 'hp'" in listed["paused"]
-    parent = cli("budget", "hp", db=db_url).stdout  # the parent says what spent against its cap
+    parent = cli_in_process("budget", "hp", db=db_url).stdout  # the parent says what spent against its cap
     assert "with runs below" in parent and "run hp~child6 waits at this run's cap" in parent
-    raised = cli("budget", "hp~child6", "--raise", "usd=5", db=db_url)
+    raised = cli_in_process("budget", "hp~child6", "--raise", "usd=5", db=db_url)
     assert raised.returncode == 0, raised.stderr
     assert run_worker(db_url).returncode == 0
     with Daybook(db_url) as book:
@@ -178,7 +178,7 @@ def test_raising_the_parents_cap_wakes_its_child_paused_at_it_and_the_tree_finis
     with Daybook(db_url) as book:
         book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hr")
     assert run_worker(db_url).returncode == 0
-    raised = cli("budget", "hr", "--raise", "usd=2", db=db_url)  # the cap's own run, not the child
+    raised = cli_in_process("budget", "hr", "--raise", "usd=2", db=db_url)  # the cap's own run, not the child
     assert raised.returncode == 0, raised.stderr
     assert run_worker(db_url).returncode == 0
     with Daybook(db_url) as book:
@@ -191,7 +191,7 @@ def test_stopping_a_child_paused_at_its_parents_cap_cancels_it_and_the_parent_go
     with Daybook(db_url) as book:
         book.submit(agents.household, 10.0, [4.0, 5.0, 3.0], run_id="hs")
     assert run_worker(db_url).returncode == 0
-    stopped = cli("budget", "hs~child6", "--stop", db=db_url)
+    stopped = cli_in_process("budget", "hs~child6", "--stop", db=db_url)
     assert stopped.returncode == 0, stopped.stderr
     assert run_worker(db_url).returncode == 0  # the cancelled child woke its parent
     with Daybook(db_url) as book:

@@ -13,7 +13,7 @@ from typing import Any
 
 import agents
 import pytest
-from conftest import cli, killed, run_child
+from conftest import cli, cli_in_process, killed, run_child
 from store_bytes import store_text
 
 import daybook
@@ -72,7 +72,7 @@ def test_a_cap_pauses_the_run_and_a_raise_from_another_process_lets_it_go_on(boo
         book.run(agents.capped_calls, 3, 0.015, run_id="capped")
     assert book.get_run("capped").status == RunStatus.SUSPENDED
     assert completions(book, "capped") == 2  # the third call was never made
-    shown = cli("budget", "capped", db=book.url)
+    shown = cli_in_process("budget", "capped", db=book.url)
     assert shown.returncode == 0, shown.stderr
     assert "paused" in shown.stdout and "daybook budget capped --raise usd=AMOUNT" in shown.stdout
     assert "--stop" in shown.stdout
@@ -90,18 +90,18 @@ def test_daybook_runs_says_a_run_paused_at_its_cap_waits_for_a_budget_raise(book
     with pytest.raises(Suspended):
         book.run(agents.capped_calls, 3, 0.015, run_id="waits-cap")
     book.run(agents.model_calls, 1, run_id="done-calls")
-    listed = cli("runs", db=book.url)
+    listed = cli_in_process("runs", db=book.url)
     assert listed.returncode == 0, listed.stderr
     (line,) = [ln for ln in listed.stdout.splitlines() if ln.startswith("waits-cap")]
     assert "suspended (budget cap)" in line
     assert "(budget cap)" not in next(ln for ln in listed.stdout.splitlines() if ln.startswith("done-calls"))
-    docs = {d["run_id"]: d for d in json.loads(cli("runs", "--json", db=book.url).stdout)}
+    docs = {d["run_id"]: d for d in json.loads(cli_in_process("runs", "--json", db=book.url).stdout)}
     # A field added for the run at its cap; `status` stays what it was, and other runs' documents
     # are unchanged.
     assert docs["waits-cap"]["status"] == "suspended"
     assert "daybook budget waits-cap --raise usd=AMOUNT" in docs["waits-cap"]["budget_paused"]
     assert "budget_paused" not in docs["done-calls"]
-    filtered = cli("runs", "--status", "suspended", db=book.url)
+    filtered = cli_in_process("runs", "--status", "suspended", db=book.url)
     assert "waits-cap" in filtered.stdout and "done-calls" not in filtered.stdout
 
 
@@ -109,7 +109,7 @@ def test_stopping_a_run_paused_at_its_cap_cancels_it(book: Daybook) -> None:
     book.inline_wait = 0
     with pytest.raises(Suspended):
         book.run(agents.capped_calls, 3, 0.015, run_id="stopped")
-    stopped = cli("budget", "stopped", "--stop", db=book.url)
+    stopped = cli_in_process("budget", "stopped", "--stop", db=book.url)
     assert stopped.returncode == 0, stopped.stderr
     assert book.get_run("stopped").status == RunStatus.CANCELLED
     assert completions(book, "stopped") == 2
@@ -202,13 +202,13 @@ def test_a_trees_cost_sums_its_runs(book: Daybook) -> None:
 
 def test_daybook_cost_prints_the_ledger_and_its_json(book: Daybook) -> None:
     book.run(agents.cost_tree, run_id="printed")
-    text = cli("cost", "printed", "--tree", db=book.url)
+    text = cli_in_process("cost", "printed", "--tree", db=book.url)
     assert text.returncode == 0, text.stderr
     assert "saved by replay" in text.stdout and "re-spent" in text.stdout and "gpt-4o" in text.stdout
-    as_json = cli("cost", "printed", "--json", db=book.url)
+    as_json = cli_in_process("cost", "printed", "--json", db=book.url)
     doc = json.loads(as_json.stdout)
     assert doc["calls"] == 1 and doc["usd"] == pytest.approx(CALL_USD)
-    missing = cli("cost", "no-such-run", db=book.url)
+    missing = cli_in_process("cost", "no-such-run", db=book.url)
     assert missing.returncode != 0 and "no-such-run" in missing.stderr
 
 

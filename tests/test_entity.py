@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import HERE, cli, release_together, wait_until
+from conftest import HERE, cli_in_process, release_together, wait_until
 
 import daybook
 from daybook import ConfigError, Daybook, DaybookError, EntityView, NotSerializable
@@ -254,7 +254,7 @@ def test_a_schema_v4_store_gets_the_entity_tables_on_open(db_url: str) -> None:
 @pytest.mark.slow
 def test_the_leases_and_entity_commands(db_url: str) -> None:
     Daybook(db_url).close()  # an empty store (read commands never create one)
-    empty = cli("leases", db=db_url)
+    empty = cli_in_process("leases", db=db_url)
     assert empty.returncode == 0 and "no entities" in empty.stdout
     with Daybook(db_url) as book:
         incident = book.entity("incident-42")
@@ -263,27 +263,27 @@ def test_the_leases_and_entity_commands(db_url: str) -> None:
         book.entity("prospect:acme").claim("sales-1", 0.01)
     time.sleep(0.05)
 
-    listed = cli("leases", db=db_url)
+    listed = cli_in_process("leases", db=db_url)
     assert listed.returncode == 0, listed.stderr
     for word in ("entity", "holder", "deadline", "incident-42", "sre-1", "held", "prospect:acme", "expired"):
         assert word in listed.stdout
-    as_json = json.loads(cli("leases", "--json", db=db_url).stdout)
+    as_json = json.loads(cli_in_process("leases", "--json", db=db_url).stdout)
     assert [(x["name"], x["holder"], x["state"]) for x in as_json] == [
         ("incident-42", "sre-1", "held"),
         ("prospect:acme", "sales-1", "expired"),
     ]
 
-    shown = cli("entity", "incident-42", db=db_url)
+    shown = cli_in_process("entity", "incident-42", db=db_url)
     assert shown.returncode == 0, shown.stderr
     assert "lease held (sre-1 until" in shown.stdout
     for word in ("time", "agent", "action", "claim", "starting", "failover"):
         assert word in shown.stdout
-    doc = json.loads(cli("entity", "incident-42", "--json", db=db_url).stdout)
+    doc = json.loads(cli_in_process("entity", "incident-42", "--json", db=db_url).stdout)
     assert doc["holder"] == "sre-1" and doc["state"] == "held"
     assert [(e["agent"], e["action"]) for e in doc["log"]] == [("sre-1", "claim"), ("sre-1", "starting")]
     assert doc["log"][1]["data"] == {"runbook": "failover"}
 
-    missing = cli("entity", "no-such-thing", db=db_url)
+    missing = cli_in_process("entity", "no-such-thing", db=db_url)
     assert missing.returncode == 1 and "daybook leases" in missing.stderr
 
 

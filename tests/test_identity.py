@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import cli
+from conftest import cli_in_process
 
 import daybook
 from daybook import Daybook, Suspended
@@ -48,7 +48,9 @@ def test_steering_as_a_registered_approver_without_its_key_is_refused(book: Dayb
         book.steer("L1", "retract", "stop", author="alice", token=book.add_approver("bob"), wait=0)
     with pytest.raises(daybook.NotAuthorized, match="needs its key"):
         book.pause("L1", by="alice")
-    refused = cli("steer", "L1", "retract", "stop the wire", "--as", "alice", "--wait", "0", db=book.url)
+    refused = cli_in_process(
+        "steer", "L1", "retract", "stop the wire", "--as", "alice", "--wait", "0", db=book.url
+    )
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     assert len(book.store.inbox("L1")) == before  # nothing was written
     assert book.get_run("L1").status == "suspended"
@@ -122,19 +124,19 @@ def test_an_approver_of_a_gate_is_not_an_operator_of_every_run(book: Daybook) ->
 
 def test_the_cli_takes_an_operators_key_from_a_key_file(db_url: str, tmp_path: Any) -> None:
     key = tmp_path / "olga.key"
-    made = cli("approvers", "add", "olga", "--role", "operator", "--key-file", str(key), db=db_url)
+    made = cli_in_process("approvers", "add", "olga", "--role", "operator", "--key-file", str(key), db=db_url)
     assert made.returncode == 0, made.stderr
     with Daybook(db_url, inline_wait=0) as book, pytest.raises(Suspended):
         book.run(listener, run_id="L6")
-    refused = cli("pause", "L6", "--by", "olga", db=db_url)
+    refused = cli_in_process("pause", "L6", "--by", "olga", db=db_url)
     assert refused.returncode == 1 and "needs its key" in refused.stderr
-    done = cli("pause", "L6", "--by", "olga", "--key-file", str(key), db=db_url)
+    done = cli_in_process("pause", "L6", "--by", "olga", "--key-file", str(key), db=db_url)
     assert done.returncode == 0, done.stderr
-    listed = cli("approvers", "list", "--roles", "--json", db=db_url)
+    listed = cli_in_process("approvers", "list", "--roles", "--json", db=db_url)
     assert json.loads(listed.stdout) == {"olga": ["operator"]}
-    assert cli("approvers", "list", "--roles", db=db_url).stdout == "olga\toperator\n"
-    assert cli("approvers", "remove", "olga", db=db_url).returncode == 0
-    assert json.loads(cli("approvers", "list", "--json", db=db_url).stdout) == []
+    assert cli_in_process("approvers", "list", "--roles", db=db_url).stdout == "olga\toperator\n"
+    assert cli_in_process("approvers", "remove", "olga", db=db_url).returncode == 0
+    assert json.loads(cli_in_process("approvers", "list", "--json", db=db_url).stdout) == []
     with Daybook(db_url) as book:
         paused = next(ev for ev in book.journal("L6") if ev.kind == "run_paused")
         assert paused.data["by"] == "olga" and paused.data["identity"]["authenticated"] is True

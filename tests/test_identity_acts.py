@@ -12,7 +12,7 @@ from typing import Any
 
 import agents
 import pytest
-from conftest import cli, wait_until
+from conftest import cli_in_process, wait_until
 
 import daybook
 from daybook import Daybook
@@ -60,7 +60,7 @@ def _steered_offer(book: Daybook, bank: Bank, run_id: str, *steer: list[str]) ->
     wait_until(lambda: len(prompts) >= 2)
     assert len(bank.records["payments"]) == 1  # the hold is confirmed at the bank
     for args in steer:
-        sent = cli(
+        sent = cli_in_process(
             "steer",
             run_id,
             "retract",
@@ -107,7 +107,9 @@ def test_an_authenticated_operators_retraction_runs_the_inverse_once(
     book: Daybook, bank: Bank, tmp_path: Any
 ) -> None:
     key = tmp_path / "olga.key"
-    made = cli("approvers", "add", "olga", "--role", "operator", "--key-file", str(key), db=book.url)
+    made = cli_in_process(
+        "approvers", "add", "olga", "--role", "operator", "--key-file", str(key), db=book.url
+    )
     assert made.returncode == 0, made.stderr
     done = _steered_offer(book, bank, "real", ["--as", "olga", "--key-file", str(key)])
     assert len(bank.records.get("cancels", [])) == 1  # the bank released the first hold, once
@@ -176,7 +178,9 @@ def test_a_signal_under_a_registered_approvers_name_without_its_key_is_refused(b
         book.signal("S1", "go", {"approved": True}, sender="alice")
     with pytest.raises(daybook.NotAuthorized, match="not 'alice'"):
         book.signal("S1", "go", {"approved": True}, sender="alice", token=book.add_approver("bob"))
-    refused = cli("signal", "S1", "go", "--payload", '{"approved": true}', "--by", "alice", db=book.url)
+    refused = cli_in_process(
+        "signal", "S1", "go", "--payload", '{"approved": true}', "--by", "alice", db=book.url
+    )
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     assert len(book.store.inbox("S1")) == before  # nothing was written
     assert book.get_run("S1").status == "suspended"
@@ -198,9 +202,9 @@ def test_a_signal_from_an_unregistered_name_is_journaled_as_unauthenticated(book
 
 def test_a_signal_signed_with_its_senders_key_reads_as_authenticated(book: Daybook, tmp_path: Any) -> None:
     key = tmp_path / "alice.key"
-    assert cli("approvers", "add", "alice", "--key-file", str(key), db=book.url).returncode == 0
+    assert cli_in_process("approvers", "add", "alice", "--key-file", str(key), db=book.url).returncode == 0
     _suspended(book, inbox_reader, "S3")
-    sent = cli(
+    sent = cli_in_process(
         "signal", "S3", "go", "--payload", "[1, 2]", "--by", "alice", "--key-file", str(key), db=book.url
     )
     assert sent.returncode == 0, sent.stderr
@@ -229,7 +233,7 @@ def test_a_budget_raise_under_an_operators_name_needs_its_key_and_role(book: Day
         book.raise_budget("B1", by="olga", usd=0.04)
     with pytest.raises(daybook.NotAuthorized, match="operator role"):
         book.raise_budget("B1", by="alice", token=alice, usd=0.04)
-    refused = cli("budget", "B1", "--raise", "usd=0.04", "--by", "olga", db=book.url)
+    refused = cli_in_process("budget", "B1", "--raise", "usd=0.04", "--by", "olga", db=book.url)
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     assert book.store.inbox("B1") == []
     book.raise_budget("B1", by="olga", token=olga, usd=0.04)
@@ -268,7 +272,7 @@ def test_a_fork_under_an_operators_name_needs_its_key(book: Daybook) -> None:
     with pytest.raises(daybook.NotAuthorized, match="needs its key"):
         book.fork("F1", 1, by="olga", new_run_id="F1-x")
     assert book.store.get_run("F1-x") is None
-    refused = cli("fork", "F1", "--at", "1", "--by", "olga", db=book.url)
+    refused = cli_in_process("fork", "F1", "--at", "1", "--by", "olga", db=book.url)
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     fork_id, _ = book.fork("F1", 1, confirm=True, new_run_id="F1-a")  # the old signature still works
     first = book.journal(fork_id)[0].data
@@ -281,7 +285,7 @@ def test_gc_under_an_operators_name_needs_its_key(book: Daybook) -> None:
     token = book.add_approver("olga", roles=["operator"])
     with pytest.raises(daybook.NotAuthorized, match="needs its key"):
         book.gc(0.0, by="olga")
-    refused = cli("gc", "--older-than", "1d", "--by", "olga", db=book.url)
+    refused = cli_in_process("gc", "--older-than", "1d", "--by", "olga", db=book.url)
     assert refused.returncode == 1 and "needs its key" in refused.stderr
     assert book.gc_log() == []
     done = book.gc(86_400.0, by="olga", token=token)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import agents
 import pytest
-from conftest import cli, last_json, run_child, run_worker, start_child, wait_until
+from conftest import cli_in_process, last_json, run_child, run_worker, start_child, wait_until
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -85,11 +85,11 @@ def test_a_paused_run_can_be_cancelled_and_a_finished_one_cannot_be_paused(book:
 def test_the_cli_pauses_and_resumes(db_url: str, bank: Bank, tmp_path: Path) -> None:
     with Daybook(db_url, inline_wait=0) as book, pytest.raises(daybook.Suspended):
         book.run(agents.timed, bank.url, 3600, run_id="cli-timer")
-    paused = cli("pause", "cli-timer", "--by", "ana", db=db_url)
+    paused = cli_in_process("pause", "cli-timer", "--by", "ana", db=db_url)
     assert paused.returncode == 0 and "is paused" in paused.stdout, paused.stderr
-    runs = cli("runs", "--status", "paused", db=db_url)
+    runs = cli_in_process("runs", "--status", "paused", db=db_url)
     assert "cli-timer" in runs.stdout
-    again = cli("pause", "cli-timer", db=db_url)
+    again = cli_in_process("pause", "cli-timer", db=db_url)
     assert "already paused" in again.stdout
-    missing = cli("pause", "nope", db=db_url)
+    missing = cli_in_process("pause", "nope", db=db_url)
     assert missing.returncode == 1 and "no run 'nope'" in missing.stderr

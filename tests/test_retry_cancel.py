@@ -10,7 +10,7 @@ from typing import Any
 
 import agents
 import pytest
-from conftest import HERE, cli, killed, last_json, run_child, run_worker
+from conftest import HERE, cli, cli_in_process, killed, last_json, run_child, run_worker
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -205,7 +205,7 @@ def test_the_cli_shows_the_traceback_retries_and_cancels(db_url: str, bank: Bank
         for run_id in ("cli-a", "cli-b"):
             with pytest.raises(daybook.RunParked):
                 book.run(agents.buggy_legs, bank.url, 1, str(fixed), run_id=run_id)
-    shown = cli("show", "cli-a", db=db_url)
+    shown = cli_in_process("show", "cli-a", db=db_url)
     assert shown.returncode == 0, shown.stderr
     assert "traceback" in shown.stdout and "booked_by_leg[legs]" in shown.stdout
     app = str(HERE / "agents.py")
@@ -218,6 +218,6 @@ def test_the_cli_shows_the_traceback_retries_and_cancels(db_url: str, bank: Bank
     cancelled = cli("cancel", "cli-b", "--compensate", "--app", app, db=db_url)
     assert cancelled.returncode == 0, cancelled.stderr
     assert json.loads(cancelled.stdout)["compensated"] == ["cli-b/1"]
-    again = cli("retry", "cli-b", db=db_url)
+    again = cli_in_process("retry", "cli-b", db=db_url)
     assert again.returncode == 1 and "cancelled" in again.stderr
     assert _payments(bank) == 2 and len(bank.records["cancels"]) == 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import queue_app
-from conftest import cli, wait_until
+from conftest import cli, cli_in_process, wait_until
 from queue_app import Meter
 
 from daybook import ConfigError, Daybook, RunStatus
@@ -100,14 +100,15 @@ def test_a_paused_schedule_does_not_fire_and_resumes_from_now(book: Daybook) -> 
 
 
 def test_schedule_commands_add_list_pause_and_remove(db_url: str) -> None:
+    # A process: --app imports queue_app by path, which this one has imported by name already.
     add = cli("schedule", "add", "nightly", "tagged", "--cron", "0 6 * * *", "--args", '["acme", 2]',
               "--app", APP, db=db_url)  # fmt: skip
     assert add.returncode == 0, add.stderr
-    listed = cli("schedule", "ls", db=db_url)
+    listed = cli_in_process("schedule", "ls", db=db_url)
     assert "nightly" in listed.stdout and "0 6 * * *" in listed.stdout and "active" in listed.stdout
-    assert cli("schedule", "pause", "nightly", db=db_url).returncode == 0
-    assert "paused" in cli("schedule", "ls", db=db_url).stdout
-    assert cli("schedule", "resume", "nightly", db=db_url).returncode == 0
-    assert cli("schedule", "rm", "nightly", db=db_url).returncode == 0
-    gone = cli("schedule", "rm", "nightly", db=db_url)
+    assert cli_in_process("schedule", "pause", "nightly", db=db_url).returncode == 0
+    assert "paused" in cli_in_process("schedule", "ls", db=db_url).stdout
+    assert cli_in_process("schedule", "resume", "nightly", db=db_url).returncode == 0
+    assert cli_in_process("schedule", "rm", "nightly", db=db_url).returncode == 0
+    gone = cli_in_process("schedule", "rm", "nightly", db=db_url)
     assert gone.returncode == 1 and "no schedule 'nightly'" in gone.stderr

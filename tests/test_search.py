@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import queue_app
-from conftest import cli
+from conftest import cli_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,13 +138,15 @@ def test_daybook_runs_filters_and_pages(db_url: str) -> None:
         for i in range(3):
             book.run(queue_app.tagged, "acme", i, run_id=f"c{i}")
         book.run(queue_app.tagged, "globex", 9, run_id="g")
-    first = cli("runs", "--attr", "customer=acme", "--workflow", "tagged", "--limit", "2", db=db_url)
+    first = cli_in_process(
+        "runs", "--attr", "customer=acme", "--workflow", "tagged", "--limit", "2", db=db_url
+    )
     assert first.returncode == 0, first.stderr
     assert "c2" in first.stdout and "c1" in first.stdout and "g" not in first.stdout.split()
     cursor = first.stderr.split("--cursor ")[1].split()[0]
-    rest = cli("runs", "--attr", "customer=acme", "--limit", "2", "--cursor", cursor, db=db_url)
+    rest = cli_in_process("runs", "--attr", "customer=acme", "--limit", "2", "--cursor", cursor, db=db_url)
     assert rest.returncode == 0 and "c0" in rest.stdout and "--cursor" not in rest.stderr
-    bad = cli("runs", "--attr", "customer", db=db_url)
+    bad = cli_in_process("runs", "--attr", "customer", db=db_url)
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
 
 
@@ -163,5 +165,5 @@ def test_searching_a_store_from_before_run_search_says_to_migrate_it(db_url: str
         assert book.runs() == []  # the plain listing reads it as it is
         with pytest.raises(daybook.SchemaVersionError, match="daybook migrate"):
             book.runs(workflow="tagged")
-    proc = cli("runs", "--queue", "q", db=db_url)
+    proc = cli_in_process("runs", "--queue", "q", db=db_url)
     assert proc.returncode == 1 and "daybook migrate" in proc.stderr and "Traceback" not in proc.stderr

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import HERE, cli
+from conftest import HERE, cli, cli_in_process
 from store_bytes import store_text
 
 import daybook
@@ -45,7 +45,7 @@ app = _import_app()
 
 def _everywhere(db_url: str, run_id: str, book: Daybook) -> str:
     """The raw store, the API export and the CLI export, as one text to search."""
-    exported = cli("export", run_id, db=db_url)
+    exported = cli_in_process("export", run_id, db=db_url)
     assert exported.returncode == 0, exported.stderr
     return "\n".join([store_text(db_url), json.dumps(book.export(run_id)), exported.stdout, exported.stderr])
 

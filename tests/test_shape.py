@@ -8,6 +8,8 @@ import ast
 import importlib
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import grimp
@@ -38,6 +40,36 @@ def test_internal_names_do_not_leak_from_the_package() -> None:
     public = {n for n in vars(daybook) if not n.startswith("_")}
     submodules = {m.name for m in pkgutil.iter_modules(daybook.__path__)}
     assert public - set(daybook.__all__) - submodules == set()
+
+
+def test_import_daybook_loads_each_public_name_from_the_module_type_checkers_see() -> None:
+    """`daybook/__init__.py` imports its names on first use (a table for the interpreter, and
+    TYPE_CHECKING imports for mypy and readers): the two say the same, and every name resolves
+    to the object its module defines, whether read as `daybook.X` or `from daybook import X`."""
+    tree = ast.parse((SRC / "__init__.py").read_text())
+    seen: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            seen.update({alias.name: node.module for alias in node.names})
+    assert seen == daybook._WHERE
+    assert set(daybook.__all__) == {*seen, "__version__"}
+    for name, module in seen.items():
+        value = getattr(importlib.import_module(f"daybook.{module}"), name)
+        assert getattr(daybook, name) is value
+        exec(f"from daybook import {name} as found", namespace := {})
+        assert namespace["found"] is value
+
+
+def test_a_daybook_process_imports_only_what_it_uses() -> None:
+    """Every CLI call, worker and agent starts an interpreter: `import daybook` loads no module
+    before one of its names is used, and the CLI loads neither asyncio (only async workflows and
+    the MCP proxy need it) nor urllib.request (only a webhook does)."""
+    code = (
+        "import sys, daybook; first = sorted(m for m in sys.modules if m.startswith('daybook'));"
+        "import daybook.cli; print(first, 'asyncio' in sys.modules, 'urllib.request' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["['daybook']", "False", "False"]
 
 
 def test_every_name_the_readme_uses_exists() -> None:

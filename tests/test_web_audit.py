@@ -15,7 +15,7 @@ from typing import Any
 import agents
 import httpx
 import pytest
-from conftest import cli
+from conftest import cli_in_process
 from starlette.testclient import TestClient
 from store_bytes import store_text
 from test_append_only import DB_ERRORS, _sql
@@ -101,18 +101,21 @@ def test_the_real_daybook_web_audits_the_client_address_and_daybook_audit_prints
     ):
         _, _, expected = _act(client, tokens, "dbk1_pasted-into-the-name-box")
     _check_log(book, expected, "127.0.0.1", AGENT)
-    listed = cli("audit", "--json", db=db_url)
+    listed = cli_in_process("audit", "--json", db=db_url)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["action"], r["who"], r["outcome"]) for r in rows] == [e[:3] for e in expected]
     assert rows[0]["client"] == "127.0.0.1" and rows[0]["user_agent"] == AGENT
-    table = cli("audit", db=db_url)
+    table = cli_in_process("audit", db=db_url)
     assert table.returncode == 0 and "approve" in table.stdout and "run_id=sre gate=sre/1" in table.stdout
-    recent = json.loads(cli("audit", "--json", "--since", "1h", db=db_url).stdout)
+    recent = json.loads(cli_in_process("audit", "--json", "--since", "1h", db=db_url).stdout)
     assert len(recent) == len(expected)
-    assert json.loads(cli("audit", "--json", "--since", str(time.time() + 60), db=db_url).stdout) == []
-    assert len(json.loads(cli("audit", "--json", "--limit", "2", db=db_url).stdout)) == 2
-    bad = cli("audit", "--since", "last tuesday", db=db_url)
+    assert (
+        json.loads(cli_in_process("audit", "--json", "--since", str(time.time() + 60), db=db_url).stdout)
+        == []
+    )
+    assert len(json.loads(cli_in_process("audit", "--json", "--limit", "2", db=db_url).stdout)) == 2
+    bad = cli_in_process("audit", "--since", "last tuesday", db=db_url)
     assert bad.returncode == 2 and "--since" in bad.stderr
 
 

@@ -234,6 +234,8 @@ def _own_rules(rules: Mapping[str, Check], method: str) -> dict[str, Check]:
 # A checked argument of a call shape: its rule, how a message names it, and where the call has
 # it (its index among the positional arguments, or -1: the keyword `name`).
 _Where = tuple[Callable[[Any, str], None], str, int, str]
+# Where the checked arguments sit, by call shape (how many positional, which keyword names).
+_Shapes = dict[tuple[int, tuple[str, ...]], tuple[_Where, ...]]
 
 
 def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Callable[..., Any] | None:
@@ -241,11 +243,17 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
     plan = _plan(sig, rules)
     if not plan:
         return None
-    check = _checker(sig, plan, label)
+    check, shapes = _checker(sig, plan, label)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        check(args, kwargs)
+        # A shape seen before, inline (every `ctx.effect` comes through here).
+        where = shapes.get((len(args), tuple(kwargs)))
+        if where is None:
+            check(args, kwargs)
+        else:
+            for rule, what, i, name in where:
+                rule(args[i] if i >= 0 else kwargs[name], what)
         return fn(*args, **kwargs)
 
     @functools.wraps(fn)
@@ -261,8 +269,9 @@ def _wrap(fn: Callable[..., Any], label: str, rules: Mapping[str, Check]) -> Cal
 
 def _checker(
     sig: inspect.Signature, plan: dict[str, Callable[[Any, str], None]], label: str
-) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
-    """The check of a call's arguments against `plan`, by their names in `sig`.
+) -> tuple[Callable[[tuple[Any, ...], dict[str, Any]], None], _Shapes]:
+    """The check of a call's arguments against `plan`, by their names in `sig`, and the cache
+    of where the checked arguments sit by call shape (the caller may look there first).
 
     Whether a call binds, and where each checked argument sits, depend only on the call's
     shape (how many positional arguments, which keyword names), not on its values: so
@@ -271,7 +280,7 @@ def _checker(
     `**amounts` rules take the extra keywords as one dict: those methods bind every call."""
     order = list(sig.parameters)
     cacheable = all(sig.parameters[name].kind is not inspect.Parameter.VAR_KEYWORD for name in plan)
-    shapes: dict[tuple[int, tuple[str, ...]], tuple[_Where, ...]] = {}
+    shapes: _Shapes = {}
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         shape = (len(args), tuple(kwargs))
@@ -294,7 +303,7 @@ def _checker(
         if cacheable and len(shapes) < 64:
             shapes[shape] = tuple(found)
 
-    return check
+    return check, shapes
 
 
 def _plan(sig: inspect.Signature, rules: Mapping[str, Check]) -> dict[str, Callable[[Any, str], None]]:

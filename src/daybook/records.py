@@ -211,33 +211,42 @@ class Why:
         return {k: v for k, v in out.items() if v not in (None, "", [])}
 
 
-def _encoder(sort_keys: bool, allow_nan: bool) -> Callable[[Any], str]:
-    """A compact JSON encoder (no ASCII escaping), built once. `JSONEncoder.encode` builds its C
-    encoder anew on every call, which showed on the hot path (three encodings per effect step);
-    this reuses one. Without the circular-reference marks: a value that contains itself recurses
-    until `RecursionError`, which every caller turns into `NotSerializable` as for a value nested
-    too deep (what such a value is to the journal)."""
+def _chunker(sort_keys: bool, allow_nan: bool) -> Callable[[Any, int], Sequence[str]]:
+    """A compact JSON encoder (no ASCII escaping), built once, as the pieces its text is joined
+    from (`"".join(chunks(value, 0))`: no Python frame on the hot paths that join them
+    themselves). `JSONEncoder.encode` builds its C encoder anew on every call, which showed on
+    the hot path (three encodings per effect step); this reuses one. Without the
+    circular-reference marks: a value that contains itself recurses until `RecursionError`,
+    which every caller turns into `NotSerializable` as for a value nested too deep (what such a
+    value is to the journal)."""
     spec = json.JSONEncoder(
         separators=(",", ":"), sort_keys=sort_keys, allow_nan=allow_nan, ensure_ascii=False
     )
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # a Python without the C accelerator
-        return spec.encode
+        return lambda value, _level: (spec.encode(value),)
 
     def default(value: Any) -> Any:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
-    chunks = make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, allow_nan)
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
+    chunks: Callable[[Any, int], Sequence[str]] = make(
+        None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, allow_nan
+    )
+    return chunks
 
 
 # Built once: json.dumps with options constructs an encoder per call, which shows on the hot path.
-_ENCODE = _encoder(sort_keys=False, allow_nan=False)
-_CANONICAL = _encoder(sort_keys=True, allow_nan=True)
+_ENCODE_CHUNKS = _chunker(sort_keys=False, allow_nan=False)
+_CANONICAL_CHUNKS = _chunker(sort_keys=True, allow_nan=True)
+
+
+def _ENCODE(value: Any) -> str:
+    return "".join(_ENCODE_CHUNKS(value, 0))
+
+
+def _CANONICAL(value: Any) -> str:
+    return "".join(_CANONICAL_CHUNKS(value, 0))
+
 
 # What one journal payload may be (a value, a tool's arguments or result, a run's input or
 # result): nested at most MAX_DEPTH deep, and at most MAX_PAYLOAD characters of JSON. Past these
@@ -271,6 +280,18 @@ def dumps(value: JSON, what: str) -> str:
         problem = _bad_text(text)
         if problem:
             raise NotSerializable(f"{what} cannot be stored: {problem}; {_FIX_TEXT}")
+    return text
+
+
+def row_text(value: JSON, run_id: str, seq: int) -> str:
+    """`dumps` of a journal row's payload, its label (`run '<id>' seq <n>`) made only when the
+    value is refused: made for every row, it cost as much as the encoding itself."""
+    try:
+        text = "".join(_ENCODE_CHUNKS(value, 0))  # `_ENCODE`, inline: this runs for every row
+    except (TypeError, ValueError, RecursionError):
+        return dumps(value, f"run {run_id!r} seq {seq}")  # raises, naming the row
+    if len(text) > MAX_PAYLOAD or (not text.isascii() and _bad_text(text)):
+        return dumps(value, f"run {run_id!r} seq {seq}")  # raises, naming the row
     return text
 
 
@@ -344,6 +365,8 @@ def safe_text(text: str) -> str:
 def is_plain(value: Any) -> bool:
     """True if `check_json` would accept `value`: plain JSON, which also means it holds no
     `Secret` (the hot path of an act: one walk both checks its arguments and finds none)."""
+    if type(value) is dict:  # an act's arguments, a tool's result: one call less
+        return not _not_plain_in(value, 0)
     return not _not_plain(value)
 
 
@@ -376,8 +399,11 @@ def _not_plain_in(value: list[JSON] | dict[Any, JSON], depth: int) -> str:
     for key, item in value.items():
         if not isinstance(key, str):
             return f"non-string key {key!r}"
-        if type(item) is int and key.isascii():
-            continue  # a leaf the common case holds (a count, an id): no call for it
+        kind = type(item)
+        if (
+            kind is int or kind is bool or item is None or (kind is str and item.isascii())
+        ) and key.isascii():
+            continue  # a leaf the common case holds (a count, an id, a flag, a name): no call for it
         problem = (_bad_text(key) if not key.isascii() else "") or _not_plain(item, depth + 1)
         if problem:
             return problem
@@ -392,7 +418,7 @@ def fingerprint(value: JSON, what: str, check: bool = True) -> str:
     if check:
         check_json(value, what)
     try:
-        text = _CANONICAL(value)
+        text = "".join(_CANONICAL_CHUNKS(value, 0))  # `_CANONICAL`, inline: once per step
     except (TypeError, ValueError, RecursionError):
         check_json(value, what)  # raises, naming what is wrong
         raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import shlex
@@ -101,6 +100,8 @@ def proxy(
         how: dict[str, Any] = {"command": command, "url": url, "session": session, "drain": drain}
         how["policy"] = load_policy(policy_file)
         token = _token(token_env, listen)
+        import asyncio  # here, not at the top: every other daybook command runs without it
+
         asyncio.run(serve_http(book, listen, token=token, **how) if listen else serve_stdio(book, **how))
     except ConfigError as exc:
         _usage(str(exc))

@@ -18,7 +18,6 @@ its unfinished children (`book.cancel`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from typing import Any
@@ -62,6 +61,8 @@ class Children(Facet):
         cid = str(made.value["run_id"])
         step = exe.alloc()  # taken now: the position never depends on which child ends first
         fp = step_fingerprint({"run_id": cid}, step, RESULT)
+        import asyncio  # already loaded where there is a running loop; see runner.py
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -69,6 +70,8 @@ class Children(Facet):
         return self._child_done_async(step, fp, cid, wf)
 
     async def _child_done_async(self, step: int, fp: str, cid: str, wf: Workflow[Any]) -> Any:
+        import asyncio
+
         if self._exe.steps.get(step) is None and not self._exe.read_only:
             await asyncio.to_thread(self._child_run, cid, wf)
         return self._child_done(step, fp, cid, lambda: None)

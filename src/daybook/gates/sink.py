@@ -15,20 +15,22 @@ request is refused).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import SinkConfigError
 from ..records import JSON, dumps
 from ..store.secrets import Secret
+
+if TYPE_CHECKING:
+    import urllib.request
 
 SIGNATURE = "Daybook-Signature"
 TIMESTAMP = "Daybook-Timestamp"
@@ -135,9 +137,14 @@ class Webhook:
             SIGNATURE: sign(body, _key_bytes(self.secret.reveal()), at),
             "User-Agent": "daybook-outbox",
         }
+        # Imported here: urllib.request brings ssl, http.client and email (a tenth of the CPU
+        # of starting a daybook process), and only a process that sends a webhook needs them.
+        import urllib.error
+        import urllib.request
+
         req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with _OPENER.open(req, timeout=self.timeout) as resp:
+            with _opener().open(req, timeout=self.timeout) as resp:
                 resp.read()
         except urllib.error.HTTPError as exc:
             if exc.code < 500 and exc.code not in (408, 425, 429):  # a 3xx too: not followed
@@ -214,10 +221,14 @@ def _shown_url(value: object) -> str:
     return f"{parts.scheme or '(no scheme)'}://{parts.hostname or '(no host)'}/..."
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # A redirect would send the signed body to a host nobody configured: it is a failure.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+@functools.cache
+def _opener() -> urllib.request.OpenerDirector:
+    """The one opener every webhook sends with (built on first use, as urllib is imported)."""
+    import urllib.request
 
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        # A redirect would send the signed body to a host nobody configured: it is a failure.
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
 
-_OPENER = urllib.request.build_opener(_NoRedirect())
+    return urllib.request.build_opener(_NoRedirect())

@@ -45,14 +45,10 @@ def acting(key: str) -> Iterator[None]:
         _KEY.reset(token)
 
 
-def enter_act(key: str) -> Token[str | None]:
-    """`acting(key)` without a context manager (an effect's hot path): give the mark to
-    `leave_act`."""
-    return _KEY.set(key)
-
-
-def leave_act(mark: Token[str | None]) -> None:
-    _KEY.reset(mark)
+# `acting(key)` without a context manager (an effect's hot path): `enter_act(key)` gives the
+# mark to hand to `leave_act`. The ContextVar's own methods, bound: no Python frame per call.
+enter_act: Callable[[str | None], Token[str | None]] = _KEY.set
+leave_act: Callable[[Token[str | None]], None] = _KEY.reset
 
 
 def context() -> object | None:

@@ -7,7 +7,6 @@ decision ledger's "why"), except reads and bookkeeping steps listed in `NOT_REAS
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
@@ -135,6 +134,8 @@ class Decisions(Facet):
         timeout: float | None,
         retry: Retry | None,
     ) -> Decision[Any]:
+        import asyncio  # loaded already: this runs on an event loop
+
         attempt = 1
         while True:
             try:

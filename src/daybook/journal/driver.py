@@ -7,7 +7,6 @@ then sends back `("ok", value)` or `("err", exception)`. One driver is synchrono
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import inspect
@@ -116,6 +115,8 @@ async def drive_async(
     exe: Execution, machine: Generator[Op, Reply, Any], tool: Tool[Any], key: str, args: dict[str, Any]
 ) -> Any:
     """Run the machine to its end on the event loop; returns the effect's result."""
+    import asyncio  # loaded already: this runs on an event loop
+
     reply: Reply = None
     while True:
         try:
@@ -138,6 +139,8 @@ async def drive_async(
 
 async def _call_async(op: str, arg: Any, tool: Tool[Any], key: str, args: dict[str, Any]) -> Any:
     # `arg` is the call's timeout for "call", the stored reference for the resolver's questions.
+    import asyncio  # loaded already: this runs on an event loop
+
     if op == "call":
         with current.acting(key):
             pending = tool.fn(**args, idempotency_key=key)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, NonDeterminismError
-from ..records import JSON, Event, Kind, Status, is_plain
+from ..records import JSON, Event, Kind, Status, fingerprint, is_plain
 from . import keys
 from .act import Act, TxMark, conceal, live
 from .decision import Decision
@@ -100,14 +100,14 @@ class Effects(Facet):
             # arguments for the journal also found nothing to conceal.
             stored: dict[str, Any] = args
             hidden = False
-            fp = step_fingerprint(stored, step, tool.name, False)
+            fp = fingerprint(stored, "", False)  # plain JSON: its canonical text cannot fail
         else:
             # The journal (and the fingerprint) gets secrets as digests; the tool the values.
             stored, hidden = conceal(exe, tool, args)
             fp = step_fingerprint(stored, step, tool.name, step not in exe.steps)
         # Only a step a journal branch re-runs softly needs the same-act test (not the hot path).
         same = _same_act(tool, stored) if step in exe.soft else None
-        recs = exe.expect(step, Kind.INTENT, tool.name, fp, same_act=same)
+        recs = exe.expect(step, Kind.INTENT, tool.name, fp, same)
         key = self._key_for(step, tool, key, decision)
         if recs is not None and recs[0].key != key and keys.unbranched(recs[0].key) != keys.unbranched(key):
             raise Stop(

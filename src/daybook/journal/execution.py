@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -34,10 +33,11 @@ from ..errors import (
     NotSerializable,
     TimedOut,
 )
-from ..records import MAX_PAYLOAD, Event, Kind, check_json, dumps, fingerprint, safe_text, shown
+from ..records import MAX_PAYLOAD, Event, Kind, check_json, fingerprint, row_text, shown
 from ..store import Store
 from ..store.secrets import Concealer, concealer_for
 from . import keys
+from .failure import error_info as error_info  # where callers have long imported it from
 from .stop import Pause, Stop, write_failed
 from .turnstile import Turnstile
 
@@ -94,25 +94,6 @@ class RunSettings:
 
 class BranchCut(DaybookError):
     """A speculative branch past the speculation's deadline: it may not write another row."""
-
-
-# How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
-TRACEBACK_CHARS = 16_000
-
-
-def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
-    """How an exception is journaled: its type, message and the last frames of its traceback
-    (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
-    (`traceback`, printed by `daybook show`)."""
-    lines = traceback.format_exception(exc)
-    info = {
-        "type": type(exc).__name__,
-        "message": safe_text(str(exc)),
-        "where": safe_text("".join(lines[-3:])[-2000:]),
-    }
-    if full:
-        info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
-    return info
 
 
 class Execution:
@@ -265,38 +246,31 @@ class Execution:
         kind: Kind,
         step: int | None,
         name: str,
+        key: str | None = None,
+        status: str | None = None,
+        attempt: int = 0,
+        fp: str | None = None,
+        data: dict[str, Any] | None = None,
         *,
         write: Writer | None = None,
         defer: bool = False,
-        **fields: Any,
     ) -> Event:
         """Write one journal row. `write`: a facet's store method that writes it with a row of
         its own (the held outcomes are written first, on their own). `defer`: a confirmed
         outcome its tool's profile settles by itself if lost: held back and committed with the
         next row, when the runner allows it (`RunSettings.defer_outcomes`)."""
         if self.read_only:
-            raise Stop(
-                NonDeterminismError(
-                    f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
-                    f"{name!r}), which the journal does not settle; the run has not finished "
-                    "that step, or the workflow code changed"
-                ),
-                True,
-            )
-        self._fenced()
-        if not isinstance(name, str) or not isinstance(fields.get("key"), str | None):
-            raise _bad_name(self.run_id, step, name, fields.get("key"))
+            raise self._unsettled(step, kind, name)
+        beat = self.heartbeat  # `_fenced`, inline: this runs for every row
+        if beat is not None and beat.lost:
+            self._fenced()
+        if not isinstance(name, str) or not (key is None or isinstance(key, str)):
+            raise _bad_name(self.run_id, step, name, key)
         if self.replayed:
             self._saved()
-        ev = Event(
-            run_id=self.run_id,
-            seq=self._next_seq,
-            kind=kind._value_,  # `.value` is a property, slower on the hot path
-            step=step,
-            name=name,
-            at=self.clock(),
-            **fields,
-        )
+        # Positional: the row's fields in `Event`'s order (`.value` is a property, `_value_` not).
+        ev = Event(self.run_id, self._next_seq, kind._value_, step, name, key, status, attempt, fp,
+                   {} if data is None else data, self.clock())  # fmt: skip
         if self.side is not None:
             self.side()
         pending = self._pending
@@ -309,11 +283,26 @@ class Execution:
             self._written(ev, lambda row: self._store.append_batch([*pending, row]))
             pending.clear()
         else:
-            self._written(ev, write or self._store.append)
+            try:  # `_written`, inline: this runs for every row
+                (write or self._store.append)(ev)
+            except Exception as exc:
+                stop = write_failed(self.run_id, ev, exc)
+                raise stop from (exc if stop.release else None)
         # Live rows are not kept: memory stays flat however long the run (a step's rows are
         # only ever read back by a later process, from the store).
         self._next_seq += 1
         return ev
+
+    def _unsettled(self, step: int | None, kind: Kind, name: str) -> Stop:
+        """A replay (read-only) asked to record a row: the journal does not settle the step."""
+        return Stop(
+            NonDeterminismError(
+                f"run {self.run_id!r}: replay needs to record step {step} ({kind.value} "
+                f"{name!r}), which the journal does not settle; the run has not finished "
+                "that step, or the workflow code changed"
+            ),
+            True,
+        )
 
     def flush(self, end: Callable[[list[Event]], None] | None = None) -> None:
         """Write the outcomes held back for the run's next row now, on their own (a use of the
@@ -325,8 +314,10 @@ class Execution:
             self._saved()
         if pending := self._pending:
             self._fenced()
-        if end is not None:
-            end(list(pending))
+        if end is not None and pending:  # a failed end leaves them unknowns, as a failed append
+            self._written(pending[-1], lambda _row: end(list(pending)))
+        elif end is not None:
+            end([])
         elif len(pending) == 1:
             self._written(pending[0], self._store.append)
         elif pending:
@@ -343,7 +334,7 @@ class Execution:
         """Whether `ev` may be held for the next row: refused now if it cannot be journaled (at its
         step), written at once if large enough that a codec's envelope could take it over the limit."""
         size: list[int] = []
-        self._written(ev, lambda row: size.append(len(dumps(row.data, f"run {row.run_id!r} seq {row.seq}"))))
+        self._written(ev, lambda row: size.append(len(row_text(row.data, row.run_id, row.seq))))
         return size[0] <= MAX_PAYLOAD // 2
 
     def _fenced(self) -> None:
@@ -558,7 +549,7 @@ class _Branch(Execution):
         kind: Kind,
         step: int | None,
         name: str,
-        *,
+        *row: Any,
         write: Writer | None = None,
         defer: bool = False,
         **fields: Any,
@@ -568,7 +559,7 @@ class _Branch(Execution):
         handed = write is not None and kind == Kind.DECISION and name.startswith("tx:")  # no key
         return self._lock.through(
             self._parent, self, write, handed,
-            lambda w: super(_Branch, self).append(kind, step, name, write=w, defer=defer, **fields),
+            lambda w: super(_Branch, self).append(kind, step, name, *row, write=w, defer=defer, **fields),
         )  # fmt: skip
 
 

@@ -1,10 +1,14 @@
 """How a tool's exception reads: `unknown` (it may have reached the counterparty), `transient`
-(it certainly did not) or `failed`; and whether a failure is one the tool declared certain.
+(it certainly did not) or `failed`; whether a failure is one the tool declared certain; and
+how an exception is journaled (`error_info`).
 """
 
 from __future__ import annotations
 
+import traceback
+
 from ..errors import EffectFailed
+from ..records import safe_text
 from . import wire
 from .tool import OutcomeUnknown, TransientError
 
@@ -51,3 +55,22 @@ def http_status(exc: BaseException) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
+
+
+# How much of a traceback is kept: enough for the frames that matter, never a megabyte row.
+TRACEBACK_CHARS = 16_000
+
+
+def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
+    """How an exception is journaled: its type, message and the last frames of its traceback
+    (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
+    (`traceback`, printed by `daybook show`)."""
+    lines = traceback.format_exception(exc)
+    info = {
+        "type": type(exc).__name__,
+        "message": safe_text(str(exc)),
+        "where": safe_text("".join(lines[-3:])[-2000:]),
+    }
+    if full:
+        info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
+    return info

@@ -79,6 +79,12 @@ class Done:
 class EffectLifecycle:
     """The state machine of one effect step (see the module docstring for the transitions)."""
 
+    # One per effect step, its fields set in `__init__`: slots, not a dict per step.
+    __slots__ = (
+        "args", "attempt", "decision", "defers", "doubtful", "exe", "fp", "intent_at", "key",
+        "operator_absent", "poll_at", "recs", "ref", "step", "tool", "tx",
+    )  # fmt: skip
+
     def __init__(
         self,
         exe: Execution,
@@ -197,7 +203,7 @@ class EffectLifecycle:
     def first(self) -> None:
         """A fresh effect's first move (`start` with no rows): its intent is written; the call
         comes next."""
-        self._start()
+        self.intent_at = self._write(Kind.INTENT, 1, args=self.args, decision=self.decision).at
 
     def answered(self, reply: tuple[str, Any]) -> str | Done:
         """What the call's reply (`("ok", value)` or `("err", exc)`) settles, or the state to
@@ -249,7 +255,13 @@ class EffectLifecycle:
         try:
             if not plain:
                 check_json(stored, f"step {self.step} {self.tool.name!r} result")
-            books = self._books(value if plain else reveal_all(value))
+            tool = self.tool
+            # Nothing for the ledger (the hot path) needs no call to say so.
+            books = (
+                self._books(value if plain else reveal_all(value))
+                if tool.reference is not None or tool.inverse is not None or tool.cost is not None
+                else {}
+            )
             self._write(
                 Kind.OUTCOME,
                 self.attempt,
@@ -480,15 +492,16 @@ class EffectLifecycle:
                 status.value if status else kind.value,
                 concealer_for(self.exe.store).scrub(data.get("reason") or data.get("error", "")),
             )
+        # The row's columns positionally (the hot path); `_value_`: `.value` is a slower property.
         return self.exe.append(
             kind,
             self.step,
             self.tool.name,
-            key=self.key,
-            status=status._value_ if status else None,  # `_value_`: `.value` is a slower property
-            attempt=attempt,
-            fp=self.fp,
-            data=data if self.tx is None else {**data, "tx": self.tx},
+            self.key,
+            status._value_ if status else None,
+            attempt,
+            self.fp,
+            data if self.tx is None else {**data, "tx": self.tx},
             defer=defer,
         )
 

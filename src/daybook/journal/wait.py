@@ -7,7 +7,6 @@ fires once. Waits up to `inline_wait` seconds happen in this process; longer one
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Generator
@@ -93,6 +92,8 @@ class Waits(Facet):
 
     async def sleep_async(self, seconds: float) -> None:
         """`sleep` for async workflows: the in-process part of the wait does not block the loop."""
+        import asyncio  # loaded already: this runs on an event loop
+
         due = self._due(seconds)
         if due is not None:
             step, left = due
@@ -153,6 +154,8 @@ class Waits(Facet):
 
     async def wait_for_async(self, name: str, timeout: float | None = None) -> Signal | None:
         """`wait_for` for async workflows."""
+        import asyncio  # loaded already: this runs on an event loop
+
         polls = self._polls(name, timeout)
         try:
             while True:

@@ -9,7 +9,6 @@ loaded`. The code comes only from this process's registry and the modules the op
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +40,8 @@ def replay(store: Store, context: Callable[[Execution], Any], run_id: str, app: 
     try:
         with current.running(ctx):
             if wf.is_async:
+                import asyncio
+
                 result = asyncio.run(wf.fn(ctx, *info.input["args"], **info.input["kwargs"]))
             else:
                 result = wf.fn(ctx, *info.input["args"], **info.input["kwargs"])

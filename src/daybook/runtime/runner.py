@@ -9,7 +9,6 @@ is recorded by `finish`; continue-as-new chains are followed by `chain`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -99,6 +98,10 @@ class Runner:
         spend counts against that run's caps), with no step taken in it."""
         wf = as_workflow(workflow)
         if wf.is_async:
+            # Imported where an async workflow needs it, here and below: asyncio is a fifth of
+            # the CPU of starting a daybook process, and a process running sync code never loads it.
+            import asyncio
+
             return asyncio.run(self.run_async(wf, args, kwargs, run_id, parent))
         begun = self._begin(wf, run_id, args, kwargs, parent)
         return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun), run_id)
@@ -141,6 +144,8 @@ class Runner:
             return self._follow(info.result, run_id)  # nothing to run: do not even import its code
         wf = load(info.workflow, info.ref, app)
         if wf.is_async:
+            import asyncio
+
             return asyncio.run(self.resume_async(run_id, wait, app))
         begun = self._claim(run_id, wf, wait)
         return self._follow(begun.result if isinstance(begun, Finished) else self._body(*begun), run_id)
@@ -171,6 +176,8 @@ class Runner:
         if isinstance(begun, Finished):
             return self._follow(begun.result, run_id)
         if wf.is_async:
+            import asyncio
+
             return self._follow(asyncio.run(self._body_async(*begun)), run_id)
         return self._follow(self._body(*begun), run_id)
 
@@ -256,6 +263,8 @@ class Runner:
             if isinstance(begun, Finished):
                 return
             if wf.is_async:
+                import asyncio
+
                 asyncio.run(self._body_async(*begun))
             else:
                 self._body(*begun)
@@ -398,6 +407,8 @@ class Runner:
             if isinstance(begun, Finished):
                 result = begun.result
             elif wf.is_async:
+                import asyncio
+
                 result = asyncio.run(self._body_async(*begun))
             else:
                 result = self._body(*begun)

@@ -66,6 +66,12 @@ class Dialect(ABC):
         """Run `fn(db)` as one durable commit. `atomic`: fn issues several statements that must
         commit together; `retry`: fn may be run again if the connection dropped under it."""
 
+    def insert(self, sql: str, params: Sequence[Any]) -> None:
+        """One INSERT statement of journal rows as one durable commit, never run again by the
+        dialect (the journal append looks whether a dropped write landed: `heals`). SQLite's
+        runs it without the write function and the rendering on every call (its hot path)."""
+        self.write(lambda db: db.execute(sql, params), retry=False)
+
     @abstractmethod
     def conflict(self, exc: BaseException) -> bool | None:
         """None unless `exc` is a uniqueness refusal of a journal insert; else whether it was on

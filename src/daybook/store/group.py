@@ -21,6 +21,9 @@ from . import handoff
 from .rows import unencodable
 
 Write = Callable[[sqlite3.Connection], Any]
+# The connection's own `execute`, past a subclass's rendering override (`sqlite._Connection`):
+# what `GroupCommit.execute` runs is rendered already.
+_execute = sqlite3.Connection.execute
 
 
 class _Solo:
@@ -65,14 +68,15 @@ class GroupCommit:
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
-        gathers = handoff.gathers()  # a write that waits for others to share its commit
+        gathers = handoff.users > 0 and handoff.gathers()  # waits for others to share its commit
         with self._lock:
             alone = not self._leading  # then the queue is empty too: a leader empties it
             self._leading = True
             if not alone or gathers:
                 job = _Job(fn, atomic)
                 self._queue.append(job)
-        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if handoff.users:
+            handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if alone and not gathers:
             return self._solo(fn, atomic)
         # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
@@ -81,7 +85,8 @@ class GroupCommit:
             job.wake.acquire()
         if not job.done:
             try:
-                handoff.gathered()  # a speculation's writes that come together: one commit
+                if handoff.users:
+                    handoff.gathered()  # a speculation's writes that come together: one commit
             finally:
                 self._lead()  # whatever happened, the line goes on
         if isinstance(job.error, UnicodeEncodeError):
@@ -89,6 +94,36 @@ class GroupCommit:
         if job.error is not None:
             raise job.error
         return job.result
+
+    def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """`write` of one statement already rendered for SQLite (a journal row: the hot path).
+        A lone writer runs it on the connection's own `execute`, past the rendering override,
+        with no write function and no job; any other (a commit in progress, a gathering) is a
+        write like any."""
+        with self._lock:
+            alone = not self._leading and not (handoff.users and handoff.gathers())
+            if alone:
+                self._leading = True
+        if not alone:
+            self.write(lambda conn: _execute(conn, sql, params))
+            return
+        if handoff.users:
+            handoff.queued()  # it leads the line (see `write`)
+        try:
+            self.commits += 1
+            self.writes += 1
+            if self._guard is not None:
+                self._guard()  # raising refuses the write, as it refuses a batch
+            _execute(self._conn, sql, params)
+        except UnicodeEncodeError as exc:
+            raise unencodable(exc, "SQLite") from exc
+        finally:
+            with self._lock:
+                nxt = self._queue[0] if self._queue else None
+                if nxt is None:
+                    self._leading = False
+            if nxt is not None:
+                nxt.wake.release()  # leadership passes on; `_leading` stays set
 
     def _solo(self, fn: Write, atomic: bool) -> Any:
         """A write with nobody committing and nobody waiting (one run writing alone): it is

@@ -78,12 +78,14 @@ class StatementGroup:
             self._queue.append(job)
             follow = self._leading
             self._leading = True
-        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if handoff.users:
+            handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if follow:
             job.wake.acquire()
         if not job.done:
             try:
-                handoff.gathered()  # a speculation's writes that come together: one commit
+                if handoff.users:
+                    handoff.gathered()  # a speculation's writes that come together: one commit
             finally:
                 self._lead()  # whatever happened, the line goes on
         if job.error is not None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CorruptJournal, DuplicateKey, LeaseLost, NotSerializable, SchemaVersionError
-from ..records import STEPPED, Event, Kind, RunInfo, check_text, dumps, loads, safe_text, validate
+from ..records import STEPPED, Event, Kind, RunInfo, check_text, dumps, loads, row_text, safe_text, validate
 
 _KIND_SET = frozenset(k.value for k in Kind)
 log = logging.getLogger("daybook")
@@ -61,7 +61,7 @@ def event_params(ev: Event) -> tuple[Any, ...]:
         ev.status,
         ev.attempt,
         ev.fp,
-        dumps(ev.data, f"run {ev.run_id!r} seq {ev.seq}"),
+        row_text(ev.data, run_id, ev.seq),
         ev.at,
         parent,
     )

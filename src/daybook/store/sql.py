@@ -243,7 +243,11 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     # -- journal --------------------------------------------------------------------------------
 
     def append(self, event: Event) -> None:
-        self._insert(INSERT_EVENT, event_params(event), [event])
+        params = event_params(event)
+        try:  # `_insert`'s first try, inline: this runs for every row
+            self.dialect.insert(INSERT_EVENT, params)
+        except Exception as exc:
+            self._insert(INSERT_EVENT, params, (event,), failed=exc)
 
     def append_batch(self, events: list[Event]) -> None:
         # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
@@ -251,15 +255,16 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
         self._insert(sql, tuple(p for e in events for p in event_params(e)), events)
 
-    def _insert(self, sql: str, params: Sequence[Any], events: list[Event]) -> None:
-        """One INSERT of journal rows, healed and refused alike for one row or several."""
-
-        def write(db: Db) -> None:
-            db.execute(sql, params)
-
+    def _insert(
+        self, sql: str, params: Sequence[Any], events: Sequence[Event], failed: Exception | None = None
+    ) -> None:
+        """One INSERT of journal rows, healed and refused alike for one row or several.
+        `failed`: the insert was made already (`append`) and raised this, handled as its own."""
         try:
             try:
-                self._write(write, retry=False)
+                if failed is not None:
+                    raise failed
+                self.dialect.insert(sql, params)
             except StoreUnavailable:
                 # The connection dropped under the insert, and is back: the rows are ours if
                 # they landed (one statement, so the last one tells for all), else they are
@@ -267,7 +272,7 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
-                    self._write(write, retry=False)
+                    self.dialect.insert(sql, params)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:
