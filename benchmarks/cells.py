@@ -177,7 +177,15 @@ def daybook_settle(spec: Spec) -> Result:
         if deferred
         else f"no option or tool profile deferred the outcome commit (tried: {how})"
     )
-    extra = {"commits_per_step": per_step, "deferred": deferred, "deferral": deferral}
+    # The run's own start and end are a commit each whatever its length (its header created, its
+    # end written with the last held outcome): goal 2 counts the commits of its effect steps.
+    steps_only = (counter.commits - 2) / calibrate
+    extra = {
+        "commits_per_step": per_step,
+        "step_commits_per_step": steps_only,
+        "deferred": deferred,
+        "deferral": deferral,
+    }
     result["samples"][0]["extra"] = extra
     return result
 

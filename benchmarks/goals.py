@@ -199,7 +199,9 @@ def goal2(rows: list[Row], quick: bool) -> list[Goal]:
         n=n,
         **{"class": "sqlite-full"},
     )
-    out = [at_most(2, texts[0], commits, 1.0, f"{commits:.3f} commits per step (run start and end included)")]
+    steps = row.get("step_commits_per_step", commits)  # older JSON: the run's start and end in it
+    shown = f"{steps:.3f} commits per effect step ({commits:.3f} with the run's start and end)"
+    out = [at_most(2, texts[0], steps, 1.0, shown)]
     if isinstance(floor, str):
         out.append(not_measured(2, texts[1], floor))
     else:

@@ -72,21 +72,27 @@ def test_a_failing_store_write_leaves_the_run_resumable_not_failed(db_url: str) 
         return ctx.effect(post)
 
     with Daybook(db_url) as book:
-        real = book.store.append
+        real, real_finish = book.store.append, book.store.finish
+
+        def down(*_args: object) -> None:
+            raise (
+                sqlite3.OperationalError("database is locked")
+                if db_url.startswith("sqlite")
+                else psycopg.OperationalError("server closed the connection")
+            )
 
         def flaky(event: daybook.Event) -> None:
             if event.kind == Kind.OUTCOME:
-                raise (
-                    sqlite3.OperationalError("database is locked")
-                    if db_url.startswith("sqlite")
-                    else psycopg.OperationalError("server closed the connection")
-                )
+                down()
             real(event)
 
+        # The idempotent tool's confirmed outcome is held for the run's next row, here its end
+        # (one commit, docs/stores.md): the store fails wherever that outcome goes.
         book.store.append = flaky  # type: ignore[method-assign]
+        book.store.finish = down  # type: ignore[method-assign,assignment]
         with pytest.raises(daybook.StoreUnavailable, match="resume"):
             book.run(posting, run_id="store-down")
-        book.store.append = real  # type: ignore[method-assign]
+        book.store.append, book.store.finish = real, real_finish  # type: ignore[method-assign]
         info = book.get_run("store-down")
         assert info.status == RunStatus.RUNNING and info.lease_owner is None
         assert book.resume("store-down") == "posted"

@@ -314,8 +314,10 @@ class Execution:
             self._saved()
         if pending := self._pending:
             self._fenced()
-        if end is not None:
-            end(list(pending))
+        if end is not None and pending:  # a failed end leaves them unknowns, as a failed append
+            self._written(pending[-1], lambda _row: end(list(pending)))
+        elif end is not None:
+            end([])
         elif len(pending) == 1:
             self._written(pending[0], self._store.append)
         elif pending:

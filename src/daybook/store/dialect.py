@@ -105,6 +105,33 @@ class Dialect(ABC):
 
         return self.write(write, atomic=True, retry=retry)
 
+    def chain_read(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], read: str
+    ) -> tuple[Any, list[Any] | None]:
+        """`chain`, and the query `read` (given the chain's first column) run in the same
+        database transaction, after the chain's statements: (the chain's row, read's rows), or
+        (None, None) if the guard returned no row. A backend whose chain's statements cannot see
+        every row committed before the guard's row was drawn returns None for the rows (the
+        caller reads after the commit instead).
+
+        Here (SQLite) the transaction holds the database's write lock from its start, so the
+        read sees every write committed before it, and those of the same batch (which commit
+        with it, or are all run again one by one)."""
+        marks = ", ".join(["%s"] * len(names.split(",")))
+        prefix = f"WITH g({names}) AS (VALUES ({marks})) "
+
+        def write(db: Db) -> tuple[Any, list[Any] | None]:
+            g = db.execute(guard, params).fetchone()
+            if g is None:
+                return None, None
+            row = g
+            for sql, more in then:
+                row = db.execute(prefix + sql, (*g, *more)).fetchone()
+            return row, db.execute(read, (g[0],)).fetchall()
+
+        result: tuple[Any, list[Any] | None] = self.write(write, atomic=True)
+        return result
+
     # The statement that allocates the next transaction epoch, returning it as one column: totally
     # ordered, and a smaller one never becomes visible after a larger one (run as a chain's guard).
     epoch_sql = ""

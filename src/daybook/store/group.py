@@ -68,14 +68,15 @@ class GroupCommit:
     def write(self, fn: Write, atomic: bool = False) -> Any:
         """Run `fn(conn)` in a durable commit. `atomic`: fn issues several statements that must
         commit together (a single statement is atomic on its own)."""
-        gathers = handoff.gathers()  # a write that waits for others to share its commit
+        gathers = handoff.users > 0 and handoff.gathers()  # waits for others to share its commit
         with self._lock:
             alone = not self._leading  # then the queue is empty too: a leader empties it
             self._leading = True
             if not alone or gathers:
                 job = _Job(fn, atomic)
                 self._queue.append(job)
-        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if handoff.users:
+            handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if alone and not gathers:
             return self._solo(fn, atomic)
         # Each waiter sleeps on its own lock, so a commit wakes exactly the threads whose
@@ -84,7 +85,8 @@ class GroupCommit:
             job.wake.acquire()
         if not job.done:
             try:
-                handoff.gathered()  # a speculation's writes that come together: one commit
+                if handoff.users:
+                    handoff.gathered()  # a speculation's writes that come together: one commit
             finally:
                 self._lead()  # whatever happened, the line goes on
         if isinstance(job.error, UnicodeEncodeError):
@@ -99,13 +101,14 @@ class GroupCommit:
         with no write function and no job; any other (a commit in progress, a gathering) is a
         write like any."""
         with self._lock:
-            alone = not self._leading and not handoff.gathers()
+            alone = not self._leading and not (handoff.users and handoff.gathers())
             if alone:
                 self._leading = True
         if not alone:
             self.write(lambda conn: _execute(conn, sql, params))
             return
-        handoff.queued()  # it leads the line (see `write`)
+        if handoff.users:
+            handoff.queued()  # it leads the line (see `write`)
         try:
             self.commits += 1
             self.writes += 1

@@ -46,7 +46,7 @@ PASSTHROUGH = (
     # Entities: the log entries are guarded (`entity_record`, `entity_view`)
     "entity_claim", "entity_release", "entity_list",
     # Epochs: the journal rows are guarded (`tx_begin`, `tx_mark`)
-    "tx_rows", "tx_signal",
+    "tx_rows", "tx_signal", "tx_seen",
     # Dispatch: the attribute index stays in clear (it is what `find` searches)
     "ensure_queue", "declare_queue", "queue_rows", "queue_names", "claim_queued", "attributes",
     "drop_schedule", "pause_schedule", "advance_schedule",

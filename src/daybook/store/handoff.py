@@ -22,6 +22,19 @@ PATIENCE = 0.02
 
 _local = threading.local()
 
+# How many threads are inside `on_queued` or `joining` now. While none is, no thread has anything
+# to be told or to wait for, so a group commit skips this module (`users` read as a plain module
+# attribute: the lone writer's hot path pays no call for a speculation it is not in). A thread with
+# state counted itself in before it wrote, so it always sees `users` above zero.
+users = 0
+_count = threading.Lock()
+
+
+def _counted(step: int) -> None:
+    global users
+    with _count:
+        users += step
+
 
 class Gathering:
     """`expected` threads whose next writes should share one commit."""
@@ -79,10 +92,12 @@ def on_queued(told: Callable[[], None]) -> Iterator[None]:
     """While in the block, `told()` is called when this thread's next write is in line."""
     saved = getattr(_local, "told", None)
     _local.told = told
+    _counted(1)
     try:
         yield
     finally:
         _local.told = saved
+        _counted(-1)
 
 
 @contextlib.contextmanager
@@ -90,11 +105,13 @@ def joining(gathering: Gathering) -> Iterator[None]:
     """This thread's first write in the block belongs to `gathering` (counted in at the end of
     the block if it wrote none)."""
     _local.gathering = _local.led = gathering
+    _counted(1)
     try:
         yield
     finally:
         arrived()
         _local.led = None
+        _counted(-1)
 
 
 __all__ = ["Gathering", "arrived", "gathered", "gathers", "joining", "on_queued", "queued"]

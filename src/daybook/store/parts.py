@@ -243,6 +243,10 @@ class Epochs(EpochsReads, Protocol):
         `before`: a row journaled just before `event` (the status the header passed through on
         its way), written in the same database transaction."""
 
+    def tx_seen(self, tx_id: str) -> list[TxRow] | None:
+        """The open headers with an epoch below `tx_id`'s that its `tx_begin` read in the database
+        transaction that drew the epoch, once; None if the backend does not read them there."""
+
 
 class DispatchReads(Protocol):
     """Queues, schedules and run search (`daybook.dispatch`), read."""

@@ -67,6 +67,19 @@ class _Once:
         return self.link.execute(sql, params, retry=self.retry)
 
 
+def _one_statement(
+    guard: str, params: Sequence[Any], names: str, then: Sequence[Then]
+) -> tuple[str, Sequence[Any]]:
+    """A chain as one statement: the guard and each statement but the last parts of a WITH."""
+    if not then:
+        return guard, params
+    parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
+    args = list(params)
+    for _, more in then:
+        args += more
+    return f"WITH {', '.join(parts)} {then[-1][0]}", args
+
+
 class PostgresDialect(Dialect):
     name = "PostgreSQL"
     heals = True
@@ -145,11 +158,26 @@ class PostgresDialect(Dialect):
         # One statement: the guard and each statement but the last are parts of a WITH (a
         # data-modifying part runs once, whether or not anything reads it), so the chain is one
         # round trip and one commit. Unless `retry`, a lost answer leaves its fate unknown.
-        sql, args = guard, params
-        if then:
-            parts = [f"g({names}) AS ({guard})", *(f"t{i} AS ({t})" for i, (t, _) in enumerate(then[:-1]))]
-            sql, args = f"WITH {', '.join(parts)} {then[-1][0]}", [*params, *(p for _, m in then for p in m)]
+        sql, args = _one_statement(guard, params, names, then)
         return self.group.run(sql, args, retry)  # with others' at once: one commit (postgres_group)
+
+    def chain_read(
+        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], read: str
+    ) -> tuple[Any, list[Any] | None]:
+        # The chain is one statement, whose snapshot is taken before its guard waits for the
+        # epoch lock: a read in it could miss a smaller epoch committed meanwhile. The read is
+        # a statement of its own, sent after the chain in its transaction and its round trip
+        # (`StatementGroup.run(read=)`): in Read Committed it sees every commit made before it
+        # began, the lock's holders' included. Its parameter, the chain's first column, is not
+        # known when it is sent: it is given as the sequence's value this session drew last
+        # (only the epoch's chain reads, and its guard draws the epoch).
+        if guard != self.epoch_sql:
+            return self.chain(guard, params, names, then), None
+        sql, args = _one_statement(guard, params, names, then)
+        drawn = read.replace("%s", "currval('daybook_epoch_seq')")
+        got: tuple[Any, list[Any]] = self.group.run(sql, args, False, drawn)
+        row, rows = got
+        return (None, None) if row is None else (row, rows)
 
     def tx_signal(self) -> TxSignal:
         return PgTxSignal(self.conninfo, self.schema)

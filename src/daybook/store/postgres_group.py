@@ -25,7 +25,7 @@ alone. With the lock first, a batch that waits for it holds nothing yet.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import StoreUnavailable
@@ -44,10 +44,10 @@ def in_lock_order(batch: Sequence[_Job]) -> list[_Job]:
 
 
 class _Job:
-    __slots__ = ("done", "error", "params", "result", "retry", "sql", "wake")
+    __slots__ = ("done", "error", "params", "read", "result", "retry", "sql", "wake")
 
-    def __init__(self, sql: str, params: Sequence[Any], retry: bool) -> None:
-        self.sql, self.params, self.retry = sql, params, retry
+    def __init__(self, sql: str, params: Sequence[Any], retry: bool, read: str | None = None) -> None:
+        self.sql, self.params, self.retry, self.read = sql, params, retry, read
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -68,20 +68,24 @@ class StatementGroup:
         self.batches: dict[int, int] = {}  # commits by batch size (what the benchmarks report)
         self.resent = 0  # batches that failed and were resent a statement at a time
 
-    def run(self, sql: str, params: Sequence[Any], retry: bool = False) -> Any:
+    def run(self, sql: str, params: Sequence[Any], retry: bool = False, read: str | None = None) -> Any:
         """Send `sql` as one durable commit, in a batch with others' if they are queued; its
-        first row (None if none). `retry`: safe to send again if the connection dropped."""
-        job = _Job(sql, params, retry)
+        first row (None if none). `retry`: safe to send again if the connection dropped.
+        `read`: a query without parameters sent right after `sql`, in its transaction (and so in
+        its round trip; never sent again): then (sql's first row, read's rows)."""
+        job = _Job(sql, params, retry and read is None, read)
         with self._lock:
             self._queue.append(job)
             follow = self._leading
             self._leading = True
-        handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
+        if handoff.users:
+            handoff.queued()  # in line: commits follow the line's order (a speculation's rows)
         if follow:
             job.wake.acquire()
         if not job.done:
             try:
-                handoff.gathered()  # a speculation's writes that come together: one commit
+                if handoff.users:
+                    handoff.gathered()  # a speculation's writes that come together: one commit
             finally:
                 self._lead()  # whatever happened, the line goes on
         if job.error is not None:
@@ -115,9 +119,9 @@ class StatementGroup:
         alone = batch = in_lock_order(batch)
         try:
             with self._links.take() as link:
-                rows = link.batch([(job.sql, job.params) for job in batch])
-            for job, row in zip(batch, rows, strict=True):
-                job.result = row
+                answers = iter(link.batch(_statements(batch)))
+            for job in batch:
+                job.result = _answer(job, answers)
             return
         except StoreUnavailable as exc:
             for job in batch:
@@ -133,6 +137,28 @@ class StatementGroup:
     def _alone(self, job: _Job) -> None:
         try:
             with self._links.take() as link:
-                job.result = link.execute(job.sql, job.params, retry=job.retry).fetchone()
+                if job.read is None:
+                    job.result = link.execute(job.sql, job.params, retry=job.retry).fetchone()
+                else:
+                    job.result = _answer(job, iter(link.batch(_statements([job]))))
         except BaseException as exc:
             job.error = exc
+
+
+def _statements(batch: Sequence[_Job]) -> list[tuple[str, Sequence[Any]]]:
+    """The batch's statements in order, each job's `read` right after its own statement."""
+    out: list[tuple[str, Sequence[Any]]] = []
+    for job in batch:
+        out.append((job.sql, job.params))
+        if job.read is not None:
+            out.append((job.read, ()))
+    return out
+
+
+def _answer(job: _Job, answers: Iterator[list[Any] | None]) -> Any:
+    """A job's result from the batch's answers (each statement's rows), taken in order."""
+    rows = next(answers)
+    first = rows[0] if rows else None
+    if job.read is None:
+        return first
+    return first, next(answers) or []

@@ -124,7 +124,7 @@ class Link:
 
     def batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         """Statements in one transaction, sent together: one round trip and one commit (a
-        pipeline: BEGIN, each statement, COMMIT, one Sync). Each one's first row (None if it
+        pipeline: BEGIN, each statement, COMMIT, one Sync). Each one's rows (None if it
         returns none). Never sent twice: a connection lost under it raises `StoreUnavailable`;
         any other error leaves nothing of it written."""
         with self._turn:
@@ -132,14 +132,16 @@ class Link:
             try:
                 try:
                     with conn.pipeline():
-                        conn.execute("BEGIN")
+                        # Read Committed whatever the server's default: each statement sees
+                        # every commit made before it (a begin's look after the epoch lock).
+                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
                         cursors = [conn.execute(sql, params) for sql, params in statements]
                         conn.execute("COMMIT")
                 finally:
                     if not _lost(conn) and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                         with contextlib.suppress(psycopg.Error):
                             conn.execute("ROLLBACK")  # a statement failed: the rest never ran
-                return [cur.fetchone() if cur.description else None for cur in cursors]
+                return [cur.fetchall() if cur.description else None for cur in cursors]
             except _ENCODING as exc:
                 raise unencodable(exc, "PostgreSQL") from None
             except psycopg.OperationalError as exc:

@@ -92,12 +92,19 @@ _EVENT_VALUES = INSERT_EVENT[INSERT_EVENT.index("VALUES ") + len("VALUES ") :]
 EVENT_FROM_G = (
     f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
 )
+# Two journal rows from `g` in one statement (a header's decision and its end, written together).
+_TWO_EVENTS_FROM_G = (
+    f"INSERT INTO daybook_events ({EVENT_COLUMNS}) SELECT {_EVENT_VALUES[1:-1]} FROM g "
+    f"UNION ALL SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
+)
 _EPOCH_TAIL = '"epoch":0}'
 _EPOCH_EVENT_FROM_G = EVENT_FROM_G.replace("%s::json", "(CAST(%s AS TEXT) || g.epoch || '}')::json", 1)
 _INSERT_TX = (
     f"INSERT INTO daybook_transactions ({TX_COLUMNS}) "
     "SELECT %s, %s, g.epoch, %s, 'open', %s, %s, %s, %s FROM g RETURNING epoch"
 )
+# The open headers below an epoch, read by `tx_begin` in the transaction that drew it.
+_OPEN_BELOW = select_sql("%s", None, True, 0)[0]
 _INBOX_FROM_G = (
     "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
     "SELECT g.run_id, %s, %s::json, %s, %s FROM g RETURNING id"
@@ -126,6 +133,8 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         self._read = dialect.read
         self._write = dialect.write
         self._tx_signal = dialect.tx_signal()
+        # What each `tx_begin` of this handle saw of the earlier open headers (`tx_seen`).
+        self._tx_seen: dict[str, list[TxRow]] = {}
         # A read-only handle may read a store from before the queue columns (schema v11).
         self._run_cols = RUN_ALL if "queue" in dialect.columns("daybook_runs") else RUN_COLUMNS
 
@@ -459,12 +468,28 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         row = (*row[:9], row[9][: -len("0}")], *row[10:])
         header = (tx_id, run_id, scopes, attempt, retries, now, now)
         then = [(_EPOCH_EVENT_FROM_G, row), (_INSERT_TX, header)]
-        epoch = int(self._chained(event, self.dialect.epoch_sql, (), "epoch", then)[0])
+        try:
+            got, seen = self.dialect.chain_read(self.dialect.epoch_sql, (), "epoch", then, _OPEN_BELOW)
+        except Exception as exc:
+            on_key = self.dialect.conflict(exc)
+            if on_key is None:
+                raise
+            raise conflict_error(event, on_key) from None
+        epoch = int(got[0])
         event.data["epoch"] = epoch
+        if seen is not None:
+            self._tx_seen[tx_id] = as_rows(seen)
         return epoch
 
+    def tx_seen(self, tx_id: str) -> list[TxRow] | None:
+        """The open headers with a smaller epoch that `tx_begin(tx_id)` read in its own database
+        transaction (taken once), or None: not read there (PostgreSQL), or taken already."""
+        return self._tx_seen.pop(tx_id, None)
+
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
-        then = [(EVENT_FROM_G, event_params(e)) for e in (before, event) if e is not None]
+        then: list[Then] = [(EVENT_FROM_G, event_params(event))]
+        if before is not None:  # both rows in one statement: one less for SQLite to run
+            then = [(_TWO_EVENTS_FROM_G, (*event_params(before), *event_params(event)))]
         update = mark_sql("%s") + " RETURNING 1"
         changed = self._chained(event, update, (status, now, tx_id), "ok", then) is not None
         if status in TX_ENDED:

@@ -78,7 +78,7 @@ from ..journal.stop import Pause, Rerun, Stop, Suspend
 from ..journal.tool import Tool, gate_terms
 from ..records import Event, Kind, Status
 from ..store.tx_rows import OPEN
-from .frontier import RESUMED_SPIN, wait_until_clear
+from .frontier import RESUMED_SPIN, blockers, wait_until_clear
 from .scope import Scope, for_call, outside
 
 BEGIN, STAGE, COMMIT, ABORT, END = "tx:begin", "tx:stage", "tx:commit", "tx:abort", "tx:end"
@@ -166,6 +166,8 @@ class EpochTransaction:
             recs = exe.expect(step, Kind.DECISION, BEGIN, fp)
             ev = recs[0] if recs is not None else self._open(step, fp, value)
             self.tx_id, self.epoch, self.attempt = ev.data["value"]["tx_id"], int(ev.data["epoch"]), attempt
+            # The open headers below the epoch, as the begin's own database transaction saw them.
+            seen = exe.store.tx_seen(self.tx_id) if recs is None else None
             self._begun_at = ev.at
             end = self._recorded(END)
             if end is None or not end[1].get("retry"):
@@ -175,6 +177,14 @@ class EpochTransaction:
         self.status = "open"
         if recs is not None:
             self._note_abandoned(end is None)
+        # The commit rule held when the epoch was drawn (the store read every smaller open epoch
+        # in that database transaction), and once it holds it holds for good: no look.
+        clear = seen is not None and not blockers(
+            exe.store, self.scopes, self.epoch, self.tx_id, self.group, seen
+        )
+        if clear:
+            self._clear = True
+            return
         self._wait(end)
 
     def _note_abandoned(self, undecided: bool) -> None:

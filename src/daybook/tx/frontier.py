@@ -7,7 +7,9 @@ transaction at epoch `e` may proceed on its scopes iff `frontier[r] >= e` for ev
 scopes, counting every transaction but itself: no transaction with a smaller epoch on an
 overlapping scope is still open (Atomix Algorithm 1). Because epochs are allocated in a total
 order that becomes visible in order, and an ended transaction never opens again, the set of
-earlier open transactions only shrinks: once the rule holds, it holds for good.
+earlier open transactions only shrinks: once the rule holds, it holds for good. The first look
+is the store's, in the database transaction that drew the epoch (`Store.tx_seen`): when it
+shows no blocker, the transaction goes on without reading the headers again.
 
 Waiting for the rule is event-driven (store/tx_signal.py): the waiter sleeps on its store
 handle's signal, which moves when a header ends, in this process at once and on PostgreSQL in any
@@ -26,6 +28,7 @@ ended never holds a scope, even if a crash cut its own release.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -53,17 +56,31 @@ RESUMED_SPIN = 0.2
 
 
 def scopes_of(row: TxRow) -> tuple[Scope, ...]:
-    return parse_all(json.loads(row[3]))
+    return _parsed(row[3])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[Scope, ...]:
+    """A header's scopes JSON, parsed (the same few texts recur on every look)."""
+    return parse_all(json.loads(text))
 
 
 def blockers(
-    store: Store, scopes: Sequence[Scope], epoch: int, tx_id: str, group: str | None = None
+    store: Store,
+    scopes: Sequence[Scope],
+    epoch: int,
+    tx_id: str,
+    group: str | None = None,
+    rows: Sequence[TxRow] | None = None,
 ) -> list[TxRow]:
     """Open transactions with a smaller epoch on a scope overlapping `scopes` (siblings of one
-    speculation, whose ids share the prefix `group`, do not block each other)."""
+    speculation, whose ids share the prefix `group`, do not block each other), among `rows`
+    (the open headers below `epoch`; default: read now)."""
+    if rows is None:
+        rows = store.tx_rows(open_only=True, before=epoch)
     return [
         row
-        for row in store.tx_rows(open_only=True, before=epoch)
+        for row in rows
         if row[0] != tx_id
         and not (group and row[0].startswith(group))
         and any_overlap(scopes, scopes_of(row))

@@ -19,6 +19,7 @@ Scopes are hierarchical: a scope stands for its resource and everything below it
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,14 @@ def parse(text: Scope | str) -> Scope:
     """The scope `text`, or ConfigError saying what is wrong with it."""
     if isinstance(text, Scope):
         return text
+    if isinstance(text, str):
+        return _parse_text(text)
+    return _parse_text.__wrapped__(text)  # not a string: refused there, never cached
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Scope:
+    """`parse` of a scope's text (the same few texts recur: each transaction's, each look's)."""
     if text == "**":
         return Scope("**", ("**",))  # everything: overlaps and covers every scope
     if not isinstance(text, str) or ":" not in text:
@@ -77,7 +86,10 @@ def parse_all(texts: Iterable[str], what: str = "scopes") -> tuple[Scope, ...]:
 
 def overlaps(a: Scope | str, b: Scope | str) -> bool:
     """True if some resource is covered by both `a` and `b` (symmetric)."""
-    x, y = parse(a).segments, parse(b).segments
+    return _overlap(parse(a).segments, parse(b).segments)
+
+
+def _overlap(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
     for s, t in zip(x, y, strict=False):
         if s == "**" or t == "**":
             return True
@@ -103,7 +115,8 @@ def covers(outer: Scope | str, inner: Scope | str) -> bool:
 
 
 def any_overlap(mine: Sequence[Scope], theirs: Sequence[Scope]) -> bool:
-    return any(overlaps(a, b) for a in mine for b in theirs)
+    # Parsed already: compared segment by segment (what every frontier look runs per header).
+    return any(_overlap(a.segments, b.segments) for a in mine for b in theirs)
 
 
 def outside(declared: Sequence[Scope], used: Sequence[Scope]) -> list[Scope]:
