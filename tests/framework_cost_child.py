@@ -1,12 +1,14 @@
 """A framework agent under a budget, as its own process (the framework-cost tests' child):
 
-    framework_cost_child.py DB RUN_ID FRAMEWORK CAPS_JSON ON_CAP [--resume] [--die-at-call N]
+    framework_cost_child.py DB RUN [--then RUN ...]
+    RUN: RUN_ID FRAMEWORK CAPS_JSON ON_CAP [--resume] [--die-at-call N] [--calls PATH]
 
 FRAMEWORK is `openai_agents` or `pydantic_ai`. The scripted model reports its usage (the model
-id and tokens the ledger reads) and appends a line to $MODEL_CALLS each time it is asked (the
-counterparty's own count); `--die-at-call N` SIGKILLs the process inside the N-th model call,
-after its reservation was journaled and before its completion was. Prints one JSON line: the
-run's result, or the error it stopped with."""
+id and tokens the ledger reads) and appends a line to $MODEL_CALLS (or the run's `--calls`) each
+time it is asked (the counterparty's own count); `--die-at-call N` SIGKILLs the process inside the
+N-th model call, after its reservation was journaled and before its completion was. Prints one
+JSON line per run, in order: its result, or the error it stopped with. Runs joined by `--then`
+share one interpreter (a test that is not about the process boundary starts one, not several)."""
 
 from __future__ import annotations
 
@@ -114,26 +116,46 @@ async def pa_capped(ctx: daybook.Context, caps: dict[str, float], on_cap: str) -
     return {"output": str(result.output), "spent": dict(ctx.budget.spent)}
 
 
-def main() -> None:
-    argv = sys.argv[1:]
+def _option(argv: list[str], name: str) -> str | None:
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    value = argv[i + 1]
+    del argv[i : i + 2]
+    return value
+
+
+def run_one(argv: list[str]) -> Any:
     resume = "--resume" in argv
     if resume:
         argv.remove("--resume")
-    if "--die-at-call" in argv:
-        i = argv.index("--die-at-call")
-        os.environ["DIE_AT_CALL"] = argv[i + 1]
-        del argv[i : i + 2]
+    if (die := _option(argv, "--die-at-call")) is not None:
+        os.environ["DIE_AT_CALL"] = die
+    else:
+        os.environ.pop("DIE_AT_CALL", None)
+    if (calls := _option(argv, "--calls")) is not None:
+        os.environ["MODEL_CALLS"] = calls
     db, run_id, framework, caps, on_cap = argv
     flow = oa_capped if framework == "openai_agents" else pa_capped
     with daybook.Daybook(db, prices=PRICES, inline_wait=0) as book:
         try:
             if resume:
-                out: Any = book.resume(run_id)
-            else:
-                out = book.run(flow, json.loads(caps), on_cap, run_id=run_id)
+                return book.resume(run_id)
+            return book.run(flow, json.loads(caps), on_cap, run_id=run_id)
         except daybook.DaybookError as exc:
-            out = {"error": type(exc).__name__, "message": str(exc)}
-    print(json.dumps(out))
+            return {"error": type(exc).__name__, "message": str(exc)}
+
+
+def main() -> None:
+    db, *rest = sys.argv[1:]
+    runs: list[list[str]] = [[]]
+    for arg in rest:
+        if arg == "--then":
+            runs.append([])
+        else:
+            runs[-1].append(arg)
+    for run in runs:
+        print(json.dumps(run_one([db, *run])), flush=True)
 
 
 if __name__ == "__main__":

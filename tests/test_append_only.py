@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import PG_URL, cli
+from conftest import PG_URL, cli, cli_in_process
 
 import daybook
 from daybook import Daybook
@@ -288,5 +288,5 @@ def test_a_schema_stamp_that_is_not_a_number_is_refused_with_a_version_error(db_
     for read_only in (False, True):
         with pytest.raises(daybook.SchemaVersionError, match="'abc', which is not a version number"):
             Daybook(db_url, read_only=read_only)
-    proc = cli("runs", db=db_url)
+    proc = cli_in_process("runs", db=db_url)
     assert proc.returncode == 1 and "not a version number" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import agents
 import jsonschema
 import pytest
-from conftest import cli
+from conftest import cli_in_process
 
 import daybook
 from daybook import Daybook
@@ -53,7 +53,7 @@ def test_a_paused_run_checkpoint_has_three_parts_validates_and_keeps_its_workspa
     assert doc["executor"]["scratchpad"] == {"plan": {"parts": 2}}  # type: ignore[index]
     names = [entry["name"] for entry in doc["executor"]["trace"]]  # type: ignore[index,union-attr]
     assert names == ["environment", "plan", "book_leg", "book_leg"]
-    shown = cli("export", "cp", "--checkpoint", db=book.url)
+    shown = cli_in_process("export", "cp", "--checkpoint", db=book.url)
     assert shown.returncode == 0, shown.stderr
     jsonschema.validate(json.loads(shown.stdout), SCHEMA)
 

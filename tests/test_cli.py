@@ -9,7 +9,7 @@ from pathlib import Path
 
 import agents
 import pytest
-from conftest import cli, killed, run_child
+from conftest import cli, cli_in_process, killed, run_child
 
 import daybook
 from daybook import Daybook
@@ -35,10 +35,10 @@ def test_runs_show_export_and_resume_work_on_a_crashed_run(
     )
     assert killed(proc)
 
-    listed = cli("runs", "--status", "running", db=db_url)
+    listed = cli_in_process("runs", "--status", "running", db=db_url)
     assert listed.returncode == 0 and run_id in listed.stdout
 
-    shown = cli("show", run_id, db=db_url)
+    shown = cli_in_process("show", run_id, db=db_url)
     assert shown.returncode == 0
     for column in ("seq", "kind", "name", "key", "status", "took"):
         assert column in shown.stdout
@@ -48,10 +48,10 @@ def test_runs_show_export_and_resume_work_on_a_crashed_run(
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == [bank.records["payments"][f"{run_id}/{s}"]["id"] for s in (2, 3)]
 
-    exported = json.loads(cli("export", run_id, db=db_url).stdout)
+    exported = json.loads(cli_in_process("export", run_id, db=db_url).stdout)
     assert exported["run"]["status"] == "completed"
     assert exported["events"][-1]["kind"] == "run_completed"
-    assert cli("runs", "--status", "completed", "--json", db=db_url).returncode == 0
+    assert cli_in_process("runs", "--status", "completed", "--json", db=db_url).returncode == 0
 
 
 @pytest.mark.slow
@@ -64,13 +64,13 @@ def test_unknowns_and_resolve_from_the_command_line(db_url: str, bank) -> None: 
     with Daybook(db_url) as book, pytest.raises(daybook.NeedsAttention):
         book.run(cli_blind, bank.url, run_id="cli-blind")
 
-    unknown = cli("unknowns", db=db_url)
+    unknown = cli_in_process("unknowns", db=db_url)
     assert unknown.returncode == 0 and "cli-blind/1" in unknown.stdout
-    attention = cli("runs", "--status", "needs_attention", db=db_url)
+    attention = cli_in_process("runs", "--status", "needs_attention", db=db_url)
     assert "cli-blind" in attention.stdout
 
     wire = json.dumps(bank.records["payments"]["cli-blind/1"])
-    done = cli(
+    done = cli_in_process(
         "resolve",
         "cli-blind",
         "1",
@@ -86,19 +86,19 @@ def test_unknowns_and_resolve_from_the_command_line(db_url: str, bank) -> None: 
     assert "resolved as confirmed" in done.stdout
     with Daybook(db_url) as book:
         assert book.resume("cli-blind") == bank.records["payments"]["cli-blind/1"]["id"]
-    assert "no unknown outcomes" in cli("unknowns", db=db_url).stdout
+    assert "no unknown outcomes" in cli_in_process("unknowns", db=db_url).stdout
 
 
 def test_cli_errors_say_what_went_wrong_and_exit_non_zero(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'empty.db'}"
     assert cli("migrate", db=db).returncode == 0  # an empty store (read commands create none)
     for args in (["show", "nope"], ["resume", "nope"], ["export", "nope"]):
-        proc = cli(*args, db=db)
+        proc = cli_in_process(*args, db=db)
         assert proc.returncode == 1
         assert "no run 'nope'" in proc.stderr and "Traceback" not in proc.stderr
     bad = cli("runs", db="mysql://x")
     assert bad.returncode == 1 and "unsupported store URL" in bad.stderr
-    resolve = cli("resolve", "nope", "1", "--absent", db=db)
+    resolve = cli_in_process("resolve", "nope", "1", "--absent", db=db)
     assert resolve.returncode == 1
 
 

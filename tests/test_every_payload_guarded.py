@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HERE, cli
+from conftest import HERE, cli, cli_in_process
 from starlette.testclient import TestClient
 from store_bytes import store_text
 
@@ -135,7 +135,7 @@ def test_a_marked_secret_is_in_no_row_no_export_and_no_web_page_of_any_feature(
             assert f"{tool}|{planted}" in received, tool
         journal = book.journal("all")
         assert any(e.name == "tx:stage" for e in journal) and any(e.name == "tx:abort" for e in journal)
-        exported = cli("export", "all", db=db_url)
+        exported = cli_in_process("export", "all", db=db_url)
         assert exported.returncode == 0, exported.stderr
         everywhere = [store_text(db_url), json.dumps(book.export("all")), exported.stdout, _web_text(book)]
     for where, text in zip(("store", "export", "cli export", "web"), everywhere, strict=True):

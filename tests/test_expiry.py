@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import cli_in_process
 
 import daybook
 from daybook import Daybook, RunStatus
@@ -63,7 +63,7 @@ def test_daybook_gc_says_which_paused_runs_it_expired(db_url: str, tmp_path: Pat
     with Daybook(db_url) as book:
         _paused(book, "p", tmp_path / "p", False)
     time.sleep(0.2)
-    out = cli("gc", "--older-than", "0.1s", db=db_url)
+    out = cli_in_process("gc", "--older-than", "0.1s", db=db_url)
     assert out.returncode == 0, out.stderr
     assert "expired paused run p" in out.stdout and "kept" in out.stdout
 

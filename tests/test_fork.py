@@ -9,7 +9,7 @@ from pathlib import Path
 
 import agents
 import pytest
-from conftest import cli
+from conftest import cli, cli_in_process
 
 import daybook
 from daybook import Daybook
@@ -106,7 +106,7 @@ def test_the_cli_forks_and_lists_what_the_original_did_later(db_url: str, bank: 
     assert out.returncode == 0, out.stderr
     assert "as c2 (pending)" in out.stdout and "compensable" in out.stdout and "undone" in out.stdout
     assert sorted(bank.records["cancels"]) == ["comp/c/2"]  # the original's room, cancelled once
-    bad = cli("fork", "c", "--at", "1", "--input", "{nope", db=db_url)
+    bad = cli_in_process("fork", "c", "--at", "1", "--input", "{nope", db=db_url)
     assert bad.returncode == 2 and "not JSON" in bad.stderr
     listed = cli("fork", "c", "--at", "0", "--json", "--app", app, db=db_url)
     assert [e["step"] for e in json.loads(listed.stdout)["later_effects"]] == [1, 2]

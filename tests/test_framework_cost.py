@@ -192,6 +192,12 @@ def out_of(proc: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def outs_of(proc: subprocess.CompletedProcess[str]) -> list[Any]:
+    """Each run's JSON line, in order, of a child given several runs joined by `--then`."""
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.strip().splitlines()]
+
+
 def count(calls: Path) -> int:
     return len(calls.read_text().splitlines()) if calls.exists() else 0
 
@@ -203,8 +209,15 @@ OA_CALL = {"usd": 40 * 1.0 + 8 * 2.0, "tokens": 48.0}  # what one scripted OpenA
 def test_an_openai_agents_run_is_charged_stopped_at_a_fail_cap_and_replays_free(
     db_url: str, tmp_path: Path
 ) -> None:
-    calls = tmp_path / "calls"
-    done = out_of(child(db_url, calls, "oa-charged", "openai_agents", '{"usd": 1000}', "fail"))
+    calls, fail_calls, pause_calls = tmp_path / "calls", tmp_path / "fail", tmp_path / "pause"
+    # Three runs in one child (the SDK's import is most of a child's cost), each with its own count.
+    done, failed, paused = outs_of(
+        child(
+            db_url, calls, "oa-charged", "openai_agents", '{"usd": 1000}', "fail",
+            "--then", "oa-fail", "openai_agents", '{"tokens": 30}', "fail", "--calls", str(fail_calls),
+            "--then", "oa-pause", "openai_agents", '{"tokens": 30}', "pause", "--calls", str(pause_calls),
+        )
+    )  # fmt: skip
     assert done["output"] == "done" and count(calls) == 2
     assert done["spent"] == {"usd": pytest.approx(2 * OA_CALL["usd"]), "tokens": 2 * OA_CALL["tokens"]}
     with Daybook(db_url) as book:
@@ -214,13 +227,10 @@ def test_an_openai_agents_run_is_charged_stopped_at_a_fail_cap_and_replays_free(
         assert [m.model for m in ledger.models] == ["scripted-oa"]  # the model id is recorded
         assert book.budget("oa-charged")["spent"]["usd"] == pytest.approx(2 * OA_CALL["usd"])
 
-    calls.unlink()
-    failed = out_of(child(db_url, calls, "oa-fail", "openai_agents", '{"tokens": 30}', "fail"))
     assert failed["error"] == "RunFailed" and "BudgetExceeded" in failed["message"]
-    assert count(calls) == 1  # the second call was refused before the model was asked
+    assert count(fail_calls) == 1  # the second call was refused before the model was asked
 
-    calls.unlink()
-    paused = out_of(child(db_url, calls, "oa-pause", "openai_agents", '{"tokens": 30}', "pause"))
+    calls = pause_calls
     assert paused["error"] == "Suspended" and count(calls) == 1
     with Daybook(db_url) as book:
         book.raise_budget("oa-pause", tokens=1000)
@@ -239,12 +249,17 @@ def test_a_sigkill_inside_a_charged_framework_model_call_leaves_the_budget_a_cle
     db_url: str, tmp_path: Path, framework: str
 ) -> None:
     caps = '{"usd": 100000}'
-    clean = out_of(child(db_url, tmp_path / "clean", "clean", framework, caps, "fail"))
     calls = tmp_path / "calls"
     killed = child(db_url, calls, "killed", framework, caps, "fail", "--die-at-call", "2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert count(calls) == 2  # the model was asked; its completion was never journaled
-    resumed = out_of(child(db_url, calls, "killed", framework, caps, "fail", "--resume"))
+    # The resume and the same run never killed share the next process (neither is about it).
+    resumed, clean = outs_of(
+        child(
+            db_url, calls, "killed", framework, caps, "fail", "--resume",
+            "--then", "clean", framework, caps, "fail", "--calls", str(tmp_path / "clean"),
+        )
+    )  # fmt: skip
     assert resumed["output"] == "done" and count(calls) == 3  # call 2 made again (re-sampled)
     # No double charge, no lost charge: the budget holds each recorded call once.
     assert resumed["spent"] == clean["spent"]

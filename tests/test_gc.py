@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
-from conftest import PG_URL, cli
+from conftest import PG_URL, cli_in_process
 from store_bytes import store_text
 
 import daybook
@@ -128,13 +128,14 @@ def test_daybook_gc_on_the_command_line(db_url: str) -> None:
     with Daybook(db_url) as book:
         book.run(mail, "cy", run_id="c1")
     time.sleep(0.05)
-    dry = cli("gc", "--older-than", "0s", "--dry-run", db=db_url)
+    dry = cli_in_process("gc", "--older-than", "0s", "--dry-run", db=db_url)
     assert dry.returncode == 0 and "would erase the payloads of 1 finished run(s)" in dry.stdout, dry.stderr
-    assert cli("gc", "--older-than", "30d", db=db_url).stdout.startswith("erased the payloads of 0")
-    done = cli("gc", "--older-than", "0", "--by", "ops", "--json", db=db_url)
+    young = cli_in_process("gc", "--older-than", "30d", db=db_url)
+    assert young.stdout.startswith("erased the payloads of 0")
+    done = cli_in_process("gc", "--older-than", "0", "--by", "ops", "--json", db=db_url)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["run_ids"] == ["c1"]
-    bad = cli("gc", "--older-than", "soon", db=db_url)
+    bad = cli_in_process("gc", "--older-than", "soon", db=db_url)
     assert bad.returncode == 2 and "not an age" in bad.stderr
     with Daybook(db_url) as book:
         assert PLANT not in json.dumps(book.export("c1"))

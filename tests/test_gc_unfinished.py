@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
-from conftest import PG_URL, cli
+from conftest import PG_URL, cli_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -210,7 +210,7 @@ def test_daybook_gc_says_which_runs_it_kept(db_url: str) -> None:
     with Daybook(db_url, inline_wait=0) as book, pytest.raises(Suspended):
         book.run(chain, 0, 1, run_id="c")
     _backdate(db_url, "", 2 * DAY)
-    done = cli("gc", "--older-than", "1d", db=db_url)
+    done = cli_in_process("gc", "--older-than", "1d", db=db_url)
     assert done.returncode == 0, done.stderr
     assert "kept 1 finished run(s) an unfinished run still reads: c" in done.stdout
 

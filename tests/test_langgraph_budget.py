@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli
+from conftest import cli, cli_in_process
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs daybook[langgraph]")
 
@@ -82,10 +82,10 @@ def test_a_graph_paused_at_its_driving_runs_cap_goes_on_after_a_raise_and_pays_e
     assert paused["error"] == "Suspended" and asked(tmp_path) == 2
     with Daybook(db_url) as book:
         assert book.get_run("lg-pause").status == RunStatus.SUSPENDED
-    shown = cli("budget", "lg-pause", db=db_url)
+    shown = cli_in_process("budget", "lg-pause", db=db_url)
     assert "past that run's cap of 75" in shown.stdout and "with runs below" in shown.stdout
     assert "daybook budget lg-pause --raise tokens=AMOUNT" in shown.stdout
-    listed = cli("runs", db=db_url).stdout
+    listed = cli_in_process("runs", db=db_url).stdout
     assert any(ln.startswith("lg-pause ") and "suspended (budget cap)" in ln for ln in listed.splitlines())
     with Daybook(db_url) as book:
         (waiting,) = [k.run_id for k in book.runs(parent="lg-pause") if k.status == "suspended"]
@@ -94,7 +94,7 @@ def test_a_graph_paused_at_its_driving_runs_cap_goes_on_after_a_raise_and_pays_e
     raised = cli("budget", waiting, "--raise", "tokens=100", db=db_url)  # another process
     assert raised.returncode == 0, raised.stderr
     assert "sent to lg-pause (the run whose cap" in raised.stdout
-    assert "75 (+100 sent)" in cli("budget", "lg-pause", db=db_url).stdout
+    assert "75 (+100 sent)" in cli_in_process("budget", "lg-pause", db=db_url).stdout
     done = graph_run(db_url, tmp_path, "lg-pause", "{}", "pause", "--resume")
     assert done == REPLIES
     assert asked(tmp_path) == 3  # the graph went on from its checkpoint: calls 1 and 2 not again

@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from conftest import PG_URL, cli
+from conftest import PG_URL, cli, cli_in_process
 from mcp import types
 from mcp_support import SERVER, body, client, ledger_of, run, text
 from mcp_support import ledger as ledger  # a fixture
@@ -202,7 +202,7 @@ def test_secret_arguments_never_reach_the_store_or_the_export_in_clear(
         PASSWORD,
     ]
     raw = store_bytes(db_url)
-    exported = "".join(cli("export", run_id, db=db_url).stdout for run_id in run_ids)
+    exported = "".join(cli_in_process("export", run_id, db=db_url).stdout for run_id in run_ids)
     assert len(run_ids) == 4 and ('"$secret"' in exported) is conceal
     for value in (PASSWORD, PIN, API_KEY):
         assert (raw.count(value.encode()) == 0) is conceal, value

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import queue_app
-from conftest import cli, wait_until
+from conftest import cli_in_process, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from queue_app import Meter
@@ -66,7 +66,7 @@ def test_two_workers_on_a_queue_with_concurrency_1_never_run_two_of_its_runs_at_
     _all_completed(db_url, ids)
     assert len(meter.calls) == 16 and len({c[2] for c in meter.calls}) == 16  # each once
     assert meter.max_inflight == 1
-    listed = cli("queues", db=db_url)
+    listed = cli_in_process("queues", db=db_url)
     assert listed.returncode == 0 and "payments" in listed.stdout and "executing" in listed.stdout
 
 

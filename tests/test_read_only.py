@@ -121,12 +121,12 @@ def test_a_read_command_on_a_missing_store_is_an_error_naming_it_and_creates_not
 def test_an_empty_file_or_a_foreign_database_is_not_read_as_a_store(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.touch()
-    proc = cli("runs", db=f"sqlite:///{empty}")
+    proc = cli_in_process("runs", db=f"sqlite:///{empty}")
     assert proc.returncode == 1 and "empty file" in proc.stderr
     assert empty.stat().st_size == 0
     foreign = tmp_path / "other.db"
     sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.close()
-    proc = cli("runs", db=f"sqlite:///{foreign}")
+    proc = cli_in_process("runs", db=f"sqlite:///{foreign}")
     assert proc.returncode == 1 and "not a daybook store" in proc.stderr
 
 
@@ -157,10 +157,10 @@ def test_reading_a_store_of_the_previous_version_does_not_upgrade_it(db_url: str
     _create_previous_version(db_url)
     with Daybook(db_url, read_only=True) as book:
         assert book.runs() == []
-    proc = cli("runs", db=db_url)
+    proc = cli_in_process("runs", db=db_url)
     assert proc.returncode == 0 and "no runs" in proc.stdout
     assert _sql(db_url, "SELECT value FROM daybook_meta WHERE key = 'schema_version'") == [(previous,)]
-    upgraded = cli("migrate", db=db_url)
+    upgraded = cli_in_process("migrate", db=db_url)
     assert upgraded.returncode == 0, upgraded.stderr
     assert _sql(db_url, "SELECT value FROM daybook_meta WHERE key = 'schema_version'") == [
         (str(daybook.SCHEMA_VERSION),)
@@ -174,10 +174,10 @@ def test_a_store_too_old_to_read_as_it_is_says_to_migrate_it(db_url: str) -> Non
     _sql(db_url, "UPDATE daybook_meta SET value = '5' WHERE key = 'schema_version'")
     with pytest.raises(SchemaVersionError, match="daybook migrate"):
         Daybook(db_url, read_only=True)
-    proc = cli("runs", db=db_url)
+    proc = cli_in_process("runs", db=db_url)
     assert proc.returncode == 1 and "daybook migrate" in proc.stderr and "Traceback" not in proc.stderr
-    assert cli("migrate", db=db_url).returncode == 0
-    assert "r1" in cli("runs", db=db_url).stdout
+    assert cli_in_process("migrate", db=db_url).returncode == 0
+    assert "r1" in cli_in_process("runs", db=db_url).stdout
 
 
 # -- a writer's lock ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import agents
 import pytest
-from conftest import cli, wait_until
+from conftest import cli_in_process, wait_until
 
 import daybook
 from daybook import Daybook
@@ -173,9 +173,9 @@ def test_steer_refuses_bad_kinds_and_finished_runs_and_the_cli_prints_the_acknow
 
         with pytest.raises(daybook.Suspended):
             book.run(waits, run_id="cli")
-    out = cli("steer", "cli", "add", "also X", "--as", "ana", "--wait", "0", db=db_url)
+    out = cli_in_process("steer", "cli", "add", "also X", "--as", "ana", "--wait", "0", db=db_url)
     assert out.returncode == 0 and "queued" in out.stdout, out.stderr
-    bad = cli("steer", "cli", "remove", "x", db=db_url)
+    bad = cli_in_process("steer", "cli", "remove", "x", db=db_url)
     assert bad.returncode == 2
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import stream_app
-from conftest import HERE, cli, killed, wait_until
+from conftest import HERE, cli, cli_in_process, killed, wait_until
 from store_bytes import store_text
 
 import daybook
@@ -228,7 +228,7 @@ def test_a_reader_on_a_finished_run_without_that_stream_is_told_which_it_wrote(b
         book.follow("no-such-run", stream="answer", reader="ui")
     with pytest.raises(ConfigError, match="give after= or reader=, not both"):
         book.follow("reader-which", stream="answer", reader="ui", after=3)
-    done = cli("journal", "reader-which", "--reader", "ui", db=book.url)
+    done = cli_in_process("journal", "reader-which", "--reader", "ui", db=book.url)
     assert done.returncode != 0 and "give --stream NAME" in done.stderr
 
 

@@ -22,7 +22,7 @@ import httpx
 import psycopg
 import pytest
 import stream_app
-from conftest import HERE, PG_URL, cli, killed, wait_until
+from conftest import HERE, PG_URL, cli_in_process, killed, wait_until
 from store_bytes import store_text
 from webtools import serving, web_server
 
@@ -165,13 +165,13 @@ def test_replay_and_a_second_run_of_a_completed_run_write_no_chunk(book: Daybook
 
 def test_daybook_journal_stream_prints_the_chunks_and_follows_to_the_end(book: Daybook) -> None:
     book.run(stream_app.streamed, "cli", run_id="streamed-cli")
-    done = cli("journal", "streamed-cli", "--stream", "answer", "--follow", db=book.url)
+    done = cli_in_process("journal", "streamed-cli", "--stream", "answer", "--follow", db=book.url)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split("  ", 3)[3] for line in lines] == PIECES
     assert lines[0].split("  ")[1:3] == ["answer", "streamed-cli/1#0"]
     cursor = lines[9].split("  ")[0]
-    rest = cli("journal", "streamed-cli", "--stream", "*", "--after", cursor, db=book.url)
+    rest = cli_in_process("journal", "streamed-cli", "--stream", "*", "--after", cursor, db=book.url)
     assert [line.split("  ")[1] for line in rest.stdout.splitlines()] == ["answer"] * 140 + ["notes"]
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HERE, killed, last_json, release_together, worker_command
+from conftest import HERE, cli_in_process, killed, last_json, release_together, worker_command
 
 from daybook import Daybook
 from daybook.demo.bank import Bank
@@ -198,22 +198,20 @@ def test_a_transaction_on_a_disjoint_scope_runs_while_another_process_holds_its_
 def test_daybook_tx_and_frontiers_show_an_open_transaction_and_what_it_holds(
     db_url: str, tmp_path: Path, bank: Bank
 ) -> None:
-    from conftest import cli
-
     root = tmp_path / "site"
     root.mkdir()
     first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-after", "outcome:1")
     assert killed(first)
-    listed = cli("tx", "r1", db=db_url)
+    listed = cli_in_process("tx", "r1", db=db_url)
     assert listed.returncode == 0, listed.stderr
     assert "open" in listed.stdout and f"fs:{root}/**" in listed.stdout and "1/3" in listed.stdout
-    held = cli("frontiers", "--json", db=db_url)
+    held = cli_in_process("frontiers", "--json", db=db_url)
     assert held.returncode == 0, held.stderr
     scopes = {f["scope"]: f for f in json.loads(held.stdout)}
     assert scopes["api:bank:**"]["held_by"]["run_id"] == "r1"
     assert _child(db_url, "resume", "r1").returncode == 0
-    assert "committed" in cli("tx", db=db_url).stdout
-    assert "every frontier is clear" in cli("frontiers", db=db_url).stdout
+    assert "committed" in cli_in_process("tx", db=db_url).stdout
+    assert "every frontier is clear" in cli_in_process("frontiers", db=db_url).stdout
 
 
 @pytest.mark.slow
@@ -358,8 +356,6 @@ def test_tx_release_refuses_an_attempt_whose_commit_was_decided(
 ) -> None:
     """Killed right after the commit decision: releasing would show others half a commit, so it
     is refused; the resumed run finishes the flush and frees the scopes itself."""
-    from conftest import cli
-
     root = tmp_path / "site"
     root.mkdir()
     first = _child(db_url, "start", "r1", str(root), bank.url, "0", "--kill-tx", "after:tx_mark:1")
@@ -367,7 +363,7 @@ def test_tx_release_refuses_an_attempt_whose_commit_was_decided(
     with Daybook(db_url) as book:
         [row] = book.transactions("r1")
     assert row["status"] == "committing"
-    refused = cli("tx", "release", str(row["tx_id"]), "--as", "ops", "--reason", "r", db=db_url)
+    refused = cli_in_process("tx", "release", str(row["tx_id"]), "--as", "ops", "--reason", "r", db=db_url)
     assert refused.returncode != 0 and "commit was decided" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     assert _child(db_url, "resume", "r1").returncode == 0

@@ -126,12 +126,12 @@ def test_a_worker_whose_runs_wait_on_a_frontier_stops_on_sigterm(db_url: str, tm
 
 
 def test_a_bad_grace_is_a_usage_error(db_url: str) -> None:
-    from conftest import cli
+    from conftest import cli_in_process
 
     from daybook.errors import DaybookError
     from daybook.worker import Worker
 
-    bad = cli("worker", "--grace", "-1", "--until-idle", db=db_url)
+    bad = cli_in_process("worker", "--grace", "-1", "--until-idle", db=db_url)
     assert bad.returncode == 2 and "--grace" in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
     with pytest.raises(DaybookError, match="grace"):

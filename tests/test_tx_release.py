@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agents import book_leg
-from conftest import HERE, cli, killed, wait_until
+from conftest import HERE, cli, cli_in_process, killed, wait_until
 
 import daybook
 from daybook import Daybook
@@ -64,7 +64,7 @@ def test_an_operator_releases_an_attempt_and_its_run_later_undoes_it_once_and_re
         book.frontier_spin = book.inline_wait  # as a worker's handle does: a blocked run suspends
         with pytest.raises(daybook.Suspended):  # waits on p's scope: suspended, not blocked
             book.run(waiter, None, run_id="w")
-        done = cli(
+        done = cli_in_process(
             "tx", "release", tx_id, "--as", "alice", "--reason", "p is parked for the weekend", db=db_url
         )
         assert done.returncode == 0, done.stderr
@@ -86,15 +86,15 @@ def test_an_operator_releases_an_attempt_and_its_run_later_undoes_it_once_and_re
 def test_tx_release_of_an_unknown_or_ended_attempt_is_a_clean_error(db_url: str, bank: Bank) -> None:
     with Daybook(db_url) as book:
         tx_id = _suspended_holder(book, bank)
-    unknown = cli("tx", "release", "nope/tx/9", "--as", "alice", "--reason", "r", db=db_url)
+    unknown = cli_in_process("tx", "release", "nope/tx/9", "--as", "alice", "--reason", "r", db=db_url)
     assert unknown.returncode != 0 and "no transaction attempt 'nope/tx/9'" in unknown.stderr
     assert "Traceback" not in unknown.stderr + unknown.stdout
-    missing = cli("tx", "release", tx_id, "--as", "alice", db=db_url)
+    missing = cli_in_process("tx", "release", tx_id, "--as", "alice", db=db_url)
     assert missing.returncode == 2 and "--reason" in missing.stderr
-    blank = cli("tx", "release", tx_id, "--as", "alice", "--reason", " ", db=db_url)
+    blank = cli_in_process("tx", "release", tx_id, "--as", "alice", "--reason", " ", db=db_url)
     assert blank.returncode != 0 and "needs a reason" in blank.stderr
-    assert cli("tx", "release", tx_id, "--as", "alice", "--reason", "r", db=db_url).returncode == 0
-    again = cli("tx", "release", tx_id, "--as", "alice", "--reason", "r", db=db_url)
+    assert cli_in_process("tx", "release", tx_id, "--as", "alice", "--reason", "r", db=db_url).returncode == 0
+    again = cli_in_process("tx", "release", tx_id, "--as", "alice", "--reason", "r", db=db_url)
     assert again.returncode != 0 and "already ended" in again.stderr
     assert "Traceback" not in again.stderr
     with Daybook(db_url) as book, pytest.raises(daybook.TransactionNotFound):

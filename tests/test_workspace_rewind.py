@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli
+from conftest import cli_in_process
 from test_workspace_drift import git_repo
 
 import daybook
@@ -202,12 +202,12 @@ def test_rewind_from_the_command_line_prints_what_it_restored(
     with Daybook(db_url) as book:
         steps = seven(book, repo, tmp_path, "rw-cli")
 
-    shown = cli("rewind", "rw-cli", "--to", str(steps[2]), "--json", db=db_url)
+    shown = cli_in_process("rewind", "rw-cli", "--to", str(steps[2]), "--json", db=db_url)
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
     assert report["live"] == [".env", "build/", "node_modules/"] and tree(repo) == after_edit(3)
 
-    listed = cli("snapshots", "rw-cli", str(repo), db=db_url)
+    listed = cli_in_process("snapshots", "rw-cli", str(repo), db=db_url)
     assert listed.returncode == 0, listed.stderr
     assert "rewind to step" in listed.stdout
 
