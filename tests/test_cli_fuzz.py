@@ -231,7 +231,7 @@ def fuzz_store(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 @pytest.mark.slow
 @settings(
-    max_examples=300,  # derandomized: the same 300 command lines each run, several per command
+    max_examples=500,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=True,
