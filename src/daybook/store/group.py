@@ -118,12 +118,7 @@ class GroupCommit:
         except UnicodeEncodeError as exc:
             raise unencodable(exc, "SQLite") from exc
         finally:
-            with self._lock:
-                nxt = self._queue[0] if self._queue else None
-                if nxt is None:
-                    self._leading = False
-            if nxt is not None:
-                nxt.wake.release()  # leadership passes on; `_leading` stays set
+            self._pass_lead()
 
     def _solo(self, fn: Write, atomic: bool) -> Any:
         """A write with nobody committing and nobody waiting (one run writing alone): it is
@@ -144,12 +139,16 @@ class GroupCommit:
         except UnicodeEncodeError as exc:
             raise unencodable(exc, "SQLite") from exc
         finally:
-            with self._lock:
-                nxt = self._queue[0] if self._queue else None
-                if nxt is None:
-                    self._leading = False
-            if nxt is not None:
-                nxt.wake.release()  # leadership passes on; `_leading` stays set
+            self._pass_lead()
+
+    def _pass_lead(self) -> None:
+        """A lone writer's commit is done: the first writer that queued meanwhile leads next."""
+        with self._lock:
+            nxt = self._queue[0] if self._queue else None
+            if nxt is None:
+                self._leading = False
+        if nxt is not None:
+            nxt.wake.release()  # leadership passes on; `_leading` stays set
 
     def _lead(self) -> None:
         with self._lock:
