@@ -221,6 +221,12 @@ def test_daybook_tx_and_frontiers_show_an_open_transaction_and_what_it_holds(
         ("--kill-after", "decision:8"),  # the winner chosen, nothing settled
         ("--kill-tx", "after:tx_mark:1"),  # the first loser's abort decided
         ("--kill-tx", "after:tx_mark:5"),  # the losers aborted, the winner's commit decided
+        # The begins share a commit and the losers abort at once (tests/test_tx_speculate_commits.py):
+        ("--kill-tx", "after:tx_begin:2"),  # two branches' epochs durable, the third's in line
+        ("--kill-tx", "before:tx_mark:2"),  # one loser's abort decided, the other's not yet asked
+        ("--kill-tx", "after:tx_mark:2"),  # both losers' aborts decided, their legs being cancelled
+        ("--kill-tx", "after:tx_mark:3"),  # one loser's leg cancelled and its abort ended
+        ("--kill-tx", "before:tx_mark:5"),  # both losers ended, before the winner's commit
     ],
 )
 def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
@@ -238,6 +244,8 @@ def test_a_speculation_killed_while_settling_keeps_exactly_the_winners_effects(
     assert len(bank.records.get("cancels", {})) == 2  # the losers' legs cancelled once each
     assert sorted(p.name for p in root.glob("*.txt")) == ["y.txt"]
     assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
+    with Daybook(db_url) as book:
+        assert book.check() == []
 
 
 def _worker(db_url: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import HERE, killed, last_json
 from store_bytes import store_text
+from test_tx_crash import _visible  # what the files and the bank show
 
 import daybook
 from daybook import Daybook
@@ -29,17 +30,6 @@ CHILD = str(HERE / "tx_child.py")
 
 def _child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, CHILD, *args], capture_output=True, text=True, timeout=120)
-
-
-def _visible(root: Path, bank: Bank) -> dict[str, object]:
-    payments = list(bank.records.get("payments", {}).values())
-    return {
-        "a": (root / "a.txt").read_text() if (root / "a.txt").exists() else None,
-        "b": (root / "b.txt").read_text() if (root / "b.txt").exists() else None,
-        "legs": sum(1 for p in payments if p["n"] == 1),
-        "notices": sum(1 for p in payments if p["n"] == 99),
-        "cancels": len(bank.records.get("cancels", {})),
-    }
 
 
 # The transaction of tx_child.py, its commits: [begin] [stage a + leg intent] (leg sent, its

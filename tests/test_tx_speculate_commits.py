@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +16,8 @@ from conftest import HERE, killed
 
 import daybook
 from daybook import Daybook
-from daybook.demo.bank import Bank
 
 SPEC_CHILD = str(HERE / "spec_child.py")
-TX_CHILD = str(HERE / "tx_child.py")
 K = 16
 
 
@@ -72,33 +69,3 @@ def test_sixteen_branches_killed_in_a_shared_commit_resume_to_the_same_winner(
     with Daybook(db_url) as book:
         assert _settled(book, "k16") == ["aborted"] * (K - 1) + ["committed"]
         assert book.check() == []  # no gap: rows became durable in seq order
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "where",
-    [
-        "after:tx_begin:2",  # two branches' epochs durable, the third's in line
-        "before:tx_mark:2",  # one loser's abort decided, the other's not yet asked
-        "after:tx_mark:2",  # both losers' aborts decided, their legs being cancelled at once
-        "after:tx_mark:3",  # one loser's leg cancelled and its abort ended, the other's going
-        "before:tx_mark:5",  # both losers ended, before the winner's commit
-    ],
-)
-def test_a_speculation_killed_while_its_losers_abort_at_once_keeps_exactly_the_winners_effects(
-    db_url: str, tmp_path: Path, bank: Bank, where: str
-) -> None:
-    root = tmp_path / "site"
-    root.mkdir()
-    first = _child(TX_CHILD, db_url, "spec", "s1", str(root), bank.url, "--kill-tx", where)
-    assert killed(first), first.stdout + first.stderr
-    second = _child(TX_CHILD, db_url, "resume", "s1")
-    assert second.returncode == 0, second.stdout + second.stderr
-    payments = list(bank.records.get("payments", {}).values())
-    assert sorted(p["n"] for p in payments if p["n"] > 0) == [250, 280, 300]  # every leg booked once
-    assert [p["n"] for p in payments if p["n"] < 0] == [-250]  # only the winner's notice
-    assert len(bank.records.get("cancels", {})) == 2  # the losers' legs cancelled once each
-    assert sorted(p.name for p in root.glob("*.txt")) == ["y.txt"]
-    assert all(n == 1 for n in bank.stats()["executions_by_key"].values())
-    with Daybook(db_url) as book:
-        assert book.check() == []
