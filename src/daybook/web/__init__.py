@@ -35,7 +35,7 @@ log = logging.getLogger("daybook.web")
 # never ends while its run is live: without a bound, `daybook web` did not exit as long as one
 # browser tab showed a live run. Page requests finish well inside this; streams are cut after it
 # (the browser's EventSource reconnects to whichever server comes up next).
-SHUTDOWN_GRACE = 2.0
+SHUTDOWN_GRACE = 2  # seconds (uvicorn takes a whole number)
 
 
 def is_loopback(host: str) -> bool:
