@@ -105,16 +105,34 @@ def book(db_url: str) -> Iterator[Daybook]:
         yield b
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    """A real headless Chromium (`webtools.chromium`: skipped when none is installed), quit after."""
-    from webtools import chromium
+@pytest.fixture(scope="session")
+def _kept_browser() -> Iterator[dict[str, Any]]:
+    """The one Chromium a worker process keeps between its browser tests (started by the first)."""
+    kept: dict[str, Any] = {}
+    yield kept
+    if "driver" in kept:
+        kept.pop("driver").quit()
 
-    driver = chromium()
+
+@pytest.fixture
+def browser(_kept_browser: dict[str, Any]) -> Iterator[Any]:
+    """A real headless Chromium (`webtools.chromium`: skipped when none is installed), as a new
+    one starts: no cookies, no cache, no page, no console lines, the usual window. One is kept
+    per worker and reset after each test (starting a Chromium per test was a second of CPU each);
+    one that fails to reset is quit, and the next test starts another."""
+    from webtools import chromium, reset
+
+    if "driver" not in _kept_browser:
+        _kept_browser["driver"] = chromium()
+    driver = _kept_browser["driver"]
     try:
         yield driver
     finally:
-        driver.quit()
+        try:
+            reset(driver)
+        except Exception:
+            _kept_browser.pop("driver", None)
+            driver.quit()
 
 
 @pytest.fixture

@@ -108,6 +108,18 @@ def chromium() -> Any:
     return webdriver.Chrome(service=Service(driver_path), options=options)
 
 
+def reset(driver: Any) -> None:
+    """Leave a Chromium as `chromium()` starts one: the page (and its live streams) closed,
+    cookies and cache cleared (for every origin: the servers of the tests share 127.0.0.1 on
+    different ports), the console read empty, the window at its first size."""
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+    driver.execute_cdp_cmd("Storage.clearDataForOrigin", {"origin": "*", "storageTypes": "all"})
+    driver.set_window_size(1400, 1000)
+    driver.get_log("browser")
+
+
 # -- in the browser (`browser`, the fixture in conftest.py, is a `chromium()`) -----------------
 
 
