@@ -23,6 +23,8 @@ from daybook.store.sqlite_schema import statements as _statements
 
 ROOT = Path(__file__).resolve().parents[1]
 APPEND_ONLY = ("daybook_events", "daybook_inbox", "daybook_entity_log", "daybook_commits")
+# Snapshotted around each bypass; SQLite's REPLACE is tried on every one of them.
+REPLACEABLE = (*APPEND_ONLY, "daybook_chunks")
 DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
 
 
@@ -35,7 +37,9 @@ def stamp(*, label: str, idempotency_key: str) -> str:
 def audited(ctx: daybook.Context) -> str:
     ctx.decide("value", lambda: 0)
     ctx.wait_for("go", timeout=0)
-    return str(ctx.effect(stamp, label="x"))
+    value = str(ctx.effect(stamp, label="x"))
+    ctx.stream("log").write({"line": 1})
+    return value
 
 
 def _fill(book: Daybook) -> None:
@@ -61,7 +65,7 @@ def _sql(db_url: str, sql: str) -> list[tuple[object, ...]]:
 
 
 def _snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
-    return {t: _sql(db_url, f"SELECT * FROM {t} ORDER BY 1, 2") for t in APPEND_ONLY}
+    return {t: _sql(db_url, f"SELECT * FROM {t} ORDER BY 1, 2") for t in REPLACEABLE}
 
 
 def _replace_statements() -> list[str]:
@@ -78,6 +82,13 @@ def _replace_statements() -> list[str]:
         # A new commit row that takes an existing commit's key replaces that row too.
         "REPLACE INTO daybook_commits SELECT 'forged', key, 'forged', 'mallory', at, records "
         "FROM daybook_commits",
+        # So does an intent at a new seq that takes an existing intent's idempotency key, and a
+        # chunk at a new position that takes an existing chunk's (stream, act, n) key.
+        "REPLACE INTO daybook_events SELECT run_id, 999, step, kind, name, key, status, attempt, "
+        'fp, \'{"args":{"label":"forged"}}\', at, parent FROM daybook_events '
+        "WHERE kind = 'intent'",
+        "REPLACE INTO daybook_chunks SELECT run_id, 999, stream, act, n, divergent, "
+        "'{\"line\":999}', at FROM daybook_chunks",
     ]
 
 

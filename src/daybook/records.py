@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ConfigError, CorruptJournal, NotSerializable, RunErased
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 JSON = Any
 

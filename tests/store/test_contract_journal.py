@@ -42,6 +42,8 @@ def test_a_taken_seq_is_a_lost_lease_and_a_reused_key_a_duplicate_key(
         store.append(row("r1", 2, name="other"))
     with pytest.raises(DuplicateKey):
         store.append(row("r1", 3, kind="intent", key="k-1", data={"args": {}}))
+    with pytest.raises(LeaseLost):  # a taken seq and a taken key: the seq's fault
+        store.append(row("r1", 2, kind="intent", key="k-1", data={"args": {}}))
     assert [e.seq for e in store.load("r1")] == [1, 2]
 
 

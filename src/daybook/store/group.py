@@ -54,6 +54,10 @@ class _Job(_Solo):
 class GroupCommit:
     def __init__(self, conn: sqlite3.Connection, guard: Callable[[], None] | None = None) -> None:
         self._conn = conn
+        # The lone writer's journal INSERTs (`execute`) run on one cursor kept for them: the
+        # connection's `execute` makes (and registers, and drops) a cursor for every statement.
+        # Only the thread leading uses it; an INSERT leaves it with no statement in progress.
+        self._cursor = conn.cursor()
         # Asked before each commit; raising refuses the whole batch (see `sqlite.WalWatch`).
         self._guard = guard
         self._lock = threading.Lock()
@@ -114,7 +118,7 @@ class GroupCommit:
             self.writes += 1
             if self._guard is not None:
                 self._guard()  # raising refuses the write, as it refuses a batch
-            _execute(self._conn, sql, params)
+            self._cursor.execute(sql, params)
         except UnicodeEncodeError as exc:
             raise unencodable(exc, "SQLite") from exc
         finally:

@@ -316,6 +316,9 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER daybook_entity_log_append_only BEFORE UPDATE OR DELETE ON daybook_entity_log
             FOR EACH ROW EXECUTE FUNCTION daybook_entity_log_erase_only()""",
     ],
+    # v16: SQLite's REPLACE through a second unique index (sqlite_schema). PostgreSQL has no
+    # REPLACE: an insert that collides is refused (ON CONFLICT needs an UPDATE, refused too).
+    [],
 ]
 
 

@@ -252,6 +252,25 @@ MIGRATIONS: list[str] = [
         AND EXISTS (SELECT 1 FROM daybook_runs r WHERE r.run_id = json_extract(NEW.data, '$.run_id')
             AND r.status IN ('completed', 'failed', 'cancelled', 'expired'))), 0)
     BEGIN SELECT RAISE(ABORT, 'daybook entity log is append-only: rows are never updated'); END;""",
+    # v16: REPLACE through a second unique index. An intent that takes an existing intent's key
+    # under a new seq, or a chunk that takes an existing chunk's key under a new position, made
+    # REPLACE delete the older row: v8 looked at the primary key only. The journal's trigger is
+    # one program run per row (two triggers cost two), its seq refusal first;
+    # the key refusal names the index as SQLite's own would, so a daybook insert refused on a
+    # taken key is still told from one refused on a taken seq (`SQLiteDialect.conflict`).
+    """DROP TRIGGER IF EXISTS daybook_events_no_replace;
+    CREATE TRIGGER IF NOT EXISTS daybook_events_no_replace BEFORE INSERT ON daybook_events
+    BEGIN
+    SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never replaced')
+        WHERE EXISTS (SELECT 1 FROM daybook_events WHERE run_id = NEW.run_id AND seq = NEW.seq);
+    SELECT RAISE(ABORT, 'daybook journal is append-only: rows are never replaced (daybook_events.key)')
+        WHERE NEW.kind = 'intent'
+        AND EXISTS (SELECT 1 FROM daybook_events WHERE key = NEW.key AND kind = 'intent');
+    END;
+    CREATE TRIGGER IF NOT EXISTS daybook_chunks_no_replace_key BEFORE INSERT ON daybook_chunks
+    WHEN EXISTS (SELECT 1 FROM daybook_chunks WHERE run_id = NEW.run_id AND stream = NEW.stream
+        AND act = NEW.act AND n = NEW.n AND divergent = NEW.divergent)
+    BEGIN SELECT RAISE(ABORT, 'daybook stream chunks are append-only: rows are never replaced'); END;""",
 ]
 
 
