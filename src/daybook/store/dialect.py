@@ -72,6 +72,13 @@ class Dialect(ABC):
         runs it without the write function and the rendering on every call (its hot path)."""
         self.write(lambda db: db.execute(sql, params), retry=False)
 
+    def insert_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Journal rows as one durable commit, never run again by the dialect (as `insert`):
+        `sql` is the one-row INSERT (`... VALUES (...)`), `rows` each row's parameters. Here:
+        one INSERT of every row (one statement is atomic on its own)."""
+        values = sql[sql.index("VALUES ") + len("VALUES ") :]
+        self.insert(sql + f", {values}" * (len(rows) - 1), tuple(p for row in rows for p in row))
+
     @abstractmethod
     def conflict(self, exc: BaseException) -> bool | None:
         """None unless `exc` is a uniqueness refusal of a journal insert; else whether it was on

@@ -36,6 +36,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra insta
     psycopg = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+# The most parameters psycopg keeps a statement's parsed form (and prepares it) for: a
+# multi-row INSERT with more is parsed again at every call, which costs more client time than
+# sending each row's prepared one-row INSERT, all in one pipelined transaction.
+MANY_PARAMS = 50
 
 
 def _split(url: str) -> tuple[str, str | None]:
@@ -139,6 +143,15 @@ class PostgresDialect(Dialect):
                 return fn(_Once(link, retry))
             with link.transaction() as db:  # never retried: a lost COMMIT's fate is unknown
                 return fn(db)
+
+    def insert(self, sql: str, params: Sequence[Any]) -> None:
+        self.links.insert(sql, params)  # on a kept cursor, no write function around it
+
+    def insert_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if len(rows) * len(rows[0]) <= MANY_PARAMS:
+            super().insert_rows(sql, rows)
+        else:  # the one-row INSERT, prepared, for each row: one transaction, one round trip
+            self.links.insert_many(sql, rows)
 
     def conflict(self, exc: BaseException) -> bool | None:
         if not isinstance(exc, psycopg.errors.UniqueViolation):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, LeaseLost, StoreUnavailable
@@ -252,32 +252,32 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         try:  # `_insert`'s first try, inline: this runs for every row
             self.dialect.insert(INSERT_EVENT, params)
         except Exception as exc:
-            self._insert(INSERT_EVENT, params, (event,), failed=exc)
+            self._insert(lambda: self.dialect.insert(INSERT_EVENT, params), (event,), failed=exc)
 
     def append_batch(self, events: list[Event]) -> None:
-        # One multi-row INSERT: one statement is atomic on its own, so the rows take one commit
-        # and, on PostgreSQL, one round trip (no BEGIN/COMMIT around it).
-        sql = INSERT_EVENT + f", {_EVENT_VALUES}" * (len(events) - 1)
-        self._insert(sql, tuple(p for e in events for p in event_params(e)), events)
+        # All the rows in one commit (a multi-row INSERT, or on PostgreSQL past a few rows the
+        # one-row INSERT for each in one pipelined transaction): one round trip, all or none.
+        rows = [event_params(e) for e in events]
+        self._insert(lambda: self.dialect.insert_rows(INSERT_EVENT, rows), events)
 
     def _insert(
-        self, sql: str, params: Sequence[Any], events: Sequence[Event], failed: Exception | None = None
+        self, send: Callable[[], None], events: Sequence[Event], failed: Exception | None = None
     ) -> None:
-        """One INSERT of journal rows, healed and refused alike for one row or several.
-        `failed`: the insert was made already (`append`) and raised this, handled as its own."""
+        """Journal rows written in one commit by `send`, healed and refused alike for one row or
+        several. `failed`: `send` was called already (`append`) and raised this."""
         try:
             try:
                 if failed is not None:
                     raise failed
-                self.dialect.insert(sql, params)
+                send()
             except StoreUnavailable:
                 # The connection dropped under the insert, and is back: the rows are ours if
-                # they landed (one statement, so the last one tells for all), else they are
+                # they landed (one commit, so the last one tells for all), else they are
                 # written now. (The lease fences everyone else off these seqs.)
                 if not self.dialect.heals:
                     raise
                 if not self._landed(events[-1]):
-                    self.dialect.insert(sql, params)
+                    send()
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:
