@@ -31,6 +31,12 @@ __all__ = ["build", "is_loopback", "serve"]
 
 log = logging.getLogger("daybook.web")
 
+# On SIGTERM or Ctrl-C uvicorn waits for open requests to end, and a live view's event stream
+# never ends while its run is live: without a bound, `daybook web` did not exit as long as one
+# browser tab showed a live run. Page requests finish well inside this; streams are cut after it
+# (the browser's EventSource reconnects to whichever server comes up next).
+SHUTDOWN_GRACE = 2  # seconds (uvicorn takes a whole number)
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -66,4 +72,4 @@ def serve(
         Follower(book.store, configured_provider()).start()
 
     app = build(book, apps, hosts, read_only=read_only, require_sign_in=require_sign_in)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE)
