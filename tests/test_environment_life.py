@@ -119,41 +119,59 @@ def test_a_sigkilled_agent_leaves_its_sandbox_up_and_the_resume_reuses_it_with_n
     assert _stopped(sandbox)
 
 
+# Retention windows tried in turn: the first part happens inside the window, which a loaded
+# machine may overrun; the scenario then starts over with a wider one (a guard, not a speed limit).
+WINDOWS = (2.0, 8.0, 32.0)
+
+
 def test_past_the_retention_window_a_worker_expires_finished_runs_and_destroys_their_sandbox(
     db_url: str, tmp_path: Path
 ) -> None:
-    done_dir, failed_dir = tmp_path / "done", tmp_path / "failed"
-    done_dir.mkdir()
+    for window in WINDOWS:
+        if _retention(db_url, tmp_path / f"w{window:g}", window):
+            return
+    raise AssertionError(f"every window in {WINDOWS} s was overrun before its first part ended")
+
+
+def _retention(db_url: str, where: Path, window: float) -> bool:
+    """The retention scenario with a `window` of seconds; False if the part that must happen
+    inside the window took longer than it (nothing is then asserted about it)."""
+    done_dir, failed_dir = where / "done", where / "failed"
+    done_dir.mkdir(parents=True)
     failed_dir.mkdir()
     (failed_dir / "broken").write_text("yes")
-    worker = Worker(db_url, retention=2.0, schedules=False, queues=["nothing-here"], poll=0.05)
+    done_id, failed_id = f"done-{window:g}", f"failed-{window:g}"
+    worker = Worker(db_url, retention=window, schedules=False, queues=["nothing-here"], poll=0.05)
     thread = threading.Thread(target=worker.run, daemon=True)
     with Daybook(db_url) as book:
-        assert book.run(sandbox_app.sandboxed, str(done_dir), 2, run_id="done") == 2
+        assert book.run(sandbox_app.sandboxed, str(done_dir), 2, run_id=done_id) == 2
         with pytest.raises(daybook.RunFailed):
-            book.run(sandbox_app.sandboxed, str(failed_dir), 3, 0.0, 1, run_id="failed")
+            book.run(sandbox_app.sandboxed, str(failed_dir), 3, 0.0, 1, run_id=failed_id)
         began = time.monotonic()
         thread.start()
         try:
-            time.sleep(1.0)  # inside the 2 s window: both kept, the failed one retried after a fix
-            assert book.get_run("done").status == RunStatus.COMPLETED and _stopped(done_dir)
+            time.sleep(window / 2)  # inside the window: both kept, the failed one retried after a fix
+            kept = book.get_run(done_id).status == RunStatus.COMPLETED and _stopped(done_dir)
             (failed_dir / "broken").unlink()
-            book.retry("failed")
-            assert time.monotonic() - began < 2.0
-            assert book.resume("failed") == 3
-            # Past the window (3 s), whether or not anyone runs gc: the worker expires both.
-            wait_until(lambda: book.get_run("done").status == RunStatus.EXPIRED, timeout=60)
+            book.retry(failed_id)
+            if time.monotonic() - began >= window:
+                return False
+            assert kept
+            assert book.resume(failed_id) == 3
+            # Past the window, whether or not anyone runs gc: the worker expires both.
+            wait_until(lambda: book.get_run(done_id).status == RunStatus.EXPIRED, timeout=60)
             wait_until(lambda: not done_dir.exists(), timeout=60)
-            wait_until(lambda: book.get_run("failed").status == RunStatus.EXPIRED, timeout=60)
+            wait_until(lambda: book.get_run(failed_id).status == RunStatus.EXPIRED, timeout=60)
             wait_until(lambda: not failed_dir.exists(), timeout=60)
         finally:
             worker.stop.set()
             thread.join(30)
         with pytest.raises(daybook.RunExpired, match="retention window"):
-            book.resume("done")
-        expired = [ev for ev in book.journal("done") if ev.kind == "run_expired"]
+            book.resume(done_id)
+        expired = [ev for ev in book.journal(done_id) if ev.kind == "run_expired"]
         assert expired[0].data["from"] == "completed" and expired[0].data["by"].startswith("worker")
-        assert _log(book, "done")[-1]["action"] == "expired"
+        assert _log(book, done_id)[-1]["action"] == "expired"
+    return True
 
 
 def test_daybook_worker_enforces_its_retention_window_on_a_completed_run(db_url: str, sandbox: Path) -> None:

@@ -361,6 +361,8 @@ def test_concurrent_calls_from_one_client_are_each_journaled_once(book: Daybook,
     assert sorted(e["status"] for e in book.effects()) == ["confirmed"] * 5
 
 
+# The HTTP transport is the subject; the proxy's calls run on both stores in-process above (SQLite only).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_proxy_serves_clients_over_streamable_http(db_url: str, ledger: Path) -> None:
     import socket
 

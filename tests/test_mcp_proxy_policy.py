@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from conftest import PG_URL, cli, cli_in_process
+from conftest import PG_URL, cli_in_process
 from mcp import types
 from mcp_support import SERVER, body, client, ledger_of, run, text
 from mcp_support import ledger as ledger  # a fixture
@@ -70,9 +70,11 @@ def test_a_policy_built_in_python_is_checked_by_the_same_schema() -> None:
 
 
 def proxy_with_policy(tmp_path: Path, db: str, raw: Any) -> subprocess.CompletedProcess[str]:
+    # `daybook proxy` through click's runner: the refusal is the command's own parsing and
+    # checking against the upstream's tools (the upstream is still a real process).
     path = tmp_path / "policy.json"
     path.write_text(json.dumps(raw))
-    return cli("proxy", "--upstream", SERVER, "--tools-policy", str(path), db=db)
+    return cli_in_process("proxy", "--upstream", SERVER, "--tools-policy", str(path), db=db)
 
 
 @pytest.mark.parametrize(
@@ -257,6 +259,8 @@ def drive(port: int, headers: dict[str, str], to: str) -> list[int]:
     return [first.status_code, second.status_code]
 
 
+# Host, Origin and the bearer token are the listener's checks; the store plays no part (SQLite only).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_http_listener_refuses_other_hosts_and_origins(db_url: str, ledger: Path) -> None:
     port = free_port()
     with listening(db_url, port):
@@ -268,6 +272,8 @@ def test_the_http_listener_refuses_other_hosts_and_origins(db_url: str, ledger: 
     assert [line["args"]["to"] for line in ledger_of(ledger)] == ["friend"]  # 0 for the attacker
 
 
+# Host, Origin and the bearer token are the listener's checks; the store plays no part (SQLite only).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_http_listener_requires_the_bearer_token_when_one_is_set(db_url: str, ledger: Path) -> None:
     port = free_port()
     with listening(db_url, port, env={**os.environ, "DAYBOOK_PROXY_TOKEN": "s3cret-token"}):
@@ -280,5 +286,7 @@ def test_the_http_listener_requires_the_bearer_token_when_one_is_set(db_url: str
 
 def test_token_env_names_the_variable_and_must_be_set(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'j.db'}"
-    done = cli("proxy", "--upstream", SERVER, "--listen", "127.0.0.1:1", "--token-env", "NOPE_UNSET", db=db)
+    done = cli_in_process(
+        "proxy", "--upstream", SERVER, "--listen", "127.0.0.1:1", "--token-env", "NOPE_UNSET", db=db
+    )
     assert done.returncode == 2 and "$NOPE_UNSET is not set" in done.stderr and "Traceback" not in done.stderr

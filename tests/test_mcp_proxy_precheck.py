@@ -111,6 +111,9 @@ def test_an_mcp_approval_given_on_facts_that_changed_is_asked_again_and_the_call
     assert facts == [{"to": "bob", "rate": 1.0}, {"to": "bob", "rate": 1.25}, {"to": "bob", "rate": 1.25}]
 
 
+# The proxy process runs the precheck logic tested on both stores in-process above; what the
+# process adds (argv, policy file, stdio) is not the store's (SQLite only).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_daybook_proxy_process_asks_again_when_the_precheck_facts_changed(
     db_url: str, ledger: Path, rate: Path, tmp_path: Path
 ) -> None:

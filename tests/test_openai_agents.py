@@ -89,7 +89,10 @@ def test_the_same_agent_without_daybook_pays_twice(env: dict[str, str]) -> None:
 
 
 # Five agent processes in a row, each importing the SDK: minutes on a loaded 2-core machine.
+# The subject is the integration binding the SDK's approval to a daybook gate; gates on both
+# stores are tested in test_approval_lifecycle.py, so this one runs on SQLite only.
 @pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_tool_that_needs_approval_waits_for_a_daybook_gate_bound_to_its_call(
     db_url: str, env: dict[str, str]
 ) -> None:

@@ -53,3 +53,21 @@ def test_begins_sent_at_once_each_see_every_smaller_epoch(store: Store, new_run:
         t.join()
     for tx_id, epoch in epochs.items():
         assert _seen(store, tx_id) == {t for t, e in epochs.items() if e < epoch}
+
+
+def test_a_begin_leaves_out_its_siblings_and_still_sees_every_other_earlier_open_header(
+    store: Store, new_run: Callable[..., str]
+) -> None:
+    # A speculation's branches (ids sharing a prefix) never block one another: a branch's begin
+    # reads the earlier open headers without its siblings', so K branches read no K(K-1)/2 rows.
+    new_run("r1")
+    new_run("r2")
+    _begin(store, "r2/tx/2", "r2", 2)  # another run's, open: it blocks every later branch
+    group = "r1/spec/2/"
+    for j, seq in enumerate(range(3, 7)):
+        tx_id = f"{group}{100_000 * (j + 1)}"
+        event = row("r1", seq, name="tx:begin")
+        store.tx_begin(tx_id, "r1", '["a/**"]', 1, 0, event, NOW + seq, group)
+        assert _seen(store, tx_id) == {"r2/tx/2"}
+    _begin(store, "r1/spec/2/x", "r1", 7)  # no siblings given: every earlier open header
+    assert _seen(store, "r1/spec/2/x") == {"r2/tx/2", *(f"{group}{100_000 * j}" for j in range(1, 5))}

@@ -65,7 +65,7 @@ def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
     """How an exception is journaled: its type, message and the last frames of its traceback
     (`where`); with `full` (how a run ended) also the whole traceback, its tail kept if long
     (`traceback`, printed by `daybook show`)."""
-    lines = traceback.format_exception(exc)
+    lines = _never_raised(exc) or traceback.format_exception(exc)
     info = {
         "type": type(exc).__name__,
         "message": safe_text(str(exc)),
@@ -74,3 +74,23 @@ def error_info(exc: BaseException, full: bool = False) -> dict[str, str]:
     if full:
         info["traceback"] = safe_text("".join(lines)[-TRACEBACK_CHARS:])
     return info
+
+
+def _never_raised(exc: BaseException) -> list[str] | None:
+    """`traceback.format_exception(exc)` of an exception made only to be journaled, never raised
+    (no traceback, cause, context or notes: each loser of a speculation's `BranchLost`): its one
+    line, made as the traceback module makes it, without its TracebackException (most of an
+    abort's CPU). None for any other exception."""
+    if exc.__traceback__ is not None or exc.__cause__ is not None or exc.__context__ is not None:
+        return None
+    if hasattr(exc, "__notes__") or isinstance(exc, SyntaxError | BaseExceptionGroup):
+        return None
+    kind = type(exc)
+    name, module = kind.__qualname__, kind.__module__
+    if module not in ("__main__", "builtins"):
+        name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<exception str() failed>"
+    return [f"{name}: {text}\n" if text else f"{name}\n"]

@@ -106,9 +106,15 @@ class Dialect(ABC):
         return self.write(write, atomic=True, retry=retry)
 
     def chain_read(
-        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], read: str
+        self,
+        guard: str,
+        params: Sequence[Any],
+        names: str,
+        then: Sequence[Then],
+        read: str,
+        read_params: Sequence[Any] = (),
     ) -> tuple[Any, list[Any] | None]:
-        """`chain`, and the query `read` (given the chain's first column) run in the same
+        """`chain`, and the query `read` (given the chain's first column, then `read_params`) run in the same
         database transaction, after the chain's statements: (the chain's row, read's rows), or
         (None, None) if the guard returned no row. A backend whose chain's statements cannot see
         every row committed before the guard's row was drawn returns None for the rows (the
@@ -127,7 +133,7 @@ class Dialect(ABC):
             row = g
             for sql, more in then:
                 row = db.execute(prefix + sql, (*g, *more)).fetchone()
-            return row, db.execute(read, (g[0],)).fetchall()
+            return row, db.execute(read, (g[0], *read_params)).fetchall()
 
         result: tuple[Any, list[Any] | None] = self.write(write, atomic=True)
         return result

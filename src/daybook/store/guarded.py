@@ -182,9 +182,18 @@ class GuardedStore:
         self.inner.set_attributes(self._event_in(event), attributes)
 
     def tx_begin(
-        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+        self,
+        tx_id: str,
+        run_id: str,
+        scopes: str,
+        attempt: int,
+        retries: int,
+        event: Event,
+        now: float,
+        siblings: str = "",
     ) -> int:
-        epoch = self.inner.tx_begin(tx_id, run_id, scopes, attempt, retries, self._event_in(event), now)
+        sealed = self._event_in(event)
+        epoch = self.inner.tx_begin(tx_id, run_id, scopes, attempt, retries, sealed, now, siblings)
         event.data["epoch"] = epoch  # the caller's row (the backend set it on the sealed copy)
         return epoch
 

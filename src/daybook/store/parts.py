@@ -233,10 +233,20 @@ class Epochs(EpochsReads, Protocol):
     journal row."""
 
     def tx_begin(
-        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+        self,
+        tx_id: str,
+        run_id: str,
+        scopes: str,
+        attempt: int,
+        retries: int,
+        event: Event,
+        now: float,
+        siblings: str = "",
     ) -> int:
         """Allocate the next epoch (totally ordered, visible in order), insert the transaction's
-        header as open and its journal row `event` (given `data["epoch"]`) atomically."""
+        header as open and its journal row `event` (given `data["epoch"]`) atomically.
+        `siblings`: the id prefix of transactions that never block this one (a speculation's
+        branches), left out of what `tx_seen` returns."""
 
     def tx_mark(self, tx_id: str, status: str, event: Event, now: float, before: Event | None = None) -> bool:
         """Set a transaction's status with its journal row atomically; False if it had ended.
@@ -245,7 +255,8 @@ class Epochs(EpochsReads, Protocol):
 
     def tx_seen(self, tx_id: str) -> list[TxRow] | None:
         """The open headers with an epoch below `tx_id`'s that its `tx_begin` read in the database
-        transaction that drew the epoch, once; None if the backend does not read them there."""
+        transaction that drew the epoch (its `siblings` left out), once; None if the backend does
+        not read them there."""
 
 
 class DispatchReads(Protocol):

@@ -162,7 +162,13 @@ class PostgresDialect(Dialect):
         return self.group.run(sql, args, retry)  # with others' at once: one commit (postgres_group)
 
     def chain_read(
-        self, guard: str, params: Sequence[Any], names: str, then: Sequence[Then], read: str
+        self,
+        guard: str,
+        params: Sequence[Any],
+        names: str,
+        then: Sequence[Then],
+        read: str,
+        read_params: Sequence[Any] = (),
     ) -> tuple[Any, list[Any] | None]:
         # The chain is one statement, whose snapshot is taken before its guard waits for the
         # epoch lock: a read in it could miss a smaller epoch committed meanwhile. The read is
@@ -170,12 +176,12 @@ class PostgresDialect(Dialect):
         # (`StatementGroup.run(read=)`): in Read Committed it sees every commit made before it
         # began, the lock's holders' included. Its parameter, the chain's first column, is not
         # known when it is sent: it is given as the sequence's value this session drew last
-        # (only the epoch's chain reads, and its guard draws the epoch).
+        # (only the epoch's chain reads, and its guard draws the epoch); the rest are `read_params`.
         if guard != self.epoch_sql:
             return self.chain(guard, params, names, then), None
         sql, args = _one_statement(guard, params, names, then)
-        drawn = read.replace("%s", "currval('daybook_epoch_seq')")
-        got: tuple[Any, list[Any]] = self.group.run(sql, args, False, drawn)
+        drawn = read.replace("%s", "currval('daybook_epoch_seq')", 1)
+        got: tuple[Any, list[Any]] = self.group.run(sql, args, False, drawn, read_params)
         row, rows = got
         return (None, None) if row is None else (row, rows)
 

@@ -44,10 +44,17 @@ def in_lock_order(batch: Sequence[_Job]) -> list[_Job]:
 
 
 class _Job:
-    __slots__ = ("done", "error", "params", "read", "result", "retry", "sql", "wake")
+    __slots__ = ("done", "error", "params", "read", "read_params", "result", "retry", "sql", "wake")
 
-    def __init__(self, sql: str, params: Sequence[Any], retry: bool, read: str | None = None) -> None:
-        self.sql, self.params, self.retry, self.read = sql, params, retry, read
+    def __init__(
+        self,
+        sql: str,
+        params: Sequence[Any],
+        retry: bool,
+        read: str | None = None,
+        read_params: Sequence[Any] = (),
+    ) -> None:
+        self.sql, self.params, self.retry, self.read, self.read_params = sql, params, retry, read, read_params
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -68,12 +75,19 @@ class StatementGroup:
         self.batches: dict[int, int] = {}  # commits by batch size (what the benchmarks report)
         self.resent = 0  # batches that failed and were resent a statement at a time
 
-    def run(self, sql: str, params: Sequence[Any], retry: bool = False, read: str | None = None) -> Any:
+    def run(
+        self,
+        sql: str,
+        params: Sequence[Any],
+        retry: bool = False,
+        read: str | None = None,
+        read_params: Sequence[Any] = (),
+    ) -> Any:
         """Send `sql` as one durable commit, in a batch with others' if they are queued; its
         first row (None if none). `retry`: safe to send again if the connection dropped.
-        `read`: a query without parameters sent right after `sql`, in its transaction (and so in
-        its round trip; never sent again): then (sql's first row, read's rows)."""
-        job = _Job(sql, params, retry and read is None, read)
+        `read`: a query (its parameters `read_params`) sent right after `sql`, in its transaction
+        (and so in its round trip; never sent again): then (sql's first row, read's rows)."""
+        job = _Job(sql, params, retry and read is None, read, read_params)
         with self._lock:
             self._queue.append(job)
             follow = self._leading
@@ -151,7 +165,7 @@ def _statements(batch: Sequence[_Job]) -> list[tuple[str, Sequence[Any]]]:
     for job in batch:
         out.append((job.sql, job.params))
         if job.read is not None:
-            out.append((job.read, ()))
+            out.append((job.read, job.read_params))
     return out
 
 

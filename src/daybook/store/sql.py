@@ -114,8 +114,13 @@ _INSERT_TX = (
     f"INSERT INTO daybook_transactions ({TX_COLUMNS}) "
     "SELECT %s, %s, g.epoch, %s, 'open', %s, %s, %s, %s FROM g RETURNING epoch"
 )
-# The open headers below an epoch, read by `tx_begin` in the transaction that drew it.
+# The open headers below an epoch, read by `tx_begin` in the transaction that drew it; and the
+# same but those whose id starts with a given prefix (a speculation's sibling branches, which
+# never block one another: K begins would read K(K-1)/2 rows of siblings only to drop them).
 _OPEN_BELOW = select_sql("%s", None, True, 0)[0]
+_OPEN_BELOW_APART = _OPEN_BELOW.replace(
+    " ORDER BY epoch", " AND substr(tx_id, 1, CAST(%s AS INTEGER)) <> %s ORDER BY epoch"
+)
 _INBOX_FROM_G = (
     "INSERT INTO daybook_inbox (run_id, name, payload, sender, at) "
     "SELECT g.run_id, %s, %s::json, %s, %s FROM g RETURNING id"
@@ -467,7 +472,15 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     # -- transaction epochs (daybook.tx; headers in `tx_rows`) ----------------------------------
 
     def tx_begin(
-        self, tx_id: str, run_id: str, scopes: str, attempt: int, retries: int, event: Event, now: float
+        self,
+        tx_id: str,
+        run_id: str,
+        scopes: str,
+        attempt: int,
+        retries: int,
+        event: Event,
+        now: float,
+        siblings: str = "",
     ) -> int:
         # The journal row's data is given the epoch by the statement itself (it is drawn there):
         # its JSON text up to the epoch's value, the epoch's digits and "}" appended.
@@ -480,7 +493,8 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
         header = (tx_id, run_id, scopes, attempt, retries, now, now)
         then = [(_EPOCH_EVENT_FROM_G, row), (_INSERT_TX, header)]
         try:
-            got, seen = self.dialect.chain_read(self.dialect.epoch_sql, (), "epoch", then, _OPEN_BELOW)
+            read, apart = (_OPEN_BELOW_APART, (len(siblings), siblings)) if siblings else (_OPEN_BELOW, ())
+            got, seen = self.dialect.chain_read(self.dialect.epoch_sql, (), "epoch", then, read, apart)
         except Exception as exc:
             on_key = self.dialect.conflict(exc)
             if on_key is None:

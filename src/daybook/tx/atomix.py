@@ -287,7 +287,9 @@ class EpochTransaction:
         scopes = json.dumps(value["scopes"])
 
         def write(ev: Event) -> int:
-            return exe.store.tx_begin(tx_id, exe.run_id, scopes, value["attempt"], self.retries, ev, ev.at)
+            store = exe.store
+            attempt, retries, group = value["attempt"], self.retries, self.group or ""
+            return store.tx_begin(tx_id, exe.run_id, scopes, attempt, retries, ev, ev.at, group)
 
         data = {"value": {"tx_id": tx_id, **value}}
         return exe.append(

@@ -14,14 +14,13 @@ a branch counts as resolved once it finished and was chosen or aborted. So: ever
 `choose(results)` picks a winner among those that finished without an exception, the losers are
 aborted (staged calls dropped, held irreversible calls never released, calls that ran now
 undone by their inverses, newest first), all at once, each on a thread of its own, then the
-winner commits.
+winner commits. The branches' threads are kept between speculations (tx/crew.py).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +31,7 @@ from ..journal.execution import Execution, step_fingerprint
 from ..journal.turnstile import Turnstile
 from ..records import Kind, Status
 from ..store import handoff
+from . import crew
 from .atomix import EpochTransaction, Raw, drive_sync
 from .scope import parse_all
 
@@ -42,6 +42,25 @@ CUT = "tx:cut"
 
 class BranchLost(DaybookError):
     """A speculative branch that was not chosen: its transaction is aborted."""
+
+
+class _Latch:
+    """Set once `count` threads have each counted down: the run's thread waits once for all the
+    branches, not once per branch (each wake of a waiting thread costs a context switch)."""
+
+    def __init__(self, count: int) -> None:
+        self._left = count
+        self._lock = threading.Lock()
+        self.all = threading.Event()
+        if count <= 0:
+            self.all.set()
+
+    def down(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self.all.set()
 
 
 class _Ctx(Protocol):
@@ -70,6 +89,7 @@ class _Branch:
     cut: bool = False  # cut at the deadline (recorded): its thread writes nothing
     block: int = 0  # the first step of its block
     done: threading.Event = field(default_factory=threading.Event)  # its body has finished
+    finished: _Latch | None = None  # counted down with `done` (what the run's thread waits on)
     # Its thread waits, once its body finished, until the speculation settles, then does these
     # (its own abort, if it lost): the losers abort at once without a thread each to start.
     then: list[Callable[[], None]] = field(default_factory=list)
@@ -107,11 +127,12 @@ def speculate(
     for r in runs:
         r.cut = recorded is not None and r.name in recorded
     begins = handoff.Gathering(len(runs))
-    threads = [threading.Thread(target=_run, args=(r, branches[r.name], begins), daemon=True) for r in runs]
-    for t in threads:
-        t.start()
+    finished = _Latch(len(runs))
+    for r in runs:
+        r.finished = finished
+    threads = [crew.start(functools.partial(_run, r, branches[r.name], begins)) for r in runs]
     try:
-        _join(runs, None if recorded is not None else deadline)
+        _join(finished, None if recorded is not None else deadline)
         if deadline is not None and recorded is None:
             with lock.pinned():  # no branch row is half written, none waits in line
                 lock.drain()
@@ -130,11 +151,9 @@ def speculate(
             r.go.set()  # a thread given nothing to do (a winner, a cut branch) ends
 
 
-def _join(runs: list[_Branch], deadline: float | None) -> None:
+def _join(finished: _Latch, deadline: float | None) -> None:
     """Wait for every branch's body, or until `deadline` seconds have passed."""
-    end = None if deadline is None else time.monotonic() + deadline
-    for r in runs:
-        r.done.wait(None if end is None else max(0.0, end - time.monotonic()))
+    finished.all.wait(deadline)
 
 
 def _recorded_cut(exe: Execution, cut_step: int) -> list[str] | None:
@@ -143,7 +162,7 @@ def _recorded_cut(exe: Execution, cut_step: int) -> list[str] | None:
 
 
 def _cut_live(
-    exe: Execution, cut_step: int, runs: list[_Branch], threads: list[threading.Thread], deadline: float
+    exe: Execution, cut_step: int, runs: list[_Branch], threads: list[int], deadline: float
 ) -> None:
     """Cut the branches still running at the deadline: journaled (a replay cuts the same ones
     before they write), and each one's thread may write nothing more; it is aborted as a loser."""
@@ -151,7 +170,7 @@ def _cut_live(
     for r, t in zip(runs, threads, strict=True):
         if r.name in cut:
             r.cut = True
-            r.facet._exe.cut(t.ident)
+            r.facet._exe.cut(t)
     fp = step_fingerprint({"deadline": deadline}, cut_step, CUT)
     exe.append(Kind.DECISION, cut_step, CUT, status=Status.RECORDED.value, fp=fp, data={"value": cut})
 
@@ -182,6 +201,8 @@ def _run(branch: _Branch, fn: Callable[[Any], Any], begins: handoff.Gathering) -
     finally:
         branch.facet._tx = None
         branch.done.set()
+        if branch.finished is not None:
+            branch.finished.down()
     branch.go.wait()
     for job in branch.then:
         job()
@@ -212,7 +233,7 @@ def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) ->
     the order among losers is free: each writes in its own block). The first failure, in the
     branches' order, is raised once all are done."""
     failed: list[BaseException | None] = [None] * len(losers)
-    ended = [threading.Event() for _ in losers]
+    ended = _Latch(len(losers))
     aborts = handoff.Gathering(len(losers))  # their first rows: one commit
 
     def abort(i: int) -> None:
@@ -224,16 +245,15 @@ def _abort_losers(losers: list[_Branch], winner: str | None, lock: Turnstile) ->
         except BaseException as exc:  # raised below, in the run's own thread
             failed[i] = exc
         finally:
-            ended[i].set()
+            ended.down()
 
     for i, r in enumerate(losers):
         if r.cut:
-            threading.Thread(target=abort, args=(i,), daemon=True).start()
+            crew.start(functools.partial(abort, i))
         else:
             r.then.append(functools.partial(abort, i))
             r.go.set()
-    for e in ended:
-        e.wait()
+    ended.all.wait()
     for exc in failed:
         if exc is not None:
             raise exc
