@@ -113,6 +113,8 @@ def _cell(
 ) -> dict[str, Any]:
     if profile:
         os.environ["DAYBOOK_BENCH_PROFILE"] = f"{profile}.{sync}.{tool}"
+    else:  # an earlier cell's profile file is not overwritten by this one's
+        os.environ.pop("DAYBOOK_BENCH_PROFILE", None)
     with tempfile.TemporaryDirectory(prefix="daybook-bench-mcp-") as tmp:
         os.environ["MCP_LEDGER"] = str(Path(tmp) / "ledger.jsonl")
         db_url = f"sqlite:///{Path(tmp) / 'proxy.db'}?synchronous={sync}"

@@ -217,3 +217,27 @@ def test_an_unknown_outcome_is_resent_under_its_key_only_when_the_call_is_declar
     with pytest.raises(daybook.NeedsAttention):
         book.run(unknown, False, run_id="once")
     assert calls == ["once/send"]
+
+
+def test_the_same_fn_under_another_profile_is_another_tool_and_lookup_finds_the_last_called(
+    book: Daybook,
+) -> None:
+    """`journaled_call` keeps the tool it built for a fn and profile: the profile a call gives
+    is the one its act gets (idempotent, then not, then again), and the tool registered under
+    the name is the one the last call used, as when each call built its own."""
+    from daybook.journal.tool import lookup
+
+    def send() -> str:
+        return "sent"
+
+    @daybook.workflow(name="seam.profiles")
+    def profiled(ctx: Context, idempotent: bool) -> Any:
+        return daybook.journaled_call(ctx, "x:profiled", None, send, idempotent=idempotent)
+
+    seen = []
+    for n, idempotent in enumerate([True, False, True]):
+        assert book.run(profiled, idempotent, run_id=f"p{n}") == "sent"
+        made = lookup("x:profiled")
+        assert made is not None
+        seen.append(made.idempotent)
+    assert seen == [True, False, True]

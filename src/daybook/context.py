@@ -51,26 +51,37 @@ T = TypeVar("T")
 class Context:
     """What a workflow gets as `ctx`: every non-deterministic read and every effect goes through it."""
 
+    # The facets, each built at its first use (`__getattr__`, from `_FACETS`) and kept: a run
+    # uses a few (an MCP call through the proxy: its effect's four), and building all of them
+    # for every execution cost as much as one of the call's SQL statements.
+    _decisions: Decisions
+    _effects: Effects
+    _waits: Waits
+    _gates: Gates
+    _transactions: Transactions
+    _compensations: Compensations
+    _subtasks: Subtasks
+    _obligations: Obligations
+    _barriers: Barriers
+    _updates: Updates
+    _revisions: Revisions
+    _primers: Primers
+    _environments: Environments
+    _attributes: Attributes
+    _streams: Streams
+    _children: Children
+    budget: Budget
+
     def __init__(self, exe: Execution, prices: PriceTable | None = None) -> None:
         self._exe = exe
         self._prices = prices
-        decisions = self._decisions = Decisions(exe)
-        effects = self._effects = Effects(exe)
-        waits = self._waits = Waits(exe, prove=self._proved)
-        gates = self._gates = Gates(exe, decisions, waits)
-        self._transactions = Transactions(exe, effects, decisions, gates, branch=self._branch)
-        self._compensations = Compensations(exe, decisions, self._transactions, gates)
-        self._subtasks = Subtasks(exe, decisions)
-        self._obligations = Obligations(exe)
-        self._barriers = Barriers(exe, decisions, waits)
-        self._updates = Updates(exe, decisions, waits)
-        self._revisions = Revisions(exe)
-        self._primers = Primers(exe, decisions)
-        self._environments = Environments(exe, decisions)
-        self._attributes = Attributes(exe)
-        self._streams = Streams(exe)
-        self._children = Children(exe, decisions)
-        self.budget = Budget(exe, decisions, waits, prices)
+
+    def __getattr__(self, name: str) -> Any:
+        make = _FACETS.get(name)
+        if make is None:
+            raise AttributeError(f"'Context' object has no attribute {name!r}")
+        facet = self.__dict__[name] = make(self)
+        return facet
 
     @property
     def run_id(self) -> str:
@@ -552,6 +563,27 @@ class Context:
         twin = Context(exe, self._prices)
         return twin, twin._transactions
 
+
+# How each facet is built over the execution cursor, with the facets it calls.
+_FACETS: dict[str, Callable[[Context], Any]] = {
+    "_decisions": lambda c: Decisions(c._exe),
+    "_effects": lambda c: Effects(c._exe),
+    "_waits": lambda c: Waits(c._exe, prove=c._proved),
+    "_gates": lambda c: Gates(c._exe, c._decisions, c._waits),
+    "_transactions": lambda c: Transactions(c._exe, c._effects, c._decisions, c._gates, branch=c._branch),
+    "_compensations": lambda c: Compensations(c._exe, c._decisions, c._transactions, c._gates),
+    "_subtasks": lambda c: Subtasks(c._exe, c._decisions),
+    "_obligations": lambda c: Obligations(c._exe),
+    "_barriers": lambda c: Barriers(c._exe, c._decisions, c._waits),
+    "_updates": lambda c: Updates(c._exe, c._decisions, c._waits),
+    "_revisions": lambda c: Revisions(c._exe),
+    "_primers": lambda c: Primers(c._exe, c._decisions),
+    "_environments": lambda c: Environments(c._exe, c._decisions),
+    "_attributes": lambda c: Attributes(c._exe),
+    "_streams": lambda c: Streams(c._exe),
+    "_children": lambda c: Children(c._exe, c._decisions),
+    "budget": lambda c: Budget(c._exe, c._decisions, c._waits, c._prices),
+}
 
 # A bad step name or key is refused before the step runs (a `ConfigError` parks the run).
 checked(Context, CONTEXT_RULES, "ctx")

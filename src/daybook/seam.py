@@ -19,9 +19,16 @@ from typing import Any
 from .context import Context
 from .errors import ConfigError, NotInRun
 from .journal import current as _current
-from .journal.tool import ReconcileResult, tool
+from .journal.tool import ReconcileResult, Tool, register, tool
 
 Status = Callable[[str, dict[str, Any]], ReconcileResult]
+
+# The tools `journaled_call` built, by fn and profile, newest last: an integration calls the
+# same fn for every call of one tool (the MCP proxy: one per upstream tool), and building the
+# `Tool` again (its checks, `inspect.signature`) cost as much as one of the call's SQL
+# statements. Bounded: a caller that passes a new closure each time only misses.
+_BUILT: dict[tuple[Any, ...], Tool[Any]] = {}
+_BUILT_MAX = 256
 
 
 def current() -> Context:
@@ -96,16 +103,46 @@ def journaled_call(
             f"journaled_call {name!r}: args are keyword arguments of fn, by name (not "
             f"'idempotency_key', which daybook.idempotency_key() gives inside fn); got {bad!r}"
         )
-    act = tool(
-        name=name,
-        status=status,
-        idempotent=idempotent,
-        irreversible=irreversible,
-        effect_class=effect_class,
-        secrets=tuple(secrets),
-        certain=certain,
-    )(_acting(fn))
-    return ctx.effect(act, key=key, **given)
+    return ctx.effect(
+        _built(name, fn, status, idempotent, irreversible, effect_class, secrets, certain), key=key, **given
+    )
+
+
+def _built(
+    name: str,
+    fn: Callable[..., Any],
+    status: Status | None,
+    idempotent: bool,
+    irreversible: bool | None,
+    effect_class: str | None,
+    secrets: Sequence[str],
+    certain: tuple[type[BaseException] | int, ...],
+) -> Tool[Any]:
+    """The tool for `fn` under this profile: built once, registered under its name each call
+    (as a build would), so `lookup(name)` finds the tool the run last called."""
+    profile: tuple[Any, ...] = (name, fn, status, idempotent, irreversible, effect_class)
+    profile += (tuple(secrets), certain)
+    try:
+        act = _BUILT.get(profile)
+    except TypeError:  # an unhashable part (a list of secret names): built each time
+        act, profile = None, ()
+    if act is None:
+        act = tool(
+            name=name,
+            status=status,
+            idempotent=idempotent,
+            irreversible=irreversible,
+            effect_class=effect_class,
+            secrets=tuple(secrets),
+            certain=certain,
+        )(_acting(fn))
+        if profile:
+            if len(_BUILT) >= _BUILT_MAX:
+                del _BUILT[next(iter(_BUILT))]
+            _BUILT[profile] = act
+        return act
+    register(act)
+    return act
 
 
 def _acting(fn: Callable[..., Any]) -> Callable[..., Any]:

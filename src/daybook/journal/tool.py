@@ -508,6 +508,11 @@ def gate_terms(tool: Tool[Any], args: dict[str, Any]) -> dict[str, Any]:
 _TOOLS: dict[str, Tool[Any]] = {}
 
 
+def register(made: Tool[Any]) -> None:
+    """Register `made` under its name, as building it did (the newest of a name wins)."""
+    _TOOLS[made.name] = made
+
+
 def lookup(name: str) -> Tool[Any] | None:
     """The tool registered under `name` in this process (compensation finds inverses here)."""
     return _TOOLS.get(name)

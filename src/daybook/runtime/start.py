@@ -152,8 +152,10 @@ class OneAct:
 
     def __init__(self, store: Store, info: RunInfo, first: Event) -> None:
         self._store = store
+        self._run_id = info.run_id
         self._birth: tuple[RunInfo, Event] | None = (info, first)
         self._held: list[Event] = []
+        self._journal_only = True  # nothing but journal rows written through it (`tx_rows`)
         share_concealer(self, store)  # the intent's secrets are scrubbed by the store it goes to
 
     def _write(self, rows: Sequence[Event]) -> None:
@@ -216,7 +218,17 @@ class OneAct:
             self._store.finish(run_id, owner, status, result, error, event, now)
         self._held.clear()  # kept if the end was refused: an exit path writes them, no gap
 
+    def tx_rows(self, run_id: str | None = None, open_only: bool = False, before: int | None = None) -> Any:
+        """Without a look in the store for this run's own transactions while it has written
+        nothing but journal rows: a run born through this handle (no earlier execution) opens a
+        transaction only through the store's other methods, which pass `__getattr__`. What the
+        run's end asks (`release_ended`), on every proxied call, answered without a read."""
+        if run_id == self._run_id and self._journal_only:
+            return []
+        return self.born().tx_rows(run_id=run_id, open_only=open_only, before=before)
+
     def __getattr__(self, name: str) -> Any:
+        self._journal_only = False
         return getattr(self.born(), name)
 
 

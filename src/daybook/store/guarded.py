@@ -121,7 +121,9 @@ class GuardedStore:
         return ev if data is ev.data else dataclasses.replace(ev, data=cast(dict[str, JSON], data))
 
     def create_run(self, info: RunInfo, first: Event, more: Sequence[Event] = ()) -> bool:
-        sealed = dataclasses.replace(info, input=self._in(info.input))
+        sealed_input = self._in(info.input)
+        # The hot path (no codec, no live secret): the same header, not a copy.
+        sealed = info if sealed_input is info.input else dataclasses.replace(info, input=sealed_input)
         if more:
             return self.inner.create_run(sealed, self._event_in(first), [self._event_in(e) for e in more])
         return self.inner.create_run(sealed, self._event_in(first))

@@ -217,15 +217,26 @@ def withheld(value: JSON) -> Any:
 def has_secret(value: Any, depth: int = 0) -> bool:
     """True if a Secret is anywhere inside `value` (looked for down to MAX_DEPTH: deeper, the
     value is refused as a journal payload anyway, by `check_json`, with its own message)."""
+    if type(value) in _LEAVES:  # the common case first: no isinstance, no call per leaf
+        return False
     if isinstance(value, Secret):
         return True
     if depth >= MAX_DEPTH:
         return False
     if isinstance(value, dict):
-        return any(has_secret(v, depth + 1) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(has_secret(v, depth + 1) for v in value)
+        items: Any = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return False
+    for item in items:  # noqa: SIM110 (a loop, not any() over a generator: every row is walked)
+        if type(item) not in _LEAVES and has_secret(item, depth + 1):
+            return True
     return False
+
+
+# Exact types that hold no Secret (a subclass goes the long way, as before).
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 _CONCEALERS: weakref.WeakKeyDictionary[Any, Concealer] = weakref.WeakKeyDictionary()

@@ -98,6 +98,17 @@ _TWO_EVENTS_FROM_G = (
     f"UNION ALL SELECT {_EVENT_VALUES[1:-1]} FROM g RETURNING seq"
 )
 _EPOCH_TAIL = '"epoch":0}'
+
+
+def _inserts(events: Sequence[Event]) -> list[Then]:
+    """The statements of a chain that insert `events`: two in one statement (a run's first row
+    with its first act's, an act's outcome with the run's end: each proxied MCP call writes
+    both pairs), one statement per row otherwise."""
+    if len(events) == 2:
+        return [(_TWO_EVENTS_FROM_G, (*event_params(events[0]), *event_params(events[1])))]
+    return [(EVENT_FROM_G, event_params(e)) for e in events]
+
+
 _EPOCH_EVENT_FROM_G = EVENT_FROM_G.replace("%s::json", "(CAST(%s AS TEXT) || g.epoch || '}')::json", 1)
 _INSERT_TX = (
     f"INSERT INTO daybook_transactions ({TX_COLUMNS}) "
@@ -165,13 +176,13 @@ class SqlStore(SqlEntities, SqlCommits, SqlDispatch):
     def _moved(self, update: str, params: tuple[Any, ...], event: Event, held: Sequence[Event] = ()) -> bool:
         """Change a header with `update` and insert `event` with it (after the rows `held`), or
         none of them (False) if the header was not in a state to change."""
-        then = [(EVENT_FROM_G, event_params(e)) for e in (*held, event)]
+        then = _inserts((*held, event))
         return self._chained(event, update + " RETURNING 1", params, "ok", then) is not None
 
     # -- runs and leases ------------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, first: Event, more: Sequence[Event] = ()) -> bool:
-        then = [(EVENT_FROM_G, event_params(e)) for e in (first, *more)]
+        then = _inserts((first, *more))
         guard = _INSERT_RUN + " RETURNING run_id"
         # Safe to send again: a header already there (this very call's, had its answer been
         # lost) inserts nothing, and the caller then claims the run it finds (and replays its

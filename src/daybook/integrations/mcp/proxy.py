@@ -139,6 +139,7 @@ class McpProxy:
         # Per identical positional call (tool, argument digest): how many have settled.
         self._ordinals: dict[tuple[str, str], int] = {}
         self._inflight: dict[object, asyncio.Task[types.CallToolResult]] = {}
+        self._made: dict[str, tuple[Callable[..., Awaitable[dict[str, Any]]], Any]] = {}
         book.inline_wait = 0.0  # a gate answers "pending" at once; the client calls again later
 
     # -- the client's side ---------------------------------------------------------------------
@@ -313,16 +314,16 @@ class McpProxy:
                     "reason": verdict.reason,
                     **({"facts": verdict.facts} if verdict.outcome == "stale" else {}),
                 }
+        sender, asker = self._acts(name, policy)
         try:
             result = await daybook.journaled_call(
                 ctx,
                 f"mcp:{name}",
                 ctx.run_id,
-                self._sender(name, policy),
+                sender,
                 args={"arguments": live},
                 idempotent=policy.idempotent,
-                # The async driver awaits what a status query returns (see journal/driver.py).
-                status=cast(Any, self._asker(policy)) if policy.status is not None else None,
+                status=asker,
                 effect_class=policy.tool_class,
                 # The server answered with an error: it did not act. A lost connection is no
                 # answer (the sender turns it into OutcomeUnknown).
@@ -357,6 +358,16 @@ class McpProxy:
             return json.loads(first.text)
         except ValueError:
             return first.text
+
+    def _acts(self, name: str, policy: ToolPolicy) -> tuple[Callable[..., Awaitable[dict[str, Any]]], Any]:
+        """The sender and status query of tool `name`, made once: the same functions each call,
+        so `journaled_call` builds its tool once (`seam.py`)."""
+        acts = self._made.get(name)
+        if acts is None:
+            # The async driver awaits what a status query returns (see journal/driver.py).
+            asker = cast(Any, self._asker(policy)) if policy.status is not None else None
+            acts = self._made[name] = (self._sender(name, policy), asker)
+        return acts
 
     def _sender(self, name: str, policy: ToolPolicy) -> Callable[..., Awaitable[dict[str, Any]]]:
         upstream = self.upstream
