@@ -14,6 +14,7 @@ flat `ctx`; the runtime builds one per execution.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
@@ -80,7 +81,13 @@ class Context:
         make = _FACETS.get(name)
         if make is None:
             raise AttributeError(f"'Context' object has no attribute {name!r}")
-        facet = self.__dict__[name] = make(self)
+        # Under a lock: two threads of one run (a tool's own threads, a stream) reaching a
+        # facet first at once must share one, as they did when all were built up front. An
+        # RLock: a facet's maker reaches the facets it calls.
+        with _BUILDING:
+            facet = self.__dict__.get(name)
+            if facet is None:
+                facet = self.__dict__[name] = make(self)
         return facet
 
     @property
@@ -564,6 +571,7 @@ class Context:
         return twin, twin._transactions
 
 
+_BUILDING = threading.RLock()
 # How each facet is built over the execution cursor, with the facets it calls.
 _FACETS: dict[str, Callable[[Context], Any]] = {
     "_decisions": lambda c: Decisions(c._exe),
