@@ -158,7 +158,7 @@ class Link:
         committed at the end; the turn is the caller's to hold. A statement that fails rolls
         back the rest; a connection lost under it raises `StoreUnavailable`."""
         conn = self._idle_checked()
-        try:
+        with self._mapped(conn):
             try:
                 with conn.pipeline():
                     # Read Committed whatever the server's default: each statement sees
@@ -170,12 +170,6 @@ class Link:
                 if not _lost(conn) and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     with contextlib.suppress(psycopg.Error):
                         conn.execute("ROLLBACK")  # a statement failed: the rest never ran
-        except _ENCODING as exc:
-            raise unencodable(exc, "PostgreSQL") from None
-        except psycopg.OperationalError as exc:
-            if not _lost(conn):
-                raise
-            raise self._lost_in_transaction(conn, exc) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -184,7 +178,7 @@ class Link:
         new one). A connection found lost at BEGIN, before anything was sent, is healed first."""
         with self._turn:
             conn, tx = self._begin()
-            try:
+            with self._mapped(conn):
                 try:
                     yield conn
                 except BaseException as exc:
@@ -192,12 +186,19 @@ class Link:
                         raise
                 else:
                     tx.__exit__(None, None, None)
-            except _ENCODING as exc:
-                raise unencodable(exc, "PostgreSQL") from None
-            except psycopg.OperationalError as exc:
-                if not _lost(conn):
-                    raise
-                raise self._lost_in_transaction(conn, exc) from exc
+
+    @contextlib.contextmanager
+    def _mapped(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """A begun transaction's errors as daybook's: text the database cannot encode is
+        refused as such; a connection lost under it raises `StoreUnavailable` (its fate unknown)."""
+        try:
+            yield
+        except _ENCODING as exc:
+            raise unencodable(exc, "PostgreSQL") from None
+        except psycopg.OperationalError as exc:
+            if not _lost(conn):
+                raise
+            raise self._lost_in_transaction(conn, exc) from exc
 
     def _lost_in_transaction(self, conn: psycopg.Connection[Any], exc: Exception) -> StoreUnavailable:
         """Heals the link; the error says the transaction's fate is unknown."""
